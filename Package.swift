@@ -1,0 +1,46 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "cardbench",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "cardbench", targets: ["cardbench"]),
+        .library(name: "EMV", targets: ["EMV"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
+    ],
+    targets: [
+        // libcrypto from Debian's libssl-dev, used for the DES/TDES block cipher only.
+        .systemLibrary(
+            name: "CLibCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(
+            name: "EMV",
+            dependencies: [
+                "CLibCrypto",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
+        .executableTarget(
+            name: "cardbench",
+            dependencies: [
+                "EMV",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "EMVTests",
+            dependencies: ["EMV"]
+        ),
+        .testTarget(
+            name: "CLITests",
+            dependencies: ["EMV"]
+        ),
+    ]
+)

@@ -1,0 +1,213 @@
+/// The cryptogram versions cardbench computes, by their CVN numbers.
+public enum CVN: Int, Sendable, CaseIterable, CustomStringConvertible, Codable {
+    case visa10 = 10
+    case visa18 = 18
+    case visa22 = 22
+    case mastercard16 = 16
+    case mastercard17 = 17
+    case mastercard20 = 20
+    case mastercard21 = 21
+
+    /// Looks a CVN up by number; anything else is an error naming the valid ones.
+    public init(number: Int) throws(EMVError) {
+        guard let cvn = CVN(rawValue: number) else {
+            throw EMVError(field: "cvn", rule: "must be one of 10, 18, 22 (Visa) or 16, 17, 20, 21 (Mastercard), got \(number)")
+        }
+        self = cvn
+    }
+
+    public var isVisa: Bool { self == .visa10 || self == .visa18 || self == .visa22 }
+
+    public var description: String { "\(isVisa ? "Visa" : "Mastercard") CVN \(rawValue)" }
+
+    /// Which ICC master key derivation the CVN uses.
+    var usesOptionB: Bool { self == .visa18 || self == .visa22 }
+
+    /// The ARPC method: 1 (ARC, 8-byte ARPC) or 2 (CSU, 4-byte ARPC).
+    public var arpcMethod: Int { self == .visa18 || self == .visa22 ? 2 : 1 }
+
+    /// Whether the ARPC is keyed with the AC session key (otherwise the ICC master key).
+    var arpcUsesSessionKey: Bool {
+        switch self {
+        case .visa18, .visa22, .mastercard20, .mastercard21: true
+        case .visa10, .mastercard16, .mastercard17: false
+        }
+    }
+
+    var needsCounters: Bool { self == .mastercard17 || self == .mastercard21 }
+
+    /// The terminal tags every supported CVN puts into its cryptogram, in order, with lengths.
+    public static let cryptogramTags: [(tag: EMVTag, length: Int)] = [
+        (0x9F02, 6), (0x9F03, 6), (0x9F1A, 2), (0x95, 5), (0x5F2A, 2), (0x9A, 3), (0x9C, 1), (0x9F37, 4), (0x82, 2), (0x9F36, 2),
+    ]
+}
+
+/// What goes into an application cryptogram beyond the key: tag values, and the card's
+/// CVR, issuer application data and counters as the CVN needs them.
+public struct CryptogramData: Sendable, Hashable {
+    /// EMVTag values: 9F02, 9F03, 9F1A, 95, 5F2A, 9A, 9C, 9F37, 82, 9F36, and 9F10 if given that way.
+    public var tags: [EMVTag: [UInt8]]
+    /// Card verification results; if absent they are taken from the issuer application data.
+    public var cvr: [UInt8]?
+    /// Issuer application data (9F10); falls back to `tags[9F10]`.
+    public var issuerApplicationData: [UInt8]?
+    /// Mastercard CVN 17/21 counters (8 bytes); if absent, taken from the IAD.
+    public var counters: [UInt8]?
+
+    public init(tags: [EMVTag: [UInt8]], cvr: [UInt8]? = nil, issuerApplicationData: [UInt8]? = nil, counters: [UInt8]? = nil) {
+        self.tags = tags
+        self.cvr = cvr
+        self.issuerApplicationData = issuerApplicationData
+        self.counters = counters
+    }
+
+    var iad: [UInt8]? { issuerApplicationData ?? tags[0x9F10] }
+}
+
+/// What the issuer returns for ARPC generation: an authorisation response code (method 1) or a
+/// card status update (method 2).
+public enum ARPCInput: Sendable, Hashable {
+    case responseCode([UInt8])
+    case cardStatusUpdate([UInt8], proprietaryData: [UInt8] = [])
+}
+
+/// A card's application cryptogram keys for one CVN, and the computations on them.
+///
+/// An issuer builds it from the issuer master key and the PAN; a card from its ICC master key.
+public struct CryptogramKeys: Sendable {
+    public let cvn: CVN
+    public let iccMasterKey: TDESKey
+
+    /// Derives the ICC master key from the issuer master key as the CVN prescribes.
+    public init(cvn: CVN, issuerMasterKey: TDESKey, pan: String, psn: String) throws(EMVError) {
+        self.cvn = cvn
+        iccMasterKey = cvn.usesOptionB
+            ? try KeyDerivation.iccMasterKeyOptionB(issuerMasterKey: issuerMasterKey, pan: pan, psn: psn)
+            : try KeyDerivation.iccMasterKeyOptionA(issuerMasterKey: issuerMasterKey, pan: pan, psn: psn)
+    }
+
+    /// Uses an ICC master key as personalised on a card.
+    public init(cvn: CVN, iccMasterKey: TDESKey) {
+        self.cvn = cvn
+        self.iccMasterKey = iccMasterKey
+    }
+
+    /// The AC session key for a transaction: none (the ICC master key) for Visa CVN 10; the
+    /// Mastercard key from ATC and UN for CVN 16/17; the EMV common session key otherwise.
+    public func sessionKey(atc: [UInt8], unpredictableNumber: [UInt8]?) throws(EMVError) -> TDESKey {
+        guard atc.count == 2 else { throw EMVError(field: "tag 9F36", rule: "the ATC is 2 bytes, got \(atc.count)") }
+        switch cvn {
+        case .visa10:
+            return iccMasterKey
+        case .mastercard16, .mastercard17:
+            guard let un = unpredictableNumber else {
+                throw EMVError(field: "tag 9F37", rule: "missing: \(cvn) derives its session key from the Unpredictable Number")
+            }
+            guard un.count == 4 else { throw EMVError(field: "tag 9F37", rule: "the Unpredictable Number is 4 bytes, got \(un.count)") }
+            return try KeyDerivation.mastercardSessionKey(iccMasterKey: iccMasterKey, atc: atc, unpredictableNumber: un)
+        case .visa18, .visa22, .mastercard20, .mastercard21:
+            return try KeyDerivation.commonSessionKey(iccMasterKey: iccMasterKey, atc: atc)
+        }
+    }
+
+    /// The bytes the MAC runs over: the ten terminal and card tags, then the CVR (Visa 10,
+    /// Mastercard), the whole IAD (Visa 18/22) and the counters (Mastercard 17/21).
+    public func input(_ data: CryptogramData) throws(EMVError) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        for (tag, length) in CVN.cryptogramTags {
+            guard let v = data.tags[tag] else {
+                throw EMVError(field: "tag \(tag)", rule: "missing: \(cvn) needs \(tag.name ?? "it") (\(length) bytes)")
+            }
+            guard v.count == length else {
+                throw EMVError(field: "tag \(tag)", rule: "\(tag.name ?? "value") must be \(length) bytes, got \(v.count)")
+            }
+            out += v
+        }
+        switch cvn {
+        case .visa10:
+            out += try extract(data.cvr, from: data.iad, range: 3..<7, name: "cvr", what: "the Visa CVR (4 bytes, IAD bytes 4–7)")
+        case .visa18, .visa22:
+            guard let iad = data.iad else {
+                throw EMVError(field: "iad", rule: "missing: \(cvn) MACs the whole issuer application data (9F10); give --iad or --tag 9F10=")
+            }
+            guard (1...32).contains(iad.count) else { throw EMVError(field: "iad", rule: "issuer application data is 1–32 bytes, got \(iad.count)") }
+            out += iad
+        case .mastercard16, .mastercard20:
+            out += try extract(data.cvr, from: data.iad, range: 2..<8, name: "cvr", what: "the Mastercard CVR (6 bytes, IAD bytes 3–8)")
+        case .mastercard17, .mastercard21:
+            out += try extract(data.cvr, from: data.iad, range: 2..<8, name: "cvr", what: "the Mastercard CVR (6 bytes, IAD bytes 3–8)")
+            out += try extract(data.counters, from: data.iad, range: 10..<18, name: "counters", what: "the counters (8 bytes, IAD bytes 11–18)")
+        }
+        return out
+    }
+
+    private func extract(_ given: [UInt8]?, from iad: [UInt8]?, range: Range<Int>, name: String, what: String) throws(EMVError) -> [UInt8] {
+        if let given {
+            guard given.count == range.count else {
+                throw EMVError(field: name, rule: "\(what): must be \(range.count) bytes, got \(given.count)")
+            }
+            return given
+        }
+        guard let iad, iad.count >= range.upperBound else {
+            throw EMVError(field: name, rule: "missing: \(cvn) needs \(what); give --\(name) or an --iad that holds it")
+        }
+        return Array(iad[range])
+    }
+
+    /// Computes the application cryptogram (ARQC, TC or AAC — the computation is the same)
+    /// and the session key it used.
+    public func generate(_ data: CryptogramData) throws(EMVError) -> (cryptogram: [UInt8], sessionKey: TDESKey) {
+        let message = try input(data)
+        let key = try sessionKey(atc: data.tags[0x9F36] ?? [], unpredictableNumber: data.tags[0x9F37])
+        let padding: ISO9797.Padding = cvn == .visa10 ? .method1 : .method2
+        return (ISO9797.algorithm3(key: key, data: message, padding: padding), key)
+    }
+
+    /// Recomputes the cryptogram and compares it in constant time.
+    public func verify(_ cryptogram: [UInt8], _ data: CryptogramData) throws(EMVError) -> Bool {
+        TDESKey.constantTimeEqual(try generate(data).cryptogram, cryptogram)
+    }
+
+    /// The ARPC for an ARQC. Method 1 (Visa 10, Mastercard): TDES of ARQC ⊕ (ARC‖000000000000);
+    /// method 2 (Visa 18/22): MAC algorithm 3 over ARQC‖CSU‖proprietary data, 4 bytes.
+    /// `atc` (and for CVN 16/17 nothing more) is needed when the ARPC key is the session key.
+    public func arpc(arqc: [UInt8], _ response: ARPCInput, atc: [UInt8]?) throws(EMVError) -> [UInt8] {
+        guard arqc.count == 8 else { throw EMVError(field: "arqc", rule: "the ARQC is 8 bytes, got \(arqc.count)") }
+        let key: TDESKey
+        if cvn.arpcUsesSessionKey {
+            guard let atc else {
+                throw EMVError(field: "tag 9F36", rule: "missing: \(cvn) keys the ARPC with the session key, which needs the ATC")
+            }
+            key = try sessionKey(atc: atc, unpredictableNumber: nil)
+        } else {
+            key = iccMasterKey
+        }
+        switch (cvn.arpcMethod, response) {
+        case (1, .responseCode(let arc)):
+            guard arc.count == 2 else { throw EMVError(field: "arc", rule: "the authorisation response code is 2 bytes, got \(arc.count)") }
+            let block = zip(arqc, arc + [0, 0, 0, 0, 0, 0]).map { $0 ^ $1 }
+            return key.encryptBlock(block)
+        case (2, .cardStatusUpdate(let csu, let proprietary)):
+            guard csu.count == 4 else { throw EMVError(field: "csu", rule: "the card status update is 4 bytes, got \(csu.count)") }
+            guard proprietary.count <= 8 else {
+                throw EMVError(field: "proprietary-data", rule: "proprietary authentication data is 0–8 bytes, got \(proprietary.count)")
+            }
+            return ISO9797.algorithm3(key: key, data: arqc + csu + proprietary, padding: .method2, length: 4)
+        case (1, _):
+            throw EMVError(field: "csu", rule: "\(cvn) uses ARPC method 1, which takes an authorisation response code (--arc), not a CSU")
+        default:
+            throw EMVError(field: "arc", rule: "\(cvn) uses ARPC method 2, which takes a card status update (--csu), not an ARC")
+        }
+    }
+
+    /// The issuer authentication data (tag 91) the host sends back: ARPC‖ARC for method 1,
+    /// ARPC‖CSU‖proprietary data for method 2.
+    public func issuerAuthenticationData(arqc: [UInt8], _ response: ARPCInput, atc: [UInt8]?) throws(EMVError) -> [UInt8] {
+        let value = try arpc(arqc: arqc, response, atc: atc)
+        switch response {
+        case .responseCode(let arc): return value + arc
+        case .cardStatusUpdate(let csu, let proprietary): return value + csu + proprietary
+        }
+    }
+}
