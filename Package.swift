@@ -31,6 +31,7 @@ let package = Package(
             name: "cardbench",
             dependencies: [
                 "EMV",
+                "CLibCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -158,10 +158,10 @@ public struct CryptogramKeys: Sendable {
     /// Computes the application cryptogram (ARQC, TC or AAC — the computation is the same)
     /// and the session key it used.
     public func generate(_ data: CryptogramData) throws(EMVError) -> (cryptogram: [UInt8], sessionKey: TDESKey) {
-        let message = try input(data)
+        var message = try input(data)
         let key = try sessionKey(atc: data.tags[0x9F36] ?? [], unpredictableNumber: data.tags[0x9F37])
-        let padding: ISO9797.Padding = cvn == .visa10 ? .method1 : .method2
-        return (ISO9797.algorithm3(key: key, data: message, padding: padding), key)
+        ISO9797.pad(&message, cvn == .visa10 ? .method1 : .method2)
+        return (key.retailMAC(padded: message).bytes, key)
     }
 
     /// Recomputes the cryptogram and compares it in constant time.
@@ -186,8 +186,11 @@ public struct CryptogramKeys: Sendable {
         switch (cvn.arpcMethod, response) {
         case (1, .responseCode(let arc)):
             guard arc.count == 2 else { throw EMVError(field: "arc", rule: "the authorisation response code is 2 bytes, got \(arc.count)") }
-            let block = zip(arqc, arc + [0, 0, 0, 0, 0, 0]).map { $0 ^ $1 }
-            return key.encryptBlock(block)
+            var block = DESBlock(arqc)
+            block.cblock.0 ^= arc[0]
+            block.cblock.1 ^= arc[1]
+            key.ede(&block, encrypt: true)
+            return block.bytes
         case (2, .cardStatusUpdate(let csu, let proprietary)):
             guard csu.count == 4 else { throw EMVError(field: "csu", rule: "the card status update is 4 bytes, got \(csu.count)") }
             guard proprietary.count <= 8 else {

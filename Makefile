@@ -1,0 +1,68 @@
+# cardbench: the two commands of the README, and what they stand on.
+#   make run   installs what is missing, builds, and runs cardbench on examples
+#   make test  installs what is missing, builds, and runs every test (with the pyemv cross-check)
+
+SWIFT ?= swift
+VENV ?= .venv
+PYTHON ?= python3
+BENCH_SECONDS ?= 2
+# Debian packages the build needs: libcrypto's headers (DES) and pkg-config to find them.
+APT_PACKAGES := libssl-dev pkg-config
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps venv build run test bench clean
+
+all: build
+
+## deps: install the Debian packages that are missing (and only those)
+deps:
+	@command -v $(SWIFT) >/dev/null || { echo "cardbench needs a Swift 6 toolchain on PATH (https://www.swift.org/install/linux/debian/12/)"; exit 1; }
+	@missing=""; \
+	for p in $(APT_PACKAGES); do dpkg -s $$p 2>/dev/null | grep -q '^Status: install ok installed' || missing="$$missing $$p"; done; \
+	$(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+## venv: a Python venv with pyemv, the oracle of the cross-check and the floor of bench crypto
+venv: deps
+	@$(VENV)/bin/python -c 'import pyemv' 2>/dev/null || { \
+		echo "creating $(VENV) with pyemv"; \
+		$(PYTHON) -m venv $(VENV) && $(VENV)/bin/pip install -q --disable-pip-version-check -r Tests/Oracle/requirements.txt; }
+
+build: deps
+	$(SWIFT) build
+
+## run: build, then show the cardbench tools on examples
+run: build
+	@echo '$$ cardbench emv tlv 6F1A840E315041592E5359532E4444463031A5088801025F2D02656E'
+	@$(SWIFT) run -q cardbench emv tlv 6F1A840E315041592E5359532E4444463031A5088801025F2D02656E
+	@echo
+	@echo '$$ cardbench emv arqc --cvn 18 --imk 0123456789ABCDEFFEDCBA9876543210 --pan 1234567890123456 --psn 00 --iad 06011203A0B800 --tag ...'
+	@$(SWIFT) run -q cardbench emv arqc --cvn 18 --imk 0123456789ABCDEFFEDCBA9876543210 --pan 1234567890123456 --psn 00 \
+		--iad 06011203A0B800 --tag 9F02=000000004000 --tag 9F03=000000000000 --tag 9F1A=0124 --tag 95=8000048000 \
+		--tag 5F2A=0124 --tag 9A=191105 --tag 9C=01 --tag 9F37=52BF4585 --tag 82=1800 --tag 9F36=001C
+	@echo
+	@echo '$$ cardbench emv arpc --cvn 18 ... --arqc 7A788EA6B8A3E733 --csu 00000000 --tag 9F36=001C'
+	@$(SWIFT) run -q cardbench emv arpc --cvn 18 --imk 0123456789ABCDEFFEDCBA9876543210 --pan 1234567890123456 --psn 00 \
+		--arqc 7A788EA6B8A3E733 --csu 00000000 --tag 9F36=001C
+	@echo
+	@echo '$$ cardbench emv atr 3B6800008066A2060201320E'
+	@$(SWIFT) run -q cardbench emv atr 3B6800008066A2060201320E
+	@echo
+	@echo '$$ cardbench emv pinblock --format 0 --pin 1234 --pan 4111111111111111'
+	@$(SWIFT) run -q cardbench emv pinblock --format 0 --pin 1234 --pan 4111111111111111
+
+## test: every test, including 700 random cases against pyemv
+test: deps venv
+	$(SWIFT) build --build-tests
+	CARDBENCH_PYTHON=$(abspath $(VENV))/bin/python $(SWIFT) test --skip-build
+
+## bench: release build, then cardbench bench crypto against pyemv in the same run
+bench: deps venv
+	$(SWIFT) build -c release --product cardbench
+	CARDBENCH_PYTHON=$(abspath $(VENV))/bin/python .build/release/cardbench bench crypto --seconds $(BENCH_SECONDS)
+
+clean:
+	rm -rf .build $(VENV)
