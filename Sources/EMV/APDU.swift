@@ -102,6 +102,7 @@ public struct CommandAPDU: Hashable, Sendable, CustomStringConvertible {
     /// GENERATE AC asking for `type` (AAC, TC or ARQC) with the CDOL data; `cda` requests a
     /// combined signature.
     public static func generateAC(_ type: CryptogramType, cdolData: [UInt8], cda: Bool = false) -> CommandAPDU {
+        precondition(type != .notRequested, "GENERATE AC asks for an AAC, a TC or an ARQC")
         let p1: UInt8 = (type == .aac ? 0x00 : type == .tc ? 0x40 : 0x80) | (cda ? 0x10 : 0)
         return CommandAPDU(cla: 0x80, ins: 0xAE, p1: p1, p2: 0x00, data: cdolData, le: 256)
     }
@@ -150,7 +151,7 @@ public struct ResponseAPDU: Hashable, Sendable, CustomStringConvertible {
 
     public var bytes: [UInt8] { data + [status.sw1, status.sw2] }
 
-    public var description: String { "\(Hex.encode(data)) \(status)" }
+    public var description: String { data.isEmpty ? status.description : "\(Hex.encode(data)) \(status)" }
 }
 
 /// The offline plaintext PIN block VERIFY sends (EMV Book 3 §6.5.12: control 2, length, digits,

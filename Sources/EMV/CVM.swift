@@ -148,7 +148,8 @@ public struct CVMRule: Hashable, Sendable, CustomStringConvertible {
     public var bytes: [UInt8] { [method.code | (applyNextIfUnsuccessful ? 0x40 : 0), condition.code] }
 
     public var description: String {
-        "\(method), \(condition.description.lowercased())\(applyNextIfUnsuccessful ? ", else next rule" : ", else fail")"
+        let condition = condition.description
+        return "\(method), \(condition.prefix(1).lowercased() + condition.dropFirst())\(applyNextIfUnsuccessful ? ", else next rule" : ", else fail")"
     }
 }
 

@@ -45,7 +45,7 @@ public enum CVN: Int, Sendable, CaseIterable, CustomStringConvertible, Codable {
 /// What goes into an application cryptogram beyond the key: tag values, and the card's
 /// CVR, issuer application data and counters as the CVN needs them.
 public struct CryptogramData: Sendable, Hashable {
-    /// EMVTag values: 9F02, 9F03, 9F1A, 95, 5F2A, 9A, 9C, 9F37, 82, 9F36, and 9F10 if given that way.
+    /// Tag values: 9F02, 9F03, 9F1A, 95, 5F2A, 9A, 9C, 9F37, 82, 9F36, and 9F10 if given that way.
     public var tags: [EMVTag: [UInt8]]
     /// Card verification results; if absent they are taken from the issuer application data.
     public var cvr: [UInt8]?

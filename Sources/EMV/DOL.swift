@@ -72,7 +72,8 @@ public struct DOL: Hashable, Sendable {
 
     static func shape(_ value: [UInt8]?, for entry: Entry) -> [UInt8] {
         let n = entry.length
-        guard let value, !entry.tag.isConstructed else { return [UInt8](repeating: 0, count: n) }
+        // Absent, empty (EMV treats a zero-length object as absent) or constructed: zeros.
+        guard let value, !value.isEmpty, !entry.tag.isConstructed else { return [UInt8](repeating: 0, count: n) }
         let format = TagDictionary.info(entry.tag.value)?.format ?? .b
         if value.count == n { return value }
         if value.count > n {

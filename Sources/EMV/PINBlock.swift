@@ -26,8 +26,10 @@ public enum PINBlock {
 
     /// The format 0 PAN field: 0000 then the 12 rightmost PAN digits excluding the check digit.
     static func format0PANField(_ pan: String) throws(EMVError) -> [UInt8] {
-        let digits = try panDigits(pan).dropLast()
-        return pack([0, 0, 0, 0] + digits.suffix(12))
+        // ISO 9564-1: the 12 rightmost digits excluding the check digit, zero-filled on the left
+        // when fewer remain (a 12-digit PAN leaves 11).
+        let digits = Array(try panDigits(pan).dropLast().suffix(12))
+        return pack([0, 0, 0, 0] + [UInt8](repeating: 0, count: 12 - digits.count) + digits)
     }
 
     /// The clear format 0 PIN block: (0‖N‖PIN‖F…) ⊕ (0000‖12 PAN digits).

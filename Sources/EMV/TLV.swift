@@ -43,7 +43,7 @@ public struct EMVTag: Hashable, Sendable, Comparable, CustomStringConvertible, E
 
 /// One BER-TLV data object. Constructed objects also carry their parsed children.
 public struct TLV: Hashable, Sendable {
-    /// Deepest nesting accepted, so hostile input cannot exhaust the stack.
+    /// How many templates may nest inside one another, so hostile input cannot exhaust the stack.
     public static let maximumDepth = 16
 
     public let tag: EMVTag
@@ -88,7 +88,7 @@ public struct TLV: Hashable, Sendable {
     /// Parses objects up to the reader's current end; a template narrows the end to its own value
     /// so a child can never run into its parent's siblings.
     private static func parseSequence(_ reader: inout ByteReader, depth: Int) throws(EMVError) -> [TLV] {
-        guard depth < maximumDepth else {
+        guard depth <= maximumDepth else {
             throw EMVError(field: "TLV", rule: "templates nested deeper than \(maximumDepth) levels at offset \(reader.offset)")
         }
         var out: [TLV] = []

@@ -241,7 +241,7 @@ public enum TagDictionary {
         // N_IC - N_I + 42, and N_IC never exceeds N_I.
         entry(0x9F48, "Integrated Circuit Card (ICC) Public Key Remainder", .b, .card, 0, 42),
         entry(0x9F49, "Dynamic Data Authentication Data Object List (DDOL)", .b, .card, 0, 252),
-        entry(0x9F4A, "Static Data Authentication EMVTag List", .variable, .card, 0, unbounded),
+        entry(0x9F4A, "Static Data Authentication Tag List", .variable, .card, 0, unbounded),
         entry(0x9F4B, "Signed Dynamic Application Data", .b, .card, 0, modulusMax),
         entry(0x9F4C, "Integrated Circuit Card (ICC) Dynamic Number", .b, .card, 2, 8),
         entry(0x9F4D, "Log Entry", .b, .card, 2, 2),

@@ -29,17 +29,6 @@ struct CryptoCase: Encodable {
     struct TDESKeyBox { let imk: TDESKey }
 }
 
-/// A fixed-seed generator so a workload can be reproduced from its seed.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 struct CryptoBench: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -261,11 +250,19 @@ struct CryptoBench: ParsableCommand {
         process.standardInput = input
         process.standardOutput = output
         process.standardError = errors
+        // A Python that exits early must give an error message, not kill us with SIGPIPE.
+        signal(SIGPIPE, SIG_IGN)
         do { try process.run() } catch {
             throw CLIError(message: "--python: cannot run '\(interpreter)': \(error.localizedDescription)")
         }
-        input.fileHandleForWriting.write(try JSONEncoder().encode(workload))
-        try input.fileHandleForWriting.close()
+        let payload = try JSONEncoder().encode(workload)
+        // Written from another thread so a child that answers before reading all its input
+        // cannot deadlock against us.
+        let writer = Thread {
+            try? input.fileHandleForWriting.write(contentsOf: payload)
+            try? input.fileHandleForWriting.close()
+        }
+        writer.start()
         let out = output.fileHandleForReading.readDataToEndOfFile()
         let err = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()

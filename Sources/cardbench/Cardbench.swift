@@ -38,9 +38,12 @@ struct Cardbench: AsyncParsableCommand {
 }
 
 /// A command-line failure that is not a validation error of the EMV library.
-struct CLIError: Error {
+struct CLIError: Error, CustomStringConvertible {
     let message: String
     var code: Int32 = 1
+
+    /// ArgumentParser prints a `validate()` error through its description.
+    var description: String { message }
 
     /// Library errors name fields ("pan", "tag 9F37"); on the command line those are options.
     static func optionName(_ field: String) -> String {

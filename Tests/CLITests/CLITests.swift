@@ -161,3 +161,38 @@ struct DecodingCommandTests {
         #expect(f4a.lines.first != f4b.lines.first)
     }
 }
+
+@Suite("cardbench bench crypto")
+struct BenchCommandTests {
+    /// The venv `make test` prepares; the bench needs pyemv for its comparison.
+    static var python: String {
+        ProcessInfo.processInfo.environment["CARDBENCH_PYTHON"]
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent(".venv/bin/python").path
+    }
+
+    @Test("runs both sides on the same cases and reports rates, the ratio and the DES floor")
+    func runsAndReports() throws {
+        let r = try run(["bench", "crypto", "--seconds", "0.05", "--cases", "21", "--python", Self.python, "--json"])
+        try #require(r.status == 0, "\(r.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+        let ours = try #require(object["cardbenchOpsPerSecond"] as? Double)
+        let theirs = try #require(object["pyemvOpsPerSecond"] as? Double)
+        let floor = try #require(object["desFloorOpsPerSecond"] as? Double)
+        #expect(ours > 0 && theirs > 0 && floor > 0)
+        #expect(object["pyemv"] as? String == "1.5.0")
+        #expect(object["cases"] as? Int == 21)
+    }
+
+    @Test(arguments: [
+        (["bench", "crypto", "--seconds", "0"], "--seconds"),
+        (["bench", "crypto", "--cases", "0"], "--cases"),
+        (["bench", "crypto", "--seconds", "0.05", "--python", "/nonexistent/python"], "pyemv run with '/nonexistent/python' failed"),
+    ])
+    func rejects(arguments: [String], message: String) throws {
+        let r = try run(arguments)
+        #expect(r.status != 0)
+        #expect(r.stderr.split(separator: "\n").count == 1, "stderr was: \(r.stderr)")
+        #expect(r.stderr.contains(message), "stderr was: \(r.stderr)")
+    }
+}

@@ -34,7 +34,7 @@ struct PyemvCrossCheckTests {
     static let casesPerCVN = 100
 
     static func makeCases(seed: UInt64) -> [Case] {
-        var rng = TestRNG(seed: seed)
+        var rng = SplitMix64(state: seed)
         func hex(_ n: Int) -> String { Hex.encode((0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }) }
         func digits(_ n: Int) -> String { String((0..<n).map { _ in Character(String(Int.random(in: 0...9, using: &rng))) }) }
         var cases: [Case] = []
@@ -146,15 +146,3 @@ enum Oracle {
     }
 }
 
-/// SplitMix64: a seeded generator so a failing random case can be replayed.
-struct TestRNG: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
