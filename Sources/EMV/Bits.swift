@@ -164,6 +164,38 @@ public enum CryptogramType: UInt8, Sendable, CustomStringConvertible {
     }
 }
 
+/// The two 2-bit "cryptogram returned" fields both schemes' CVRs keep in one byte: the first
+/// GENERATE AC in bits 6–5 (00 AAC, 01 TC, 10 ARQC), the second in bits 8–7 (00 AAC, 01 TC,
+/// 10 not requested; 11 is reserved and read as ARQC rather than trapped).
+extension EMVBitString {
+    func firstACField(byte i: Int) -> CryptogramType {
+        CryptogramType(rawValue: (bytes[i] >> 4) & 0b11)!
+    }
+
+    mutating func setFirstACField(byte i: Int, _ value: CryptogramType) {
+        bytes[i] = bytes[i] & 0b1100_1111 | value.rawValue << 4
+    }
+
+    func secondACField(byte i: Int) -> CryptogramType {
+        switch (bytes[i] >> 6) & 0b11 {
+        case 0b00: .aac
+        case 0b01: .tc
+        case 0b10: .notRequested
+        default: .arqc
+        }
+    }
+
+    mutating func setSecondACField(byte i: Int, _ value: CryptogramType) {
+        let code: UInt8 = switch value {
+        case .aac: 0b00
+        case .tc: 0b01
+        case .notRequested: 0b10
+        case .arqc: 0b11
+        }
+        bytes[i] = bytes[i] & 0b0011_1111 | code << 6
+    }
+}
+
 /// Visa Card Verification Results (4 bytes inside 9F10 for CVN 10/18/22: a length byte 03, then
 /// three bytes of flags), after the Visa Integrated Circuit Card Specification.
 public struct VisaCVR: EMVBitString {
@@ -200,29 +232,14 @@ public struct VisaCVR: EMVBitString {
 
     /// Cryptogram returned by the first GENERATE AC (byte 2, bits 6–5).
     public var firstGenerateAC: CryptogramType {
-        get { CryptogramType(rawValue: (bytes[1] >> 4) & 0b11)! }
-        set { bytes[1] = bytes[1] & 0b1100_1111 | newValue.rawValue << 4 }
+        get { firstACField(byte: 1) }
+        set { setFirstACField(byte: 1, newValue) }
     }
 
     /// Cryptogram returned by the second GENERATE AC (byte 2, bits 8–7; 10 = not requested).
     public var secondGenerateAC: CryptogramType {
-        get {
-            switch (bytes[1] >> 6) & 0b11 {
-            case 0b00: .aac
-            case 0b01: .tc
-            case 0b10: .notRequested
-            default: .arqc  // 11 is RFU for Visa; reported rather than trapped
-            }
-        }
-        set {
-            let code: UInt8 = switch newValue {
-            case .aac: 0b00
-            case .tc: 0b01
-            case .notRequested: 0b10
-            case .arqc: 0b11
-            }
-            bytes[1] = bytes[1] & 0b0011_1111 | code << 6
-        }
+        get { secondACField(byte: 1) }
+        set { setSecondACField(byte: 1, newValue) }
     }
 }
 
@@ -268,29 +285,14 @@ public struct MastercardCVR: EMVBitString {
 
     /// Cryptogram returned by the first GENERATE AC (byte 1, bits 6–5).
     public var firstGenerateAC: CryptogramType {
-        get { CryptogramType(rawValue: (bytes[0] >> 4) & 0b11)! }
-        set { bytes[0] = bytes[0] & 0b1100_1111 | newValue.rawValue << 4 }
+        get { firstACField(byte: 0) }
+        set { setFirstACField(byte: 0, newValue) }
     }
 
     /// Cryptogram returned by the second GENERATE AC (byte 1, bits 8–7; 10 = not requested).
     public var secondGenerateAC: CryptogramType {
-        get {
-            switch (bytes[0] >> 6) & 0b11 {
-            case 0b00: .aac
-            case 0b01: .tc
-            case 0b10: .notRequested
-            default: .arqc
-            }
-        }
-        set {
-            let code: UInt8 = switch newValue {
-            case .aac: 0b00
-            case .tc: 0b01
-            case .notRequested: 0b10
-            case .arqc: 0b11
-            }
-            bytes[0] = bytes[0] & 0b0011_1111 | code << 6
-        }
+        get { secondACField(byte: 0) }
+        set { setSecondACField(byte: 0, newValue) }
     }
 
     /// PIN try counter's low nibble (byte 3, bits 4–1).

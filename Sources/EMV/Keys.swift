@@ -64,26 +64,18 @@ public struct TDESKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
     }
 
     /// ECB over whole blocks.
-    public func encryptECB(_ data: [UInt8]) -> [UInt8] {
-        precondition(data.count % 8 == 0, "ECB data is whole 8-byte blocks")
-        var out: [UInt8] = []
-        out.reserveCapacity(data.count)
-        for i in stride(from: 0, to: data.count, by: 8) {
-            var b = DESBlock(data, at: i)
-            ede(&b, encrypt: true)
-            b.append(to: &out)
-        }
-        return out
-    }
+    public func encryptECB(_ data: [UInt8]) -> [UInt8] { ecb(data, encrypt: true) }
 
     /// ECB decryption over whole blocks.
-    public func decryptECB(_ data: [UInt8]) -> [UInt8] {
+    public func decryptECB(_ data: [UInt8]) -> [UInt8] { ecb(data, encrypt: false) }
+
+    private func ecb(_ data: [UInt8], encrypt: Bool) -> [UInt8] {
         precondition(data.count % 8 == 0, "ECB data is whole 8-byte blocks")
         var out: [UInt8] = []
         out.reserveCapacity(data.count)
         for i in stride(from: 0, to: data.count, by: 8) {
             var b = DESBlock(data, at: i)
-            ede(&b, encrypt: false)
+            ede(&b, encrypt: encrypt)
             b.append(to: &out)
         }
         return out
