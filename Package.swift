@@ -7,10 +7,13 @@ let package = Package(
     products: [
         .executable(name: "cardbench", targets: ["cardbench"]),
         .library(name: "EMV", targets: ["EMV"]),
+        .library(name: "VirtualCard", targets: ["VirtualCard"]),
+        .library(name: "CardIO", targets: ["CardIO"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", exact: "6.2.2"),
     ],
     targets: [
         // libcrypto from Debian's libssl-dev, used for the DES/TDES block cipher only.
@@ -27,10 +30,22 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        // A profile-driven emulated EMV card answering APDUs; pure (profiles are parsed from text).
+        .target(
+            name: "VirtualCard",
+            dependencies: ["EMV", .product(name: "Yams", package: "Yams")]
+        ),
+        // Readers and channels: the vpcd virtual-reader link now, serial and udev later.
+        .target(
+            name: "CardIO",
+            dependencies: ["EMV"]
+        ),
         .executableTarget(
             name: "cardbench",
             dependencies: [
                 "EMV",
+                "VirtualCard",
+                "CardIO",
                 "CLibCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -38,6 +53,14 @@ let package = Package(
         .testTarget(
             name: "EMVTests",
             dependencies: ["EMV"]
+        ),
+        .testTarget(
+            name: "VirtualCardTests",
+            dependencies: ["VirtualCard", "EMV"]
+        ),
+        .testTarget(
+            name: "CardIOTests",
+            dependencies: ["CardIO", "EMV"]
         ),
         .testTarget(
             name: "CLITests",

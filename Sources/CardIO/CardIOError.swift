@@ -1,0 +1,48 @@
+/// A failure talking to a card through a reader. Every case names the reader (or, for the card
+/// side, the endpoint it connected to) so a log line or an error shown to a user needs no context.
+public enum CardIOError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// No card is inserted, or none arrived within the time `connect(timeout:)` waited.
+    case noCard(reader: String)
+    /// The card disconnected, before or during an APDU; its channel is dead.
+    case cardRemoved(reader: String)
+    /// The card stayed silent past the reader's response timeout; the reader ejected it.
+    case timeout(reader: String, seconds: Double)
+    /// The card broke the vpcd framing (empty frame, response without SW1 SW2, a length its
+    /// payload never delivered); the reader ejected it.
+    case malformedFrame(reader: String, detail: String)
+    /// A system call failed, or the call cannot be carried out (errno text, size limits, a
+    /// powered-off or superseded channel).
+    case io(reader: String, detail: String)
+    /// A `--reader` value (or an endpoint given to a reader) is not usable; the message names the rule.
+    case invalidEndpoint(String)
+
+    /// One line, starting with the reader, fit for a log or a user.
+    public var description: String {
+        switch self {
+        case .noCard(let reader):
+            "reader \(reader): no card inserted"
+        case .cardRemoved(let reader):
+            "reader \(reader): card removed (it disconnected before or during the APDU)"
+        case .timeout(let reader, let seconds):
+            "reader \(reader): card silent for more than \(Self.format(seconds)) s (response timeout); card ejected"
+        case .malformedFrame(let reader, let detail):
+            "reader \(reader): malformed vpcd frame: \(detail); card ejected"
+        case .io(let reader, let detail):
+            "reader \(reader): \(detail)"
+        case .invalidEndpoint(let message):
+            message
+        }
+    }
+
+    /// "10" rather than "10.0", "0.2" as is: the timeout is usually a whole number of seconds.
+    static func format(_ seconds: Double) -> String {
+        seconds == seconds.rounded() && abs(seconds) < 1e15 ? String(Int64(seconds)) : String(seconds)
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, for timeouts handed to the kernel and for messages.
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,37 @@
+/// What traces may show: APDUs in hex with PINs withheld and PANs masked, so a trace can be
+/// printed, logged or stored (cardbench never keeps a full PAN or any PIN data).
+public enum TraceRedaction {
+    /// A C-APDU in hex; VERIFY (INS 20) keeps its header but its PIN block is withheld.
+    public static func command(_ bytes: [UInt8]) -> String {
+        guard bytes.count > 5, bytes[1] == 0x20 else { return Hex.encode(bytes) }
+        return Hex.encode(bytes.prefix(5)) + String(repeating: "*", count: (bytes.count - 5) * 2)
+    }
+
+    /// Hex with every run of the PAN's digits masked to first 6 and last 4. Tags 5A and 57
+    /// hold the PAN in BCD, which is the same characters in hex, so this finds them wherever
+    /// they sit.
+    public static func masking(pan: String, in hex: String) -> String {
+        guard pan.utf8.count >= 12 else { return hex }
+        return hex.replacingAll(pan, with: PAN.masked(pan))
+    }
+}
+
+extension String {
+    fileprivate func replacingAll(_ target: String, with replacement: String) -> String {
+        let text = Array(utf8), needle = Array(target.utf8), substitute = Array(replacement.utf8)
+        guard !needle.isEmpty, text.count >= needle.count else { return self }
+        var out: [UInt8] = []
+        out.reserveCapacity(text.count)
+        var i = 0
+        while i < text.count {
+            if i + needle.count <= text.count, text[i..<i + needle.count].elementsEqual(needle) {
+                out += substitute
+                i += needle.count
+            } else {
+                out.append(text[i])
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,396 @@
+import EMV
+
+/// What a card keeps across power cycles: the ATC of each application, the PIN try counter, and
+/// which applications are blocked. A caller that wants it to survive restarts saves it (JSON).
+public struct CardState: Codable, Equatable, Sendable {
+    /// ATC by AID (hex).
+    public var atc: [String: Int]
+    /// Last online ATC register (9F13) by AID (hex).
+    public var lastOnlineATC: [String: Int]
+    public var pinTriesRemaining: Int
+    /// AIDs (hex) blocked on the card.
+    public var blockedApplications: [String]
+
+    /// The state a freshly personalised card has.
+    public init(profile: CardProfile) {
+        atc = Dictionary(uniqueKeysWithValues: profile.applications.map { (Hex.encode($0.aid), profile.atcStart) })
+        lastOnlineATC = Dictionary(uniqueKeysWithValues: profile.applications.map { (Hex.encode($0.aid), 0) })
+        pinTriesRemaining = profile.pinTriesRemaining
+        blockedApplications = profile.applications.filter(\.blocked).map { Hex.encode($0.aid) }
+    }
+}
+
+/// An emulated EMV contact card driven by a `CardProfile`: it answers C-APDUs as a card would,
+/// down to scheme-valid cryptograms (see EMV Book 3 §6.5 for the commands).
+///
+/// A value type with no I/O: the reader link hands it APDUs and it returns R-APDUs.
+public struct VirtualCard: Sendable {
+    public let profile: CardProfile
+    public private(set) var state: CardState
+    private let keys: [CryptogramKeys]
+    private var session = Session()
+
+    /// What the card forgets when it loses power.
+    struct Session {
+        enum Selected: Equatable { case pse, application(Int) }
+        enum IssuerAuthentication { case notPerformed, succeeded, failed }
+
+        var selected: Selected?
+        var selectName: [UInt8] = []
+        var processingOptionsDone = false
+        /// Terminal data received through the PDOL and CDOLs, latest value wins.
+        var terminalData: [EMVTag: [UInt8]] = [:]
+        var generateACCount = 0
+        var firstCryptogram: (type: CryptogramType, value: [UInt8])?
+        var issuerAuthentication = IssuerAuthentication.notPerformed
+        var offlinePINPerformed = false
+        var offlinePINFailed = false
+        var unableToGoOnline = false
+    }
+
+    /// Personalises a card from its profile, optionally with saved state.
+    public init(profile: CardProfile, state: CardState? = nil) throws(EMVError) {
+        self.profile = profile
+        self.state = state ?? CardState(profile: profile)
+        var keys: [CryptogramKeys] = []
+        for app in profile.applications { keys.append(try app.cryptogramKeys(pan: profile.pan, psn: profile.psn)) }
+        self.keys = keys
+    }
+
+    /// The ATR the card answers a reset with.
+    public var atr: [UInt8] { profile.atr }
+
+    /// Power on or warm reset: the card forgets the transaction in progress.
+    public mutating func reset() { session = Session() }
+
+    /// Answers one C-APDU with data ‖ SW1 SW2.
+    public mutating func respond(to bytes: [UInt8]) -> [UInt8] {
+        let command: CommandAPDU
+        do { command = try CommandAPDU(bytes: bytes) } catch { return SW.wrongLength }
+        let (cla, ins) = (command.cla, command.ins)
+        let expectedCLA: UInt8
+        switch ins {
+        case 0xA4, 0xB2, 0x20, 0x84, 0x82, 0xC0: expectedCLA = 0x00
+        case 0xA8, 0xAE, 0xCA: expectedCLA = 0x80
+        default: return SW.instructionNotSupported
+        }
+        guard cla == expectedCLA else { return SW.classNotSupported }
+        switch ins {
+        case 0xA4: return select(command)
+        case 0xB2: return readRecord(command)
+        case 0xA8: return getProcessingOptions(command)
+        case 0xCA: return getData(command)
+        case 0x20: return verify(command)
+        case 0x84: return getChallenge(command)
+        case 0xAE: return generateAC(command)
+        case 0x82: return externalAuthenticate(command)
+        default: return SW.conditionsNotSatisfied  // GET RESPONSE: nothing is pending, answers are sent whole
+        }
+    }
+
+    // MARK: Commands
+
+    private static let pseName = Array("1PAY.SYS.DDF01".utf8)
+
+    private mutating func select(_ c: CommandAPDU) -> [UInt8] {
+        guard c.p1 == 0x04, c.p2 == 0x00 || c.p2 == 0x02 else { return SW.incorrectP1P2 }
+        guard (1...16).contains(c.data.count) else { return SW.wrongLength }
+        if c.data == Self.pseName {
+            guard profile.hasPSE else { return SW.fileNotFound }
+            session = Session()
+            session.selected = .pse
+            let fci = TLV(0x6F, children: [TLV(0x84, Self.pseName), TLV(0xA5, children: [TLV(0x88, [0x01]), TLV(0x5F2D, Array("en".utf8))])])
+            return fci.encoded() + SW.ok
+        }
+        let matches = profile.applications.indices.filter { profile.applications[$0].aid.starts(with: c.data) }
+        var chosen: Int?
+        if c.p2 == 0x00 {
+            chosen = matches.first
+        } else if case .application(let current)? = session.selected, session.selectName == c.data {
+            chosen = matches.first { $0 > current }
+        }
+        guard let index = chosen else { return SW.fileNotFound }
+        let app = profile.applications[index]
+        session = Session()
+        session.selected = .application(index)
+        session.selectName = c.data
+        var proprietary = [TLV(0x50, Array(app.label.utf8)), TLV(0x87, profile.value(of: 0x87, in: app)!)]
+        if let pdol = app.pdol { proprietary.append(TLV(0x9F38, pdol.bytes)) }
+        proprietary.append(TLV(0x5F2D, Array("en".utf8)))
+        if let name = app.preferredName { proprietary.append(TLV(0x9F12, Array(name.utf8))) }
+        let fci = TLV(0x6F, children: [TLV(0x84, app.aid), TLV(0xA5, children: proprietary)]).encoded()
+        // A blocked application still answers SELECT, with 6283, so the terminal can skip it.
+        return fci + (isBlocked(app) ? SW.selectedFileInvalidated : SW.ok)
+    }
+
+    private func isBlocked(_ app: ApplicationProfile) -> Bool { state.blockedApplications.contains(Hex.encode(app.aid)) }
+
+    /// The selected, unblocked application, or the status word to refuse the command with.
+    private func currentApplication() -> Result<Int, StatusError> {
+        guard case .application(let index)? = session.selected else { return .failure(StatusError(SW.conditionsNotSatisfied)) }
+        guard !isBlocked(profile.applications[index]) else { return .failure(StatusError(SW.conditionsNotSatisfied)) }
+        return .success(index)
+    }
+
+    private func readRecord(_ c: CommandAPDU) -> [UInt8] {
+        guard c.p2 & 0x07 == 0x04, c.p1 != 0 else { return SW.incorrectP1P2 }
+        let sfi = Int(c.p2 >> 3), number = Int(c.p1)
+        switch session.selected {
+        case .pse?:
+            guard sfi == 1 else { return SW.fileNotFound }
+            guard number <= profile.applications.count else { return SW.recordNotFound }
+            let app = profile.applications[number - 1]
+            var entry = [TLV(0x4F, app.aid), TLV(0x50, Array(app.label.utf8)), TLV(0x87, profile.value(of: 0x87, in: app)!)]
+            if let name = app.preferredName { entry.append(TLV(0x9F12, Array(name.utf8))) }
+            return TLV(0x70, children: [TLV(0x61, children: entry)]).encoded() + SW.ok
+        case .application(let index)?:
+            let app = profile.applications[index]
+            guard !isBlocked(app) else { return SW.conditionsNotSatisfied }
+            guard app.records.contains(where: { $0.sfi == sfi }) else { return SW.fileNotFound }
+            guard let layout = app.records.first(where: { $0.sfi == sfi && $0.record == number }) else { return SW.recordNotFound }
+            let items = layout.tags.compactMap { tag in profile.value(of: tag, in: app).map { TLV(tag, $0) } }
+            return TLV(0x70, children: items).encoded() + SW.ok
+        case nil:
+            return SW.conditionsNotSatisfied
+        }
+    }
+
+    private mutating func getProcessingOptions(_ c: CommandAPDU) -> [UInt8] {
+        guard c.p1 == 0, c.p2 == 0 else { return SW.incorrectP1P2 }
+        let index: Int
+        switch currentApplication() {
+        case .success(let i): index = i
+        case .failure(let e): return e.sw
+        }
+        guard !session.processingOptionsDone else { return SW.conditionsNotSatisfied }
+        guard let items = try? TLV.parse(c.data), items.count == 1, items[0].tag == 0x83 else { return SW.wrongData }
+        let app = profile.applications[index]
+        let pdolData = items[0].value
+        if let pdol = app.pdol {
+            guard let values = try? pdol.split(pdolData) else { return SW.wrongLength }
+            session.terminalData.merge(values) { $1 }
+        } else if !pdolData.isEmpty {
+            return SW.wrongLength
+        }
+        session.processingOptionsDone = true
+        let afl = profile.afl(for: app).flatMap(\.bytes)
+        let response = app.gpoFormat == 1
+            ? TLV(0x80, app.aip.bytes + afl)
+            : TLV(0x77, children: [TLV(0x82, app.aip.bytes), TLV(0x94, afl)])
+        return response.encoded() + SW.ok
+    }
+
+    private func getData(_ c: CommandAPDU) -> [UInt8] {
+        let tag = EMVTag(UInt32(c.p1) << 8 | UInt32(c.p2))
+        let index: Int
+        switch currentApplication() {
+        case .success(let i): index = i
+        case .failure(let e): return e.sw
+        }
+        let aid = Hex.encode(profile.applications[index].aid)
+        let value: [UInt8]
+        switch tag.value {
+        case 0x9F36: value = Self.twoBytes(state.atc[aid] ?? 0)
+        case 0x9F13: value = Self.twoBytes(state.lastOnlineATC[aid] ?? 0)
+        case 0x9F17: value = [UInt8(state.pinTriesRemaining)]
+        default: return SW.referencedDataNotFound
+        }
+        return TLV(tag, value).encoded() + SW.ok
+    }
+
+    private mutating func verify(_ c: CommandAPDU) -> [UInt8] {
+        guard c.p1 == 0 else { return SW.incorrectP1P2 }
+        guard c.p2 == 0x80 else { return SW.functionNotSupported }  // only plaintext offline PIN
+        if case .failure(let e) = currentApplication() { return e.sw }
+        guard let pin = profile.pin else { return SW.functionNotSupported }
+        guard state.pinTriesRemaining > 0 else { return SW.authenticationBlocked }
+        guard let offered = try? PlaintextPINBlock.decode(c.data) else { return SW.wrongData }
+        session.offlinePINPerformed = true
+        if offered == pin {
+            state.pinTriesRemaining = profile.pinTryLimit
+            session.offlinePINFailed = false
+            return SW.ok
+        }
+        state.pinTriesRemaining -= 1
+        session.offlinePINFailed = true
+        return [0x63, 0xC0 | UInt8(state.pinTriesRemaining)]
+    }
+
+    private func getChallenge(_ c: CommandAPDU) -> [UInt8] {
+        guard c.p1 == 0, c.p2 == 0 else { return SW.incorrectP1P2 }
+        return SecureRandom.bytes(8) + SW.ok
+    }
+
+    private mutating func generateAC(_ c: CommandAPDU) -> [UInt8] {
+        guard c.p2 == 0 else { return SW.incorrectP1P2 }
+        guard let requested = CryptogramType(rawValue: c.p1 >> 6), requested != .notRequested else { return SW.incorrectP1P2 }
+        let index: Int
+        switch currentApplication() {
+        case .success(let i): index = i
+        case .failure(let e): return e.sw
+        }
+        guard session.processingOptionsDone else { return SW.conditionsNotSatisfied }
+        let app = profile.applications[index]
+        let aid = Hex.encode(app.aid)
+
+        let returned: CryptogramType
+        switch session.generateACCount {
+        case 0:
+            guard let values = try? app.cdol1.split(c.data) else { return SW.wrongLength }
+            session.terminalData.merge(values) { $1 }
+            // The ATC counts transactions: it moves once, at the first GENERATE AC, so the TC or
+            // AAC of the second carries the same ATC as the ARQC it completes.
+            let atc = state.atc[aid] ?? 0
+            guard atc < 0xFFFF else { return SW.conditionsNotSatisfied }
+            state.atc[aid] = atc + 1
+            // Card action analysis may only lower what the terminal asked for (AAC < ARQC < TC).
+            switch requested {
+            case .aac: returned = .aac
+            case .tc: returned = app.offlineApproval ? .tc : .arqc
+            default: returned = .arqc
+            }
+        case 1:
+            guard session.firstCryptogram?.type == .arqc else { return SW.conditionsNotSatisfied }
+            guard requested != .arqc else { return SW.incorrectP1P2 }
+            guard let values = try? app.cdol2.split(c.data) else { return SW.wrongLength }
+            session.terminalData.merge(values) { $1 }
+            if let arc = values[0x8A], arc == Array("Y3".utf8) || arc == Array("Z3".utf8) {
+                session.unableToGoOnline = true
+            }
+            // Mastercard-style cards take the issuer authentication data in CDOL2.
+            if let issuerData = values[0x91], session.issuerAuthentication == .notPerformed {
+                session.issuerAuthentication = checkIssuerAuthentication(issuerData, index: index) ? .succeeded : .failed
+            }
+            let issuerApproved = session.issuerAuthentication != .failed
+            if requested == .tc, issuerApproved, !session.unableToGoOnline || app.offlineApproval {
+                returned = .tc
+            } else {
+                returned = .aac
+            }
+            if !session.unableToGoOnline { state.lastOnlineATC[aid] = state.atc[aid] }
+        default:
+            return SW.conditionsNotSatisfied
+        }
+        session.generateACCount += 1
+
+        let atc = Self.twoBytes(state.atc[aid] ?? 0)
+        let iad = issuerApplicationData(app, first: session.generateACCount == 1 ? returned : session.firstCryptogram!.type,
+                                        second: session.generateACCount == 2 ? returned : .notRequested)
+        var tags = session.terminalData
+        tags[0x82] = app.aip.bytes
+        tags[0x9F36] = atc
+        let cryptogram: [UInt8]
+        do {
+            cryptogram = try keys[index].generate(CryptogramData(tags: tags, issuerApplicationData: iad)).cryptogram
+        } catch {
+            // Only reachable when a CDOL lacks a tag the CVN needs, which profile loading refuses.
+            return SW.conditionsNotSatisfied
+        }
+        if session.generateACCount == 1 { session.firstCryptogram = (returned, cryptogram) }
+        let cid: UInt8 = returned == .aac ? 0x00 : returned == .tc ? 0x40 : 0x80
+        let response = app.generateACFormat == 1
+            ? TLV(0x80, [cid] + atc + cryptogram + iad)
+            : TLV(0x77, children: [TLV(0x9F27, [cid]), TLV(0x9F36, atc), TLV(0x9F26, cryptogram), TLV(0x9F10, iad)])
+        return response.encoded() + SW.ok
+    }
+
+    private mutating func externalAuthenticate(_ c: CommandAPDU) -> [UInt8] {
+        guard c.p1 == 0, c.p2 == 0 else { return SW.incorrectP1P2 }
+        let index: Int
+        switch currentApplication() {
+        case .success(let i): index = i
+        case .failure(let e): return e.sw
+        }
+        guard profile.applications[index].aip.contains(AIP.issuerAuthenticationSupported),
+              session.generateACCount == 1, session.firstCryptogram?.type == .arqc,
+              session.issuerAuthentication == .notPerformed else { return SW.conditionsNotSatisfied }
+        guard (8...16).contains(c.data.count) else { return SW.wrongLength }
+        let ok = checkIssuerAuthentication(c.data, index: index)
+        session.issuerAuthentication = ok ? .succeeded : .failed
+        return ok ? SW.ok : SW.authenticationFailed
+    }
+
+    /// Checks issuer authentication data (tag 91): ARPC‖ARC (method 1) or ARPC‖CSU‖data (method 2).
+    private func checkIssuerAuthentication(_ data: [UInt8], index: Int) -> Bool {
+        guard let arqc = session.firstCryptogram?.value else { return false }
+        let k = keys[index]
+        let atc = Self.twoBytes(state.atc[Hex.encode(profile.applications[index].aid)] ?? 0)
+        let input: ARPCInput, offered: [UInt8]
+        if k.cvn.arpcMethod == 1 {
+            guard data.count == 10 else { return false }
+            offered = Array(data[0..<8])
+            input = .responseCode(Array(data[8..<10]))
+        } else {
+            guard data.count >= 8 else { return false }
+            offered = Array(data[0..<4])
+            input = .cardStatusUpdate(Array(data[4..<8]), proprietaryData: Array(data[8...]))
+        }
+        guard let expected = try? k.arpc(arqc: arqc, input, atc: atc) else { return false }
+        return expected == offered
+    }
+
+    /// Issuer application data (9F10) in the layout of the CVN, with CVRs describing this
+    /// transaction so far.
+    private func issuerApplicationData(_ app: ApplicationProfile, first: CryptogramType, second: CryptogramType) -> [UInt8] {
+        let dki = app.keyDerivationIndex
+        let ptlExceeded = state.pinTriesRemaining == 0
+        let secondRequested = second != .notRequested
+        if app.cvn.isVisa {
+            var cvr = VisaCVR.empty()
+            cvr.firstGenerateAC = first
+            cvr.secondGenerateAC = second
+            if session.issuerAuthentication == .failed { cvr.set(VisaCVR.issuerAuthenticationFailed) }
+            if session.offlinePINPerformed { cvr.set(VisaCVR.offlinePINPerformed) }
+            if session.offlinePINFailed { cvr.set(VisaCVR.offlinePINFailed) }
+            if session.unableToGoOnline { cvr.set(VisaCVR.unableToGoOnline) }
+            if ptlExceeded { cvr.set(VisaCVR.pinTryLimitExceeded) }
+            if secondRequested, session.issuerAuthentication == .notPerformed, !session.unableToGoOnline {
+                cvr.set(VisaCVR.issuerAuthenticationNotPerformed)
+            }
+            return [0x06, dki, UInt8(app.cvn.rawValue)] + cvr.bytes
+        }
+        var cvr = MastercardCVR()
+        cvr.firstGenerateAC = first
+        cvr.secondGenerateAC = second
+        if session.offlinePINPerformed {
+            cvr.set(MastercardCVR.offlinePINPerformed)
+            if !session.offlinePINFailed { cvr.set(MastercardCVR.offlinePINSuccessful) }
+        } else {
+            cvr.set(MastercardCVR.offlinePINNotPerformed)
+        }
+        if session.offlinePINFailed { cvr.set(MastercardCVR.offlinePINFailed) }
+        if ptlExceeded { cvr.set(MastercardCVR.pinTryLimitExceeded) }
+        if session.unableToGoOnline { cvr.set(MastercardCVR.unableToGoOnline) }
+        if session.issuerAuthentication != .notPerformed { cvr.set(MastercardCVR.issuerAuthenticationPerformed) }
+        if session.issuerAuthentication == .failed { cvr.set(MastercardCVR.issuerAuthenticationFailed) }
+        cvr.pinTryCounter = state.pinTriesRemaining
+        // KDI, CVN, CVR, DAC/IDN (none: no offline data authentication), counters (none kept).
+        return [dki, UInt8(app.cvn.rawValue)] + cvr.bytes + [0x00, 0x00] + [UInt8](repeating: 0, count: 8)
+    }
+
+    static func twoBytes(_ n: Int) -> [UInt8] { [UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] }
+}
+
+/// A status word to refuse a command with, carried through a `Result`.
+struct StatusError: Error {
+    let sw: [UInt8]
+    init(_ sw: [UInt8]) { self.sw = sw }
+}
+
+/// The status words the card answers with (ISO 7816-4, EMV Book 3 §6.3.5).
+enum SW {
+    static let ok: [UInt8] = [0x90, 0x00]
+    static let selectedFileInvalidated: [UInt8] = [0x62, 0x83]
+    static let authenticationFailed: [UInt8] = [0x63, 0x00]
+    static let wrongLength: [UInt8] = [0x67, 0x00]
+    static let authenticationBlocked: [UInt8] = [0x69, 0x83]
+    static let conditionsNotSatisfied: [UInt8] = [0x69, 0x85]
+    static let wrongData: [UInt8] = [0x6A, 0x80]
+    static let functionNotSupported: [UInt8] = [0x6A, 0x81]
+    static let fileNotFound: [UInt8] = [0x6A, 0x82]
+    static let recordNotFound: [UInt8] = [0x6A, 0x83]
+    static let incorrectP1P2: [UInt8] = [0x6A, 0x86]
+    static let referencedDataNotFound: [UInt8] = [0x6A, 0x88]
+    static let instructionNotSupported: [UInt8] = [0x6D, 0x00]
+    static let classNotSupported: [UInt8] = [0x6E, 0x00]
+}

@@ -1,0 +1,129 @@
+import ArgumentParser
+import CardIO
+import EMV
+import Foundation
+import VirtualCard
+
+struct CardCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "card",
+        abstract: "Virtual cards: insert one into a reader.",
+        subcommands: [CardInsert.self]
+    )
+}
+
+struct CardInsert: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "insert",
+        abstract: "Connect a virtual card to a reader (vpcd protocol) and answer its APDUs until removed.",
+        discussion: """
+        The card is removed by Ctrl-C, by --remove-after, or when the reader closes the connection. \
+        --reader is a Unix socket path (a cardbench virtual reader) or host:port (a cardbench reader's \
+        TCP port, or vsmartcard's vpcd inside pcscd, usually 127.0.0.1:35963).
+        """
+    )
+
+    @Option(help: "Card profile (YAML), e.g. Scenarios/cards/visa-credit-cvn10.yaml.")
+    var profile: String
+
+    @Option(help: "Reader: a Unix socket path or host:port.")
+    var reader: String
+
+    @Flag(help: "Print each command and response (PIN blocks withheld, PAN masked).")
+    var trace = false
+
+    @Option(name: .customLong("remove-after"), help: "Remove the card after this many seconds.")
+    var removeAfter: Double?
+
+    @Option(help: "Keep the card's ATC, PIN tries and blocked state in this JSON file across insertions.")
+    var state: String?
+
+    func validate() throws {
+        if let removeAfter, !(removeAfter > 0) { throw CLIError(message: "--remove-after: must be more than 0 seconds", code: 2) }
+    }
+
+    func run() throws {
+        let text: String
+        do { text = try String(contentsOfFile: profile, encoding: .utf8) } catch {
+            throw CLIError(message: "--profile: cannot read '\(profile)': \(error.localizedDescription)", code: 2)
+        }
+        let cardProfile: CardProfile
+        do { cardProfile = try CardProfile.parse(yaml: text, file: profile) } catch {
+            throw CLIError(message: "--profile: \(error)", code: 2)
+        }
+        let savedState = try loadState(for: cardProfile)
+        var card = try VirtualCard(profile: cardProfile, state: savedState)
+        let endpoint: ReaderEndpoint
+        do { endpoint = try ReaderEndpoint(parsing: reader) } catch { throw CLIError(message: "--reader: \(error)", code: 2) }
+
+        let link: VPCDCardLink
+        do { link = try VPCDCardLink.connect(to: endpoint) } catch { throw CLIError(message: "\(error)") }
+        let masked = PAN.masked(cardProfile.pan)
+        print("card inserted: \(cardProfile.name) (\(masked)) into \(endpoint)")
+        flushOutput()
+
+        // Ctrl-C and the timer remove the card by closing the link; serve() then returns.
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        let sources = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { link.close() }
+            source.resume()
+            return source
+        }
+        if let removeAfter {
+            DispatchQueue.global().asyncAfter(deadline: .now() + removeAfter) { link.close() }
+        }
+
+        var persisted = card.state
+        do {
+            try link.serve(atr: card.atr, respond: { command in
+                let response = card.respond(to: command)
+                if trace {
+                    let c = TraceRedaction.command(command)
+                    let r = TraceRedaction.masking(pan: cardProfile.pan, in: Hex.encode(response))
+                    let name = (try? CommandAPDU(bytes: command).instructionName) ?? "?"
+                    print("> \(c)  \(name)\n< \(r)")
+                    flushOutput()
+                }
+                if card.state != persisted {
+                    persisted = card.state
+                    saveState(persisted)
+                }
+                return response
+            }, onPower: { event in
+                if event != .powerOff { card.reset() }
+                if trace {
+                    print("* \(event)")
+                    flushOutput()
+                }
+            })
+        } catch {
+            print("card removed: \(error)")
+            flushOutput()
+            sources.forEach { $0.cancel() }
+            return
+        }
+        sources.forEach { $0.cancel() }
+        print("card removed")
+    }
+
+    private func loadState(for profile: CardProfile) throws -> CardState? {
+        guard let state, FileManager.default.fileExists(atPath: state) else { return nil }
+        do {
+            return try JSONDecoder().decode(CardState.self, from: Data(contentsOf: URL(fileURLWithPath: state)))
+        } catch {
+            throw CLIError(message: "--state: '\(state)' is not a card state file: \(error.localizedDescription)", code: 2)
+        }
+    }
+
+    private func saveState(_ value: CardState) {
+        guard let state else { return }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        // Write-then-rename so a crash never leaves half a state file.
+        try? encoder.encode(value).write(to: URL(fileURLWithPath: state), options: .atomic)
+    }
+}
+
+func flushOutput() { fflush(nil) }
