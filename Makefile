@@ -10,7 +10,12 @@ BENCH_SECONDS ?= 2
 APT_PACKAGES := libssl-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps venv build run test bench clean
+# The PC/SC interop test: Debian's pcscd with vsmartcard's vpcd, and pyscard seen through a venv
+# made from Debian's own python3 (a venv of another python cannot see python3-pyscard).
+INTEROP_APT := pcscd vsmartcard-vpcd python3-pyscard python3-venv
+INTEROP_VENV ?= .venv-interop
+
+.PHONY: all deps venv build run test unit-test interop bench clean
 
 all: build
 
@@ -54,10 +59,31 @@ run: build
 	@echo '$$ cardbench emv pinblock --format 0 --pin 1234 --pan 4111111111111111'
 	@$(SWIFT) run -q cardbench emv pinblock --format 0 --pin 1234 --pan 4111111111111111
 
-## test: every test, including 700 random cases against pyemv
-test: deps venv
+## test: every test — the Swift suites (with 700 random cases against pyemv), then PC/SC interop
+test: unit-test interop
+
+unit-test: deps venv
 	$(SWIFT) build --build-tests
 	CARDBENCH_PYTHON=$(abspath $(VENV))/bin/python $(SWIFT) test --skip-build
+
+## interop: a virtual card behind real pcscd + vpcd, driven by pyscard, its ARQC checked by pyemv
+interop: deps
+	@missing=""; \
+	for p in $(INTEROP_APT); do dpkg -s $$p 2>/dev/null | grep -q '^Status: install ok installed' || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	@$(INTEROP_VENV)/bin/python -c 'import smartcard, pyemv' 2>/dev/null || { \
+		echo "creating $(INTEROP_VENV) (Debian python3 with system site packages, pyemv)"; \
+		rm -rf $(INTEROP_VENV); /usr/bin/python3 -m venv --system-site-packages $(INTEROP_VENV) && \
+		$(INTEROP_VENV)/bin/pip install -q --disable-pip-version-check -r Tests/Oracle/requirements.txt; }
+	$(SWIFT) build --product cardbench
+	$(SUDO) env PROFILE=Scenarios/cards/visa-credit-cvn10.yaml PYTHON=$(INTEROP_VENV)/bin/python \
+		Tests/Interop/run.sh --profile-pan 4761739001010010 --pin 1234 --imk 0123456789ABCDEFFEDCBA9876543210 --cvn 10 --psn 01
+	$(SUDO) env PROFILE=Scenarios/cards/mastercard-credit-cvn16.yaml PYTHON=$(INTEROP_VENV)/bin/python \
+		Tests/Interop/run.sh --profile-pan 5413330089604004 --pin 1234 --imk FEDCBA98765432100123456789ABCDEF --cvn 16 --psn 00
+	@echo "interop: 2 passed, 0 failed"
 
 ## bench: release build, then cardbench bench crypto against pyemv in the same run
 bench: deps venv
@@ -65,4 +91,4 @@ bench: deps venv
 	CARDBENCH_PYTHON=$(abspath $(VENV))/bin/python .build/release/cardbench bench crypto --seconds $(BENCH_SECONDS)
 
 clean:
-	rm -rf .build $(VENV)
+	rm -rf .build $(VENV) $(INTEROP_VENV)

@@ -64,7 +64,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["EMV"]
+            dependencies: ["EMV", "CardIO", "VirtualCard"]
         ),
     ]
 )

@@ -115,7 +115,9 @@ public final class VPCDCardLink: @unchecked Sendable {
             throw .io(reader: name, detail: "an ATR of \(atr.count) bytes cannot be framed (at most 65,535)")
         }
 
+        let isTCP = if case .tcp = endpoint { true } else { false }
         while true {
+            if isTCP { Socket.quickAck(fd) }
             let (lengthOutcome, length) = Socket.readLength(fd)
             switch lengthOutcome {
             case .complete: break

@@ -28,7 +28,14 @@ public struct VirtualCard: Sendable {
     public let profile: CardProfile
     public private(set) var state: CardState
     private let keys: [CryptogramKeys]
+    /// Each application's records, encoded once at personalisation as a card stores them.
+    private let records: [[RecordKey: [UInt8]]]
     private var session = Session()
+
+    struct RecordKey: Hashable {
+        let sfi: Int
+        let record: Int
+    }
 
     /// What the card forgets when it loses power.
     struct Session {
@@ -55,6 +62,14 @@ public struct VirtualCard: Sendable {
         var keys: [CryptogramKeys] = []
         for app in profile.applications { keys.append(try app.cryptogramKeys(pan: profile.pan, psn: profile.psn)) }
         self.keys = keys
+        records = profile.applications.map { app in
+            var out: [RecordKey: [UInt8]] = [:]
+            for layout in app.records {
+                let items = layout.tags.compactMap { tag in profile.value(of: tag, in: app).map { TLV(tag, $0) } }
+                out[RecordKey(sfi: layout.sfi, record: layout.record)] = TLV(0x70, children: items).encoded()
+            }
+            return out
+        }
     }
 
     /// The ATR the card answers a reset with.
@@ -147,9 +162,8 @@ public struct VirtualCard: Sendable {
             let app = profile.applications[index]
             guard !isBlocked(app) else { return SW.conditionsNotSatisfied }
             guard app.records.contains(where: { $0.sfi == sfi }) else { return SW.fileNotFound }
-            guard let layout = app.records.first(where: { $0.sfi == sfi && $0.record == number }) else { return SW.recordNotFound }
-            let items = layout.tags.compactMap { tag in profile.value(of: tag, in: app).map { TLV(tag, $0) } }
-            return TLV(0x70, children: items).encoded() + SW.ok
+            guard let record = records[index][RecordKey(sfi: sfi, record: number)] else { return SW.recordNotFound }
+            return record + SW.ok
         case nil:
             return SW.conditionsNotSatisfied
         }

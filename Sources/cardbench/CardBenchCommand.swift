@@ -1,6 +1,8 @@
 import ArgumentParser
 import CardIO
+import EMV
 import Foundation
+import VirtualCard
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -27,6 +29,9 @@ struct CardBench: ParsableCommand {
     @Option(help: "Comma-separated C-APDU data sizes, each 0–255.")
     var sizes: String = "0,32,128,250"
 
+    @Option(help: "Card profile for the virtual-card row: a selected VirtualCard answers READ RECORD with its real record.")
+    var profile: String = "Scenarios/cards/visa-credit-cvn10.yaml"
+
     @Flag(help: "Print the figures as JSON.")
     var json = false
 
@@ -39,7 +44,8 @@ struct CardBench: ParsableCommand {
     }
 
     func run() throws {
-        let figures = try Self.run(responder: Self.echo, sizes: try Self.parseSizes(sizes), seconds: seconds)
+        var figures = try Self.run(responder: Self.echo, sizes: try Self.parseSizes(sizes), seconds: seconds)
+        figures.append(try Self.virtualCardFigures(profilePath: profile, seconds: seconds))
         if json {
             try printJSON(Report(operation: "vpcd-apdu-round-trip", seconds: seconds, goal: Self.goal,
                                  withinGoal: figures.allSatisfy { $0.ratio <= Self.goal }, sizes: figures))
@@ -48,7 +54,7 @@ struct CardBench: ParsableCommand {
         print("cardbench bench card: APDU round trips, VirtualReader ⇄ VPCDCardLink over a Unix socket, beside a bare Unix-socket ping-pong of the same frames")
         print("\(CLIFormat.seconds(seconds)) s per side per size; size = C-APDU data bytes, answered with as many data bytes and 9000")
         for f in figures {
-            print("size \(f.size): cardbench \(CLIFormat.grouped(f.cardbenchRoundTripsPerSecond))/s, floor \(CLIFormat.grouped(f.floorRoundTripsPerSecond))/s, "
+            print("\(f.label): cardbench \(CLIFormat.grouped(f.cardbenchRoundTripsPerSecond))/s, floor \(CLIFormat.grouped(f.floorRoundTripsPerSecond))/s, "
                   + String(format: "ratio %.2fx (goal ≤ %.1fx)", f.ratio, Self.goal))
         }
     }
@@ -63,6 +69,7 @@ struct CardBench: ParsableCommand {
 
     /// One size's figures; `ratio` is cardbench's time per round trip over the floor's.
     struct SizeFigures: Encodable {
+        let label: String
         let size: Int
         let commandBytes: Int
         let responseBytes: Int
@@ -106,36 +113,57 @@ struct CardBench: ParsableCommand {
     /// and timed in alternating slices; each side's figure is its median slice.
     static func run(responder: @escaping @Sendable ([UInt8]) -> [UInt8], sizes: [Int], seconds: Double) throws -> [SizeFigures] {
         try sizes.map { size in
-            let command = command(size: size)
-            let response = responder(command)
-            guard response.count >= 2, response.count <= 0xFFFF else {
-                throw CLIError(message: "the responder answered a \(command.count)-byte command with \(response.count) bytes; a response is 2 to 65,535 bytes")
-            }
-            let floor = try FloorPingPong(command: command, response: response)
-            defer { floor.close() }
-            let link = try LinkPingPong(command: command, responder: responder)
-            defer { link.close() }
-            let first = try link.roundTrip()
-            guard first == response else {
-                throw CLIError(message: "the card answered \(first.count) bytes over the link, \(response.count) when called directly; refusing to time different work")
-            }
-
-            var floorRates: [Double] = []
-            var linkRates: [Double] = []
-            let slice = seconds / Double(rounds)
-            for _ in 0..<rounds {
-                floorRates.append(try timed(seconds: slice) { try floor.roundTrip() })
-                linkRates.append(try timed(seconds: slice) { _ = try link.roundTrip() })
-            }
-            if let error = link.cardFailure { throw CLIError(message: "bench card: the card failed: \(error)") }
-            let realRate = median(linkRates)
-            let floorRate = median(floorRates)
-            return SizeFigures(size: size, commandBytes: command.count, responseBytes: response.count,
-                               cardbenchRoundTripsPerSecond: realRate.rounded(), floorRoundTripsPerSecond: floorRate.rounded(),
-                               cardbenchMicrosecondsPerRoundTrip: (1e7 / realRate).rounded() / 10,
-                               floorMicrosecondsPerRoundTrip: (1e7 / floorRate).rounded() / 10,
-                               ratio: (floorRate / realRate * 100).rounded() / 100)
+            try measure(label: "size \(size)", command: command(size: size), responder: responder, seconds: seconds)
         }
+    }
+
+    /// The real card: a VirtualCard from `profilePath` with its first application selected,
+    /// answering READ RECORD SFI 2 record 1 (the record with the PAN) on every round trip.
+    static func virtualCardFigures(profilePath: String, seconds: Double) throws -> SizeFigures {
+        let text: String
+        do { text = try String(contentsOfFile: profilePath, encoding: .utf8) } catch {
+            throw CLIError(message: "--profile: cannot read '\(profilePath)': \(error.localizedDescription)", code: 2)
+        }
+        let profile: CardProfile
+        do { profile = try CardProfile.parse(yaml: text, file: profilePath) } catch { throw CLIError(message: "--profile: \(error)", code: 2) }
+        var card = try VirtualCard(profile: profile)
+        _ = card.respond(to: CommandAPDU.select(name: profile.applications[0].aid).bytes)
+        let box = BenchBox(card)
+        let responder: @Sendable ([UInt8]) -> [UInt8] = { command in box.update { $0.respond(to: command) } }
+        return try measure(label: "virtual card, READ RECORD", command: CommandAPDU.readRecord(sfi: 2, record: 1).bytes,
+                           responder: responder, seconds: seconds)
+    }
+
+    static func measure(label: String, command: [UInt8], responder: @escaping @Sendable ([UInt8]) -> [UInt8], seconds: Double) throws -> SizeFigures {
+        let size = command.count > 5 ? Int(command[4]) : 0
+        let response = responder(command)
+        guard response.count >= 2, response.count <= 0xFFFF else {
+            throw CLIError(message: "the responder answered a \(command.count)-byte command with \(response.count) bytes; a response is 2 to 65,535 bytes")
+        }
+        let floor = try FloorPingPong(command: command, response: response)
+        defer { floor.close() }
+        let link = try LinkPingPong(command: command, responder: responder)
+        defer { link.close() }
+        let first = try link.roundTrip()
+        guard first == response else {
+            throw CLIError(message: "the card answered \(first.count) bytes over the link, \(response.count) when called directly; refusing to time different work")
+        }
+
+        var floorRates: [Double] = []
+        var linkRates: [Double] = []
+        let slice = seconds / Double(rounds)
+        for _ in 0..<rounds {
+            floorRates.append(try timed(seconds: slice) { try floor.roundTrip() })
+            linkRates.append(try timed(seconds: slice) { _ = try link.roundTrip() })
+        }
+        if let error = link.cardFailure { throw CLIError(message: "bench card: the card failed: \(error)") }
+        let realRate = median(linkRates)
+        let floorRate = median(floorRates)
+        return SizeFigures(label: label, size: size, commandBytes: command.count, responseBytes: response.count,
+                           cardbenchRoundTripsPerSecond: realRate.rounded(), floorRoundTripsPerSecond: floorRate.rounded(),
+                           cardbenchMicrosecondsPerRoundTrip: (1e7 / realRate).rounded() / 10,
+                           floorMicrosecondsPerRoundTrip: (1e7 / floorRate).rounded() / 10,
+                           ratio: (floorRate / realRate * 100).rounded() / 100)
     }
 
     private static func median(_ values: [Double]) -> Double {
@@ -341,6 +369,12 @@ private final class BenchBox<Value: Sendable>: @unchecked Sendable {
         lock.lock()
         value = newValue
         lock.unlock()
+    }
+
+    func update<R>(_ body: (inout Value) -> R) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
     }
 }
 
