@@ -85,10 +85,11 @@ interop: deps
 		Tests/Interop/run.sh --profile-pan 5413330089604004 --pin 1234 --imk FEDCBA98765432100123456789ABCDEF --cvn 16 --psn 00
 	@echo "interop: 2 passed, 0 failed"
 
-## bench: release build, then cardbench bench crypto against pyemv in the same run
+## bench: release build, then bench crypto (against pyemv) and bench card (against a socket ping-pong)
 bench: deps venv
 	$(SWIFT) build -c release --product cardbench
 	CARDBENCH_PYTHON=$(abspath $(VENV))/bin/python .build/release/cardbench bench crypto --seconds $(BENCH_SECONDS)
+	.build/release/cardbench bench card --seconds $(BENCH_SECONDS)
 
 clean:
 	rm -rf .build $(VENV) $(INTEROP_VENV)
