@@ -120,12 +120,7 @@ struct CardBench: ParsableCommand {
     /// The real card: a VirtualCard from `profilePath` with its first application selected,
     /// answering READ RECORD SFI 2 record 1 (the record with the PAN) on every round trip.
     static func virtualCardFigures(profilePath: String, seconds: Double) throws -> SizeFigures {
-        let text: String
-        do { text = try String(contentsOfFile: profilePath, encoding: .utf8) } catch {
-            throw CLIError(message: "--profile: cannot read '\(profilePath)': \(error.localizedDescription)", code: 2)
-        }
-        let profile: CardProfile
-        do { profile = try CardProfile.parse(yaml: text, file: profilePath) } catch { throw CLIError(message: "--profile: \(error)", code: 2) }
+        let profile = try loadCardProfile(profilePath)
         var card = try VirtualCard(profile: profile)
         _ = card.respond(to: CommandAPDU.select(name: profile.applications[0].aid).bytes)
         let box = BenchBox(card)

@@ -43,14 +43,7 @@ struct CardInsert: ParsableCommand {
     }
 
     func run() throws {
-        let text: String
-        do { text = try String(contentsOfFile: profile, encoding: .utf8) } catch {
-            throw CLIError(message: "--profile: cannot read '\(profile)': \(error.localizedDescription)", code: 2)
-        }
-        let cardProfile: CardProfile
-        do { cardProfile = try CardProfile.parse(yaml: text, file: profile) } catch {
-            throw CLIError(message: "--profile: \(error)", code: 2)
-        }
+        let cardProfile = try loadCardProfile(profile)
         let savedState = try loadState(for: cardProfile)
         var card = try VirtualCard(profile: cardProfile, state: savedState)
         let endpoint: ReaderEndpoint
@@ -127,3 +120,15 @@ struct CardInsert: ParsableCommand {
 }
 
 func flushOutput() { fflush(nil) }
+
+/// Reads and parses a card profile named by `--profile`; failures are one line naming the option,
+/// the file, the field and the rule.
+func loadCardProfile(_ path: String) throws -> CardProfile {
+    let text: String
+    do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+        throw CLIError(message: "--profile: cannot read '\(path)': \(error.localizedDescription)", code: 2)
+    }
+    do { return try CardProfile.parse(yaml: text, file: path) } catch {
+        throw CLIError(message: "--profile: \(error)", code: 2)
+    }
+}
