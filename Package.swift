@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "EMV", targets: ["EMV"]),
         .library(name: "VirtualCard", targets: ["VirtualCard"]),
         .library(name: "CardIO", targets: ["CardIO"]),
+        .library(name: "Terminal", targets: ["Terminal"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
@@ -35,6 +36,11 @@ let package = Package(
             name: "VirtualCard",
             dependencies: ["EMV", .product(name: "Yams", package: "Yams")]
         ),
+        // The terminal: the emulated host now; the kernel, counters and clock with issue 4. Pure.
+        .target(
+            name: "Terminal",
+            dependencies: ["EMV"]
+        ),
         // Readers and channels: the vpcd virtual-reader link now, serial and udev later.
         .target(
             name: "CardIO",
@@ -57,6 +63,10 @@ let package = Package(
         .testTarget(
             name: "VirtualCardTests",
             dependencies: ["VirtualCard", "EMV"]
+        ),
+        .testTarget(
+            name: "TerminalTests",
+            dependencies: ["Terminal", "EMV", "VirtualCard"]
         ),
         .testTarget(
             name: "CardIOTests",

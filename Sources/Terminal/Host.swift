@@ -1,0 +1,250 @@
+import EMV
+import Synchronization
+
+/// What the issuer knows about one card's account.
+public struct IssuerAccount: Sendable {
+    /// Available balance in minor units.
+    public var balance: Int
+    /// ISO 4217 numeric currency of the balance.
+    public var currency: Int
+    public var blocked: Bool
+    public var lost: Bool
+    public var stolen: Bool
+    /// Last month the card is valid in (year, month).
+    public var expiry: (year: Int, month: Int)
+    /// The PIN for online verification, if the card has one.
+    public var pin: String?
+    public var pinTryLimit: Int
+    public var onlinePINTriesRemaining: Int
+    /// The card's cryptogram keys by AID (hex), derived from the issuer master keys; with them
+    /// the host checks ARQCs and makes ARPCs.
+    public var keys: [String: CryptogramKeys]
+
+    public init(balance: Int, currency: Int, blocked: Bool = false, lost: Bool = false, stolen: Bool = false,
+                expiry: (year: Int, month: Int), pin: String? = nil, pinTryLimit: Int = 3, keys: [String: CryptogramKeys] = [:]) {
+        self.balance = balance
+        self.currency = currency
+        self.blocked = blocked
+        self.lost = lost
+        self.stolen = stolen
+        self.expiry = expiry
+        self.pin = pin
+        self.pinTryLimit = pinTryLimit
+        self.onlinePINTriesRemaining = pinTryLimit
+        self.keys = keys
+    }
+}
+
+/// The declines by amount that sandboxes use, so a scenario can ask for a code with no setup.
+public enum AmountTable: String, Sendable, CaseIterable {
+    case none
+    /// Billpocket's development environment: 10XX.00 answers response code XX.
+    case billpocket
+    /// Stripe Terminal's simulated reader, by the cents: .01 refer to issuer, .05 do not honour,
+    /// .55 incorrect PIN, .65 frequency limit, .75 PIN tries exceeded. (.02 and .03, which ask for
+    /// a PIN, are the kernel's business, not the host's.)
+    case stripeCents
+
+    /// The code the table gives `amount` (minor units, 2-decimal currency), if any.
+    public func code(for amount: Int) -> ResponseCode? {
+        switch self {
+        case .none:
+            return nil
+        case .billpocket:
+            guard amount % 100 == 0, (100_000...109_999).contains(amount) else { return nil }
+            let xx = amount / 100 - 1000
+            return xx == 0 ? nil : ResponseCode(xx < 10 ? "0\(xx)" : "\(xx)")
+        case .stripeCents:
+            return [1: "01", 5: "05", 55: "55", 65: "65", 75: "75"][amount % 100].map { ResponseCode($0) }
+        }
+    }
+}
+
+/// One authorisation request as the terminal sends it (a field 55 worth of EMV data).
+public struct AuthorisationRequest: Sendable {
+    public enum Kind: String, Sendable { case purchase, preAuthorisation, refund }
+
+    public let pan: String
+    public let aid: [UInt8]
+    public let kind: Kind
+    /// Minor units.
+    public let amount: Int
+    public let currency: Int
+    /// The ARQC and the data it was computed over, when the card produced one.
+    public let arqc: [UInt8]?
+    public let cryptogramData: CryptogramData?
+    /// An online PIN: ISO 9564 format 0 enciphered under the host's PIN key.
+    public let pinBlock: [UInt8]?
+    /// When the terminal sent it, for the expiry check.
+    public let date: UTCDateParts
+
+    public init(pan: String, aid: [UInt8], kind: Kind = .purchase, amount: Int, currency: Int, arqc: [UInt8]?,
+                cryptogramData: CryptogramData?, pinBlock: [UInt8]? = nil, date: UTCDateParts) {
+        self.pan = pan
+        self.aid = aid
+        self.kind = kind
+        self.amount = amount
+        self.currency = currency
+        self.arqc = arqc
+        self.cryptogramData = cryptogramData
+        self.pinBlock = pinBlock
+        self.date = date
+    }
+}
+
+/// The host's answer.
+public struct AuthorisationResponse: Sendable, Equatable {
+    public let responseCode: ResponseCode
+    /// Six characters when approved (ISO 8583 field 38), nil otherwise.
+    public let authorisationCode: String?
+    /// Tag 91 for the card: ARPC‖ARC (method 1) or ARPC‖CSU (method 2), when the host has the keys.
+    public let issuerAuthenticationData: [UInt8]?
+    /// Which rule decided: "queue", "issuer", "cryptogram", "amount table" or "approve".
+    public let rule: String
+    /// A human message: the code's meaning, or why the rule fired.
+    public let message: String
+    /// How long the I/O layer should hold the answer back (a simulated slow issuer), in ms.
+    public let delayMilliseconds: Int
+
+    public var isApproved: Bool { responseCode.isApproval }
+}
+
+/// The host could not answer: the terminal goes on as "unable to go online" (Y3/Z3).
+public enum HostError: Error, Equatable, Sendable, CustomStringConvertible {
+    case unavailable(reason: String)
+
+    public var description: String {
+        switch self {
+        case .unavailable(let reason): "issuer unavailable: \(reason)"
+        }
+    }
+}
+
+/// A one-shot outcome a scenario or the API queues for the next authorisation.
+public enum QueuedOutcome: Sendable, Equatable {
+    case respond(ResponseCode)
+    case unavailable
+    /// Answer by the other rules, but late.
+    case delay(milliseconds: Int)
+}
+
+/// An issuer and acquirer emulator that decides by rules, first match wins: queued one-shot
+/// outcomes; the card's issuer state (blocked, lost, stolen, expired, online PIN, balance); the
+/// ARQC check when it has the card's keys; the amount table; otherwise approve.
+///
+/// Approvals debit the balance; `credit` gives it back for cancels, refunds and reversals.
+/// Thread-safe: one host serves every terminal.
+public final class EmulatedHost: Sendable {
+    struct State {
+        var accounts: [String: IssuerAccount] = [:]
+        var queue: [QueuedOutcome] = []
+        var unavailable = false
+        var authorisationCodes: SplitMix64
+    }
+
+    private let state: Mutex<State>
+    /// The PIN encryption key online PIN blocks arrive under.
+    public let pinKey: TDESKey
+    public let amountTable: AmountTable
+
+    /// - Parameter seed: seeds the authorisation codes, so a scenario run is reproducible.
+    public init(pinKey: TDESKey, amountTable: AmountTable, seed: UInt64 = 0x5EED_CA4D) {
+        self.pinKey = pinKey
+        self.amountTable = amountTable
+        state = Mutex(State(authorisationCodes: SplitMix64(state: seed)))
+    }
+
+    /// Registers (or replaces) a card's account. The PAN is held in memory only.
+    public func setAccount(pan: String, _ account: IssuerAccount) { state.withLock { $0.accounts[pan] = account } }
+
+    public func account(pan: String) -> IssuerAccount? { state.withLock { $0.accounts[pan] } }
+
+    /// Queues a one-shot outcome for the next authorisation.
+    public func enqueue(_ outcome: QueuedOutcome) { state.withLock { $0.queue.append(outcome) } }
+
+    public var queuedOutcomes: [QueuedOutcome] { state.withLock { $0.queue } }
+
+    /// Simulates the issuer being down until set back.
+    public func setUnavailable(_ down: Bool) { state.withLock { $0.unavailable = down } }
+
+    /// Gives an amount back to the card's balance (cancel, refund, reversal).
+    public func credit(pan: String, amount: Int) {
+        state.withLock { s in s.accounts[pan]?.balance += amount }
+    }
+
+    /// Decides an authorisation.
+    public func authorise(_ request: AuthorisationRequest) throws(HostError) -> AuthorisationResponse {
+        let result: Result<AuthorisationResponse, HostError> = state.withLock { s in
+            var delay = 0
+            while let first = s.queue.first, case .delay(let ms) = first {
+                s.queue.removeFirst()
+                delay += ms
+            }
+            if s.unavailable { return .failure(.unavailable(reason: "the issuer is set unavailable")) }
+            if let queued = s.queue.first {
+                s.queue.removeFirst()
+                switch queued {
+                case .unavailable: return .failure(.unavailable(reason: "a queued outcome"))
+                case .respond(let code):
+                    return .success(finish(&s, request, code, rule: "queue", message: code.meaning, delay: delay))
+                case .delay: break
+                }
+            }
+            return .success(decide(&s, request, delay: delay))
+        }
+        return try result.get()
+    }
+
+    private func decide(_ s: inout State, _ r: AuthorisationRequest, delay: Int) -> AuthorisationResponse {
+        func decline(_ code: ResponseCode, _ rule: String, _ message: String? = nil) -> AuthorisationResponse {
+            finish(&s, r, code, rule: rule, message: message ?? code.meaning, delay: delay)
+        }
+        guard var account = s.accounts[r.pan] else { return decline("14", "issuer", "no such card at this issuer") }
+        if account.lost { return decline("41", "issuer") }
+        if account.stolen { return decline("43", "issuer") }
+        if account.blocked { return decline("62", "issuer") }
+        if (r.date.year, r.date.month) > account.expiry { return decline("54", "issuer") }
+        if let block = r.pinBlock {
+            guard let pin = account.pin else { return decline("55", "issuer", "online PIN sent for a card without one") }
+            guard account.onlinePINTriesRemaining > 0 else { return decline("75", "issuer") }
+            let offered = try? PINBlock.decodeFormat0(block, pan: r.pan, key: pinKey)
+            if offered != pin {
+                account.onlinePINTriesRemaining -= 1
+                s.accounts[r.pan] = account
+                return decline(account.onlinePINTriesRemaining == 0 ? "75" : "55", "issuer")
+            }
+            account.onlinePINTriesRemaining = account.pinTryLimit
+            s.accounts[r.pan] = account
+        }
+        if r.kind != .refund, account.balance < r.amount { return decline("51", "issuer") }
+        if let arqc = r.arqc, let data = r.cryptogramData, let keys = account.keys[Hex.encode(r.aid)] {
+            let valid = (try? keys.verify(arqc, data)) ?? false
+            if !valid { return decline("82", "cryptogram", "ARQC verification failed") }
+        }
+        if let code = amountTable.code(for: r.amount) { return decline(code, "amount table") }
+        return finish(&s, r, .approved, rule: "approve", message: ResponseCode.approved.meaning, delay: delay)
+    }
+
+    /// Applies an outcome: debits the balance and issues an authorisation code on approval, and
+    /// computes the issuer authentication data whenever the host holds the card's keys.
+    private func finish(_ s: inout State, _ r: AuthorisationRequest, _ code: ResponseCode, rule: String, message: String,
+                        delay: Int) -> AuthorisationResponse {
+        var authCode: String? = nil
+        if code.isApproval {
+            if r.kind == .refund { s.accounts[r.pan]?.balance += r.amount } else { s.accounts[r.pan]?.balance -= r.amount }
+            let n = s.authorisationCodes.next() % 1_000_000
+            authCode = String(repeating: "0", count: 6 - String(n).count) + String(n)
+        }
+        var issuerData: [UInt8]? = nil
+        if let arqc = r.arqc, let keys = s.accounts[r.pan]?.keys[Hex.encode(r.aid)] {
+            let atc = r.cryptogramData?.tags[0x9F36]
+            // Method 2's card status update: byte 2 bit 8 tells the card the issuer approved.
+            let input: ARPCInput = keys.cvn.arpcMethod == 1
+                ? .responseCode(code.bytes)
+                : .cardStatusUpdate([0x00, code.isApproval ? 0x80 : 0x00, 0x00, 0x00])
+            issuerData = try? keys.issuerAuthenticationData(arqc: arqc, input, atc: atc)
+        }
+        return AuthorisationResponse(responseCode: code, authorisationCode: authCode, issuerAuthenticationData: issuerData,
+                                     rule: rule, message: message, delayMilliseconds: delay)
+    }
+}
