@@ -1,0 +1,480 @@
+import EMV
+
+/// The card as the kernel sees it: raw C-APDU in, raw R-APDU out. A CardIO channel or an
+/// in-process virtual card adapts to it; failures are already kernel errors.
+public protocol CardLink {
+    func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8]
+}
+
+/// The cardholder's side of the terminal: prompts with answers, each of which may time out.
+public protocol Keypad {
+    /// Offers the applications' labels; returns the chosen index.
+    func selectApplication(_ labels: [String]) throws(KernelError) -> Int
+    /// Asks for a PIN; `triesLeft` is the card's counter for offline PIN, nil for online PIN.
+    func enterPIN(online: Bool, triesLeft: Int?) throws(KernelError) -> String
+}
+
+/// The host as the kernel sees it; `EmulatedHost` is one.
+public protocol AuthorisationHost {
+    func authorise(_ request: AuthorisationRequest) throws(HostError) -> AuthorisationResponse
+}
+
+extension EmulatedHost: AuthorisationHost {}
+
+/// Why a transaction ended without an outcome from the card.
+public enum KernelError: Error, Equatable, Sendable, CustomStringConvertible {
+    case cardRemoved(step: String)
+    case readerError(step: String, detail: String)
+    case promptTimeout(prompt: String)
+    case cancelled(step: String)
+    case noApplication
+    /// The card answered a command with a status word the flow cannot go on from.
+    case cardError(step: String, status: String)
+    case invalidCardData(String)
+
+    public var description: String {
+        switch self {
+        case .cardRemoved(let step): "card removed during \(step)"
+        case .readerError(let step, let detail): "reader error during \(step): \(detail)"
+        case .promptTimeout(let prompt): "no answer to the \(prompt) prompt in time"
+        case .cancelled(let step): "cancelled on the keypad during \(step)"
+        case .noApplication: "the card has no application this terminal supports"
+        case .cardError(let step, let status): "the card answered \(step) with \(status)"
+        case .invalidCardData(let detail): "invalid card data: \(detail)"
+        }
+    }
+}
+
+/// The terminal's configuration: what EMV calls terminal data.
+public struct TerminalConfiguration: Sendable {
+    public var countryCode: Int = 484
+    public var currencyCode: Int = 484
+    /// 9F35: 22 = attended, online with offline capability, merchant-operated.
+    public var terminalType: UInt8 = 0x22
+    /// 9F33: manual key entry, magstripe, IC; plaintext PIN, enciphered online PIN, signature, no CVM; SDA/DDA/CDA.
+    public var capabilities: [UInt8] = [0xE0, 0xF0, 0xC8]
+    /// 9F40.
+    public var additionalCapabilities: [UInt8] = [0x60, 0x00, 0xF0, 0x50, 0x01]
+    public var tacDefault: [UInt8] = [0xDC, 0x40, 0x00, 0xA8, 0x00]
+    public var tacDenial: [UInt8] = [0x00, 0x10, 0x00, 0x00, 0x00]
+    public var tacOnline: [UInt8] = [0xDC, 0x40, 0x04, 0xF8, 0x00]
+    /// Minor units; above it a transaction goes online.
+    public var floorLimit: Int = 0
+    /// Supported AIDs, matched as prefixes of the card's (partial selection).
+    public var aids: [[UInt8]] = [
+        [0xA0, 0, 0, 0, 0x03], [0xA0, 0, 0, 0, 0x04], [0xA0, 0, 0, 0, 0x25], [0xA0, 0, 0, 0x06, 0x72],
+    ]
+    /// The key online PIN blocks are enciphered under (format 0).
+    public var pinKey: TDESKey
+
+    public init(pinKey: TDESKey) { self.pinKey = pinKey }
+}
+
+/// One transaction to run.
+public struct TransactionRequest: Sendable {
+    public var amount: Int
+    public var otherAmount: Int = 0
+    /// 9C: 00 purchase, 20 refund.
+    public var transactionType: UInt8 = 0x00
+    public var date: UTCDateParts
+
+    public init(amount: Int, date: UTCDateParts) {
+        self.amount = amount
+        self.date = date
+    }
+}
+
+/// What a front needs from a finished transaction.
+public struct TransactionOutcome: Sendable {
+    public enum Decision: String, Sendable { case approved, declined }
+    public let decision: Decision
+    public let responseCode: ResponseCode
+    public let authorisationCode: String?
+    public let hostMessage: String
+    public let aid: [UInt8]
+    public let applicationLabel: String
+    public let maskedPAN: String
+    public let brand: CardBrand?
+    public let cardholderName: String?
+    /// YYMM.
+    public let expiry: String?
+    public let arqc: [UInt8]?
+    public let atc: [UInt8]?
+    public let tvr: TVR
+    public let tsi: TSI
+    public let cvm: CVMethod?
+    public let cvmResults: CVMResults
+    public let entryMode: String
+    /// The APDUs of the transaction, PAN masked and PIN blocks withheld.
+    public let trace: [(command: String, response: String)]
+}
+
+/// A contact EMV kernel (EMV Book 3 and 4): application selection, GPO, records, processing
+/// restrictions, cardholder verification, terminal risk management, terminal action analysis,
+/// GENERATE AC, online authorisation, issuer authentication, second GENERATE AC.
+public struct Kernel {
+    public let configuration: TerminalConfiguration
+    let card: CardLink
+    let keypad: Keypad
+    let host: AuthorisationHost
+    let unpredictableNumber: () -> [UInt8]
+
+    private var trace: [(command: String, response: String)] = []
+    private var pan: String? = nil
+    private var data: [EMVTag: [UInt8]] = [:]
+    private var tvr = TVR()
+    private var tsi = TSI()
+
+    public init(configuration: TerminalConfiguration, card: CardLink, keypad: Keypad, host: AuthorisationHost,
+                unpredictableNumber: @escaping () -> [UInt8] = { SecureRandom.bytes(4) }) {
+        self.configuration = configuration
+        self.card = card
+        self.keypad = keypad
+        self.host = host
+        self.unpredictableNumber = unpredictableNumber
+    }
+
+    private mutating func send(_ command: CommandAPDU, step: String) throws(KernelError) -> ResponseAPDU {
+        var bytes = try card.transmit(command.bytes)
+        var response: ResponseAPDU
+        do { response = try ResponseAPDU(bytes: bytes) } catch { throw .readerError(step: step, detail: error.rule) }
+        // T=0 cards ask for the data in a second exchange (61xx) or for the right Le (6Cxx).
+        if let length = response.status.correctLength {
+            let again = CommandAPDU(cla: command.cla, ins: command.ins, p1: command.p1, p2: command.p2, data: command.data, le: length)
+            bytes = try card.transmit(again.bytes)
+            do { response = try ResponseAPDU(bytes: bytes) } catch { throw .readerError(step: step, detail: error.rule) }
+        }
+        var collected = response.data
+        while let available = response.status.bytesAvailable {
+            bytes = try card.transmit(CommandAPDU.getResponse(available).bytes)
+            do { response = try ResponseAPDU(bytes: bytes) } catch { throw .readerError(step: step, detail: error.rule) }
+            collected += response.data
+        }
+        let final = ResponseAPDU(data: collected, status: response.status)
+        let shownResponse = pan.map { TraceRedaction.masking(pan: $0, in: Hex.encode(final.bytes)) } ?? Hex.encode(final.bytes)
+        trace.append((TraceRedaction.command(command.bytes), shownResponse))
+        return final
+    }
+
+    /// Runs one transaction to its outcome.
+    public mutating func run(_ request: TransactionRequest) throws(KernelError) -> TransactionOutcome {
+        trace = []
+        tvr = TVR()
+        tsi = TSI()
+        data = [
+            0x9F02: Self.bcd(request.amount, bytes: 6), 0x9F03: Self.bcd(request.otherAmount, bytes: 6),
+            0x9F1A: Self.bcd(configuration.countryCode, bytes: 2), 0x5F2A: Self.bcd(configuration.currencyCode, bytes: 2),
+            0x9A: request.date.emvDate, 0x9C: [request.transactionType], 0x9F35: [configuration.terminalType],
+            0x9F33: configuration.capabilities, 0x9F40: configuration.additionalCapabilities, 0x9F37: unpredictableNumber(),
+            0x9F45: [0, 0], 0x9F66: [0x36, 0, 0, 0],
+        ]
+
+        // 2–3. Application selection, SELECT.
+        let (aid, label) = try selectApplication()
+        data[0x9F06] = aid
+        // 3. GPO with the PDOL.
+        let pdolData = try data[0x9F38].map { bytes throws(KernelError) in try Self.dol(bytes, "PDOL").fill { self.value($0) } } ?? []
+        let gpo = try send(.getProcessingOptions(pdolData: pdolData), step: "GET PROCESSING OPTIONS")
+        guard gpo.status.isSuccess else { throw .cardError(step: "GET PROCESSING OPTIONS", status: gpo.status.description) }
+        let (aip, afl) = try Self.parseGPO(gpo.data)
+        data[0x82] = aip.bytes
+        // 4. READ RECORD per AFL.
+        for entry in afl {
+            for record in entry.records {
+                let r = try send(.readRecord(sfi: entry.sfi, record: record), step: "READ RECORD")
+                guard r.status.isSuccess else { throw .cardError(step: "READ RECORD SFI \(entry.sfi) record \(record)", status: r.status.description) }
+                let items: [TLV]
+                do { items = try TLV.parse(r.data) } catch { throw .invalidCardData(error.description) }
+                guard items.first?.tag == 0x70 else { throw .invalidCardData("record SFI \(entry.sfi) \(record) is not a 70 template") }
+                for (tag, value) in items.primitives() where data[tag] == nil || tag == 0x5A { data[tag] = value }
+            }
+        }
+        guard let panBCD = data[0x5A], let expiry = data[0x5F24], data[0x8C] != nil else {
+            throw .invalidCardData("the card lacks a mandatory object (5A, 5F24 or 8C)")
+        }
+        let cardPAN = Hex.encode(panBCD).filter { $0 != "F" }
+        pan = cardPAN
+        // Records were traced before the PAN was known: mask them now, so no trace ever holds it.
+        trace = trace.map { ($0.command, TraceRedaction.masking(pan: cardPAN, in: $0.response)) }
+        // 5. Processing restrictions.
+        processingRestrictions(date: request.date, expiry: expiry)
+        // 6. Cardholder verification.
+        let (cvm, cvmResults, pinBlock) = try cardholderVerification(amount: request.amount)
+        data[0x9F34] = cvmResults.bytes
+        // 7. Terminal risk management.
+        if request.amount >= configuration.floorLimit { tvr.set(TVR.exceedsFloorLimit) }
+        tsi.set(TSI.terminalRiskManagementPerformed)
+        // 8–9. Terminal action analysis and the first GENERATE AC.
+        data[0x95] = tvr.bytes
+        let requested = terminalActionAnalysis()
+        let cdol1 = try Self.dol(data[0x8C]!, "CDOL1")
+        let first = try generateAC(requested, cdol: cdol1, step: "first GENERATE AC")
+        tsi.set(TSI.cardRiskManagementPerformed)
+
+        var responseCode: ResponseCode
+        var authCode: String? = nil
+        var message: String
+        var decision: TransactionOutcome.Decision
+        if first.type == .arqc {
+            // 10. Online authorisation.
+            let cryptogramData = CryptogramData(tags: data, issuerApplicationData: first.iad)
+            let hostRequest = AuthorisationRequest(pan: pan!, aid: aid, kind: request.transactionType == 0x20 ? .refund : .purchase,
+                                                   amount: request.amount, currency: configuration.currencyCode, arqc: first.cryptogram,
+                                                   cryptogramData: cryptogramData, pinBlock: pinBlock, date: request.date)
+            var issuerData: [UInt8]? = nil
+            do {
+                let answer = try host.authorise(hostRequest)
+                responseCode = answer.responseCode
+                authCode = answer.authorisationCode
+                message = answer.message
+                issuerData = answer.issuerAuthenticationData
+            } catch {
+                // Unable to go online: the TACs/IACs "default" decide, as Y3 or Z3.
+                responseCode = defaultActionDenies() ? "Z3" : "Y3"
+                message = "\(error)"
+            }
+            data[0x8A] = responseCode.bytes
+            // 11. Issuer authentication, then the second GENERATE AC.
+            if let issuerData {
+                data[0x91] = issuerData
+                if aip.contains(AIP.issuerAuthenticationSupported) {
+                    let r = try send(.externalAuthenticate(issuerData), step: "EXTERNAL AUTHENTICATE")
+                    tsi.set(TSI.issuerAuthenticationPerformed)
+                    if !r.status.isSuccess { tvr.set(TVR.issuerAuthenticationFailed) }
+                }
+            }
+            data[0x95] = tvr.bytes
+            let cdol2 = try Self.dol(data[0x8D] ?? [], "CDOL2")
+            let second = try generateAC(responseCode.isApproval ? .tc : .aac, cdol: cdol2, step: "second GENERATE AC")
+            decision = second.type == .tc ? .approved : .declined
+            if decision == .declined, responseCode.isApproval {
+                // Approved by the host, declined by the card: the approval must be reversed.
+                responseCode = responseCode == "Y3" ? "Z3" : "05"
+                message = "declined by the card after host approval"
+                authCode = nil
+            }
+        } else {
+            decision = first.type == .tc ? .approved : .declined
+            responseCode = first.type == .tc ? "Y1" : "Z1"
+            message = responseCode.meaning
+        }
+
+        let holder = data[0x5F20].map { String(decoding: $0, as: UTF8.self).trimmingTrailingSpaces() }
+        return TransactionOutcome(
+            decision: decision, responseCode: responseCode, authorisationCode: authCode, hostMessage: message, aid: aid,
+            applicationLabel: label, maskedPAN: PAN.masked(pan!), brand: CardBrand.detect(pan: pan!), cardholderName: holder,
+            expiry: String(Hex.encode(expiry).prefix(4)), arqc: first.cryptogram, atc: first.atc, tvr: tvr, tsi: tsi, cvm: cvm,
+            cvmResults: cvmResults, entryMode: "chip", trace: trace)
+    }
+
+    private func value(_ tag: EMVTag) -> [UInt8]? { data[tag] }
+
+    // MARK: Steps
+
+    private mutating func selectApplication() throws(KernelError) -> (aid: [UInt8], label: String) {
+        struct Candidate { let aid: [UInt8]; let label: String; let priority: Int; let confirm: Bool }
+        var candidates: [Candidate] = []
+        let pse = try send(.selectPSE, step: "SELECT PSE")
+        if pse.status.isSuccess {
+            for record in 1...16 {
+                let r = try send(.readRecord(sfi: 1, record: record), step: "READ RECORD (directory)")
+                if !r.status.isSuccess { break }
+                guard let items = try? TLV.parse(r.data) else { break }
+                for entry in items.first.map({ $0.children.filter { $0.tag == 0x61 } }) ?? [] {
+                    guard let aid = entry.first(0x4F)?.value, configuration.aids.contains(where: { aid.starts(with: $0) }) else { continue }
+                    let api = entry.first(0x87)?.value.first ?? 0
+                    candidates.append(Candidate(aid: aid, label: entry.first(0x50).map { String(decoding: $0.value, as: UTF8.self) } ?? Hex.encode(aid),
+                                                priority: Int(api & 0x0F), confirm: api & 0x80 != 0))
+                }
+            }
+        } else {
+            // No PSE: try each supported AID, with next occurrences.
+            for prefix in configuration.aids {
+                var next = false
+                while true {
+                    let r = try send(.select(name: prefix, next: next), step: "SELECT")
+                    guard r.status.isSuccess || r.status == StatusWord(0x6283), let fci = try? TLV.parse(r.data),
+                          let aid = fci.first(0x84)?.value else { break }
+                    if r.status.isSuccess {
+                        let api = fci.first(0x87)?.value.first ?? 0
+                        candidates.append(Candidate(aid: aid, label: fci.first(0x50).map { String(decoding: $0.value, as: UTF8.self) } ?? Hex.encode(aid),
+                                                    priority: Int(api & 0x0F), confirm: api & 0x80 != 0))
+                    }
+                    next = true
+                }
+            }
+        }
+        // Final selection: try candidates in priority order, skipping blocked ones (6283).
+        candidates.sort { ($0.priority == 0 ? 16 : $0.priority) < ($1.priority == 0 ? 16 : $1.priority) }
+        while !candidates.isEmpty {
+            var index = 0
+            if candidates.count > 1 || candidates[0].confirm {
+                index = try keypad.selectApplication(candidates.map(\.label))
+                guard candidates.indices.contains(index) else { throw .cancelled(step: "application selection") }
+            }
+            let chosen = candidates[index]
+            let r = try send(.select(name: chosen.aid), step: "SELECT")
+            if r.status.isSuccess, let fci = try? TLV.parse(r.data) {
+                for (tag, value) in fci.primitives() { data[tag] = value }
+                return (chosen.aid, chosen.label)
+            }
+            candidates.remove(at: index)
+        }
+        throw .noApplication
+    }
+
+    private mutating func processingRestrictions(date: UTCDateParts, expiry: [UInt8]) {
+        let today = date.emvDate
+        if today.lexicographicallyPrecedes(expiry) == false, today != expiry { tvr.set(TVR.expiredApplication) }
+        if let effective = data[0x5F25], today.lexicographicallyPrecedes(effective) { tvr.set(TVR.applicationNotYetEffective) }
+        if let cardVersion = data[0x9F08], let terminalVersion = data[0x9F09], cardVersion != terminalVersion {
+            tvr.set(TVR.differentApplicationVersions)
+        }
+    }
+
+    /// EMV Book 3 §10.5: the first rule whose condition holds and whose method the terminal
+    /// supports decides; a failed method goes on to the next rule only when the rule says so.
+    private mutating func cardholderVerification(amount: Int) throws(KernelError) -> (CVMethod?, CVMResults, [UInt8]?) {
+        let aip = AIP(uncheckedBytes: data[0x82] ?? [0, 0])
+        guard aip.contains(AIP.cardholderVerificationSupported), let listBytes = data[0x8E],
+              let list = try? CVMList.parse(listBytes), !list.rules.isEmpty else {
+            return (nil, CVMResults(rule: nil, result: .unknown), nil)
+        }
+        tsi.set(TSI.cardholderVerificationPerformed)
+        let sameCurrency = data[0x9F42] == data[0x5F2A]
+        for rule in list.rules {
+            let applies: Bool
+            switch rule.condition {
+            case .always, .terminalSupportsCVM, .notUnattendedCashNotManualCashNotCashback: applies = true
+            case .underX: applies = sameCurrency && amount < Int(list.amountX)
+            case .overX: applies = sameCurrency && amount > Int(list.amountX)
+            case .underY: applies = sameCurrency && amount < Int(list.amountY)
+            case .overY: applies = sameCurrency && amount > Int(list.amountY)
+            default: applies = false
+            }
+            guard applies else { continue }
+            switch rule.method {
+            case .plaintextPINByICC, .plaintextPINByICCAndSignature:
+                if try offlinePIN() {
+                    return (rule.method, CVMResults(rule: rule, result: rule.method == .plaintextPINByICC ? .successful : .unknown), nil)
+                }
+            case .encipheredPINOnline:
+                let pin = try keypad.enterPIN(online: true, triesLeft: nil)
+                let block: [UInt8]
+                do { block = try PINBlock.format0(pin: pin, pan: pan!, key: configuration.pinKey) } catch {
+                    throw .cancelled(step: "online PIN entry (\(error.rule))")
+                }
+                tvr.set(TVR.onlinePINEntered)
+                return (rule.method, CVMResults(rule: rule, result: .unknown), block)
+            case .signature:
+                return (rule.method, CVMResults(rule: rule, result: .unknown), nil)
+            case .noCVMRequired:
+                return (rule.method, CVMResults(rule: rule, result: .successful), nil)
+            case .failCVM:
+                break
+            default:
+                tvr.set(TVR.unrecognisedCVM)
+            }
+            if !rule.applyNextIfUnsuccessful { break }
+        }
+        tvr.set(TVR.cardholderVerificationNotSuccessful)
+        return (nil, CVMResults(rule: list.rules.last, result: .failed), nil)
+    }
+
+    /// Offline plaintext PIN: asks until the card accepts, blocks, or the cardholder gives up.
+    private mutating func offlinePIN() throws(KernelError) -> Bool {
+        let counter = try send(.getData(0x9F17), step: "GET DATA PIN try counter")
+        var triesLeft = counter.status.isSuccess ? (try? TLV.parse(counter.data).first(0x9F17)?.value.first).flatMap { $0 }.map(Int.init) : nil
+        if triesLeft == 0 {
+            tvr.set(TVR.pinTryLimitExceeded)
+            return false
+        }
+        while true {
+            let pin = try keypad.enterPIN(online: false, triesLeft: triesLeft)
+            let block: [UInt8]
+            do { block = try PlaintextPINBlock.encode(pin: pin) } catch { throw .cancelled(step: "PIN entry (\(error.rule))") }
+            let r = try send(.verify(pinBlock: block), step: "VERIFY")
+            if r.status.isSuccess { return true }
+            if r.status == StatusWord(0x6983) || r.status.retriesLeft == 0 {
+                tvr.set(TVR.pinTryLimitExceeded)
+                return false
+            }
+            guard let left = r.status.retriesLeft else { throw .cardError(step: "VERIFY", status: r.status.description) }
+            triesLeft = left
+        }
+    }
+
+    private func codes(_ tag: EMVTag, _ terminal: [UInt8]) -> [UInt8] {
+        let issuer = data[tag] ?? (tag == 0x9F0E ? [0, 0, 0, 0, 0] : [0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+        return zip(issuer, terminal).map { $0 | $1 }
+    }
+
+    private func matches(_ codes: [UInt8]) -> Bool { zip(codes, tvr.bytes).contains { $0 & $1 != 0 } }
+
+    /// EMV Book 3 §10.7: denial codes → AAC; online codes (terminal can go online) → ARQC; else TC.
+    private func terminalActionAnalysis() -> CryptogramType {
+        if matches(codes(0x9F0E, configuration.tacDenial)) { return .aac }
+        if matches(codes(0x9F0F, configuration.tacOnline)) { return .arqc }
+        // An online-capable attended terminal sends everything online unless told otherwise.
+        return configuration.terminalType == 0x22 ? .arqc : .tc
+    }
+
+    private func defaultActionDenies() -> Bool { matches(codes(0x9F0D, configuration.tacDefault)) }
+
+    private mutating func generateAC(_ type: CryptogramType, cdol: DOL, step: String)
+        throws(KernelError) -> (type: CryptogramType, cryptogram: [UInt8], atc: [UInt8], iad: [UInt8]) {
+        let r = try send(.generateAC(type, cdolData: cdol.fill { self.value($0) }), step: step)
+        guard r.status.isSuccess, let tlv = (try? TLV.parse(r.data))?.first else {
+            throw .cardError(step: step, status: r.status.description)
+        }
+        let cid: UInt8, atc: [UInt8], cryptogram: [UInt8], iad: [UInt8]
+        if tlv.tag == 0x80 {
+            guard tlv.value.count >= 11 else { throw .invalidCardData("\(step) format 1 response is \(tlv.value.count) bytes") }
+            (cid, atc, cryptogram, iad) = (tlv.value[0], Array(tlv.value[1..<3]), Array(tlv.value[3..<11]), Array(tlv.value[11...]))
+        } else {
+            guard let c = tlv.first(0x9F27)?.value.first, let a = tlv.first(0x9F36)?.value, let ac = tlv.first(0x9F26)?.value else {
+                throw .invalidCardData("\(step) response lacks 9F27, 9F36 or 9F26")
+            }
+            (cid, atc, cryptogram, iad) = (c, a, ac, tlv.first(0x9F10)?.value ?? [])
+        }
+        data[0x9F27] = [cid]
+        data[0x9F36] = atc
+        data[0x9F26] = cryptogram
+        data[0x9F10] = iad
+        let returned: CryptogramType = cid & 0xC0 == 0x80 ? .arqc : cid & 0xC0 == 0x40 ? .tc : .aac
+        return (returned, cryptogram, atc, iad)
+    }
+
+    // MARK: Helpers
+
+    static func bcd(_ value: Int, bytes: Int) -> [UInt8] {
+        var digits = String(value).utf8.map { $0 - 0x30 }
+        while digits.count < bytes * 2 { digits.insert(0, at: 0) }
+        return stride(from: 0, to: digits.count, by: 2).map { digits[$0] << 4 | digits[$0 + 1] }
+    }
+
+    static func dol(_ bytes: [UInt8], _ name: String) throws(KernelError) -> DOL {
+        do { return try DOL.parse(bytes, field: name) } catch { throw .invalidCardData(error.description) }
+    }
+
+    static func parseGPO(_ bytes: [UInt8]) throws(KernelError) -> (AIP, [AFLEntry]) {
+        guard let tlv = (try? TLV.parse(bytes))?.first else { throw .invalidCardData("GPO response is not TLV") }
+        let aipBytes: [UInt8], aflBytes: [UInt8]
+        if tlv.tag == 0x80 {
+            guard tlv.value.count >= 6 else { throw .invalidCardData("GPO format 1 response is too short") }
+            (aipBytes, aflBytes) = (Array(tlv.value[0..<2]), Array(tlv.value[2...]))
+        } else {
+            guard let a = tlv.first(0x82)?.value, let f = tlv.first(0x94)?.value else { throw .invalidCardData("GPO response lacks 82 or 94") }
+            (aipBytes, aflBytes) = (a, f)
+        }
+        do { return (try AIP(bytes: aipBytes), try AFLEntry.parseList(aflBytes)) } catch { throw .invalidCardData(error.description) }
+    }
+}
+
+extension String {
+    fileprivate func trimmingTrailingSpaces() -> String {
+        var s = self
+        while s.last == " " { s.removeLast() }
+        return s
+    }
+}
