@@ -134,20 +134,21 @@ public struct Kernel {
         self.unpredictableNumber = unpredictableNumber
     }
 
+    private func exchange(_ command: CommandAPDU, step: String) throws(KernelError) -> ResponseAPDU {
+        let bytes = try card.transmit(command.bytes)
+        do { return try ResponseAPDU(bytes: bytes) } catch { throw .readerError(step: step, detail: error.rule) }
+    }
+
     private mutating func send(_ command: CommandAPDU, step: String) throws(KernelError) -> ResponseAPDU {
-        var bytes = try card.transmit(command.bytes)
-        var response: ResponseAPDU
-        do { response = try ResponseAPDU(bytes: bytes) } catch { throw .readerError(step: step, detail: error.rule) }
-        // T=0 cards ask for the data in a second exchange (61xx) or for the right Le (6Cxx).
+        var response = try exchange(command, step: step)
+        // T=0 cards ask for the right Le (6Cxx) or hand the data over in further exchanges (61xx).
         if let length = response.status.correctLength {
-            let again = CommandAPDU(cla: command.cla, ins: command.ins, p1: command.p1, p2: command.p2, data: command.data, le: length)
-            bytes = try card.transmit(again.bytes)
-            do { response = try ResponseAPDU(bytes: bytes) } catch { throw .readerError(step: step, detail: error.rule) }
+            response = try exchange(CommandAPDU(cla: command.cla, ins: command.ins, p1: command.p1, p2: command.p2,
+                                                data: command.data, le: length), step: step)
         }
         var collected = response.data
         while let available = response.status.bytesAvailable {
-            bytes = try card.transmit(CommandAPDU.getResponse(available).bytes)
-            do { response = try ResponseAPDU(bytes: bytes) } catch { throw .readerError(step: step, detail: error.rule) }
+            response = try exchange(.getResponse(available), step: step)
             collected += response.data
         }
         let final = ResponseAPDU(data: collected, status: response.status)
@@ -342,6 +343,8 @@ public struct Kernel {
         }
         tsi.set(TSI.cardholderVerificationPerformed)
         let sameCurrency = data[0x9F42] == data[0x5F2A]
+        // CVM Results report the last rule tried when verification fails (EMV Book 4 §6.3.4.5).
+        var lastTried: CVMRule? = nil
         for rule in list.rules {
             let applies: Bool
             switch rule.condition {
@@ -353,6 +356,7 @@ public struct Kernel {
             default: applies = false
             }
             guard applies else { continue }
+            lastTried = rule
             switch rule.method {
             case .plaintextPINByICC, .plaintextPINByICCAndSignature:
                 if try offlinePIN() {
@@ -378,13 +382,17 @@ public struct Kernel {
             if !rule.applyNextIfUnsuccessful { break }
         }
         tvr.set(TVR.cardholderVerificationNotSuccessful)
-        return (nil, CVMResults(rule: list.rules.last, result: .failed), nil)
+        return (nil, CVMResults(rule: lastTried, result: .failed), nil)
     }
 
     /// Offline plaintext PIN: asks until the card accepts, blocks, or the cardholder gives up.
     private mutating func offlinePIN() throws(KernelError) -> Bool {
         let counter = try send(.getData(0x9F17), step: "GET DATA PIN try counter")
-        var triesLeft = counter.status.isSuccess ? (try? TLV.parse(counter.data).first(0x9F17)?.value.first).flatMap { $0 }.map(Int.init) : nil
+        // Cards that do not answer GET DATA 9F17 simply give no count to show.
+        var triesLeft: Int? = nil
+        if counter.status.isSuccess, let items = try? TLV.parse(counter.data), let count = items.first(0x9F17)?.value.first {
+            triesLeft = Int(count)
+        }
         if triesLeft == 0 {
             tvr.set(TVR.pinTryLimitExceeded)
             return false

@@ -90,16 +90,20 @@ public struct VirtualCard: Sendable {
         default: return SW.instructionNotSupported
         }
         guard cla == expectedCLA else { return SW.classNotSupported }
-        switch ins {
-        case 0xA4: return select(command)
-        case 0xB2: return readRecord(command)
-        case 0xA8: return getProcessingOptions(command)
-        case 0xCA: return getData(command)
-        case 0x20: return verify(command)
-        case 0x84: return getChallenge(command)
-        case 0xAE: return generateAC(command)
-        case 0x82: return externalAuthenticate(command)
-        default: return SW.conditionsNotSatisfied  // GET RESPONSE: nothing is pending, answers are sent whole
+        do {
+            switch ins {
+            case 0xA4: return select(command)
+            case 0xB2: return readRecord(command)
+            case 0xA8: return try getProcessingOptions(command)
+            case 0xCA: return try getData(command)
+            case 0x20: return try verify(command)
+            case 0x84: return getChallenge(command)
+            case 0xAE: return try generateAC(command)
+            case 0x82: return try externalAuthenticate(command)
+            default: return SW.conditionsNotSatisfied  // GET RESPONSE: nothing is pending, answers are sent whole
+            }
+        } catch {
+            return error.sw
         }
     }
 
@@ -141,10 +145,11 @@ public struct VirtualCard: Sendable {
     private func isBlocked(_ app: ApplicationProfile) -> Bool { state.blockedApplications.contains(Hex.encode(app.aid)) }
 
     /// The selected, unblocked application, or the status word to refuse the command with.
-    private func currentApplication() -> Result<Int, StatusError> {
-        guard case .application(let index)? = session.selected else { return .failure(StatusError(SW.conditionsNotSatisfied)) }
-        guard !isBlocked(profile.applications[index]) else { return .failure(StatusError(SW.conditionsNotSatisfied)) }
-        return .success(index)
+    private func currentApplication() throws(StatusError) -> Int {
+        guard case .application(let index)? = session.selected, !isBlocked(profile.applications[index]) else {
+            throw StatusError(SW.conditionsNotSatisfied)
+        }
+        return index
     }
 
     private func readRecord(_ c: CommandAPDU) -> [UInt8] {
@@ -169,13 +174,9 @@ public struct VirtualCard: Sendable {
         }
     }
 
-    private mutating func getProcessingOptions(_ c: CommandAPDU) -> [UInt8] {
+    private mutating func getProcessingOptions(_ c: CommandAPDU) throws(StatusError) -> [UInt8] {
         guard c.p1 == 0, c.p2 == 0 else { return SW.incorrectP1P2 }
-        let index: Int
-        switch currentApplication() {
-        case .success(let i): index = i
-        case .failure(let e): return e.sw
-        }
+        let index = try currentApplication()
         guard !session.processingOptionsDone else { return SW.conditionsNotSatisfied }
         guard let items = try? TLV.parse(c.data), items.count == 1, items[0].tag == 0x83 else { return SW.wrongData }
         let app = profile.applications[index]
@@ -194,13 +195,9 @@ public struct VirtualCard: Sendable {
         return response.encoded() + SW.ok
     }
 
-    private func getData(_ c: CommandAPDU) -> [UInt8] {
+    private func getData(_ c: CommandAPDU) throws(StatusError) -> [UInt8] {
         let tag = EMVTag(UInt32(c.p1) << 8 | UInt32(c.p2))
-        let index: Int
-        switch currentApplication() {
-        case .success(let i): index = i
-        case .failure(let e): return e.sw
-        }
+        let index = try currentApplication()
         let aid = Hex.encode(profile.applications[index].aid)
         let value: [UInt8]
         switch tag.value {
@@ -212,10 +209,10 @@ public struct VirtualCard: Sendable {
         return TLV(tag, value).encoded() + SW.ok
     }
 
-    private mutating func verify(_ c: CommandAPDU) -> [UInt8] {
+    private mutating func verify(_ c: CommandAPDU) throws(StatusError) -> [UInt8] {
         guard c.p1 == 0 else { return SW.incorrectP1P2 }
         guard c.p2 == 0x80 else { return SW.functionNotSupported }  // only plaintext offline PIN
-        if case .failure(let e) = currentApplication() { return e.sw }
+        _ = try currentApplication()
         guard let pin = profile.pin else { return SW.functionNotSupported }
         guard state.pinTriesRemaining > 0 else { return SW.authenticationBlocked }
         guard let offered = try? PlaintextPINBlock.decode(c.data) else { return SW.wrongData }
@@ -235,14 +232,10 @@ public struct VirtualCard: Sendable {
         return SecureRandom.bytes(8) + SW.ok
     }
 
-    private mutating func generateAC(_ c: CommandAPDU) -> [UInt8] {
+    private mutating func generateAC(_ c: CommandAPDU) throws(StatusError) -> [UInt8] {
         guard c.p2 == 0 else { return SW.incorrectP1P2 }
         guard let requested = CryptogramType(rawValue: c.p1 >> 6), requested != .notRequested else { return SW.incorrectP1P2 }
-        let index: Int
-        switch currentApplication() {
-        case .success(let i): index = i
-        case .failure(let e): return e.sw
-        }
+        let index = try currentApplication()
         guard session.processingOptionsDone else { return SW.conditionsNotSatisfied }
         let app = profile.applications[index]
         let aid = Hex.encode(app.aid)
@@ -308,13 +301,9 @@ public struct VirtualCard: Sendable {
         return response.encoded() + SW.ok
     }
 
-    private mutating func externalAuthenticate(_ c: CommandAPDU) -> [UInt8] {
+    private mutating func externalAuthenticate(_ c: CommandAPDU) throws(StatusError) -> [UInt8] {
         guard c.p1 == 0, c.p2 == 0 else { return SW.incorrectP1P2 }
-        let index: Int
-        switch currentApplication() {
-        case .success(let i): index = i
-        case .failure(let e): return e.sw
-        }
+        let index = try currentApplication()
         guard profile.applications[index].aip.contains(AIP.issuerAuthenticationSupported),
               session.generateACCount == 1, session.firstCryptogram?.type == .arqc,
               session.issuerAuthentication == .notPerformed else { return SW.conditionsNotSatisfied }
@@ -385,7 +374,7 @@ public struct VirtualCard: Sendable {
     static func twoBytes(_ n: Int) -> [UInt8] { [UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] }
 }
 
-/// A status word to refuse a command with, carried through a `Result`.
+/// A status word to refuse a command with, thrown out of the command that refuses.
 struct StatusError: Error {
     let sw: [UInt8]
     init(_ sw: [UInt8]) { self.sw = sw }

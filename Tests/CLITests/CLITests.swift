@@ -196,3 +196,38 @@ struct BenchCommandTests {
         #expect(r.stderr.contains(message), "stderr was: \(r.stderr)")
     }
 }
+
+@Suite("cardbench bench card")
+struct CardBenchCommandTests {
+    static let profile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Scenarios/cards/visa-credit-cvn10.yaml").path
+
+    @Test("measures each size and the real virtual card, beside the socket floor")
+    func runsAndReports() throws {
+        let r = try run(["bench", "card", "--seconds", "0.05", "--sizes", "0,32", "--profile", Self.profile, "--json"])
+        try #require(r.status == 0, "\(r.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+        let rows = try #require(object["sizes"] as? [[String: Any]])
+        #expect(rows.compactMap { $0["label"] as? String } == ["size 0", "size 32", "virtual card, READ RECORD"])
+        for row in rows {
+            #expect((row["cardbenchRoundTripsPerSecond"] as? Double ?? 0) > 0)
+            #expect((row["floorRoundTripsPerSecond"] as? Double ?? 0) > 0)
+        }
+        // The virtual card answers READ RECORD SFI 2 record 1 with its real record, not an echo.
+        #expect((rows[2]["commandBytes"] as? Int) == 5)
+        #expect((rows[2]["responseBytes"] as? Int ?? 0) > 40)
+    }
+
+    @Test(arguments: [
+        (["bench", "card", "--sizes", "0,300"], "--sizes"),
+        (["bench", "card", "--sizes", "abc"], "--sizes"),
+        (["bench", "card", "--seconds", "0"], "--seconds"),
+        (["bench", "card", "--seconds", "0.01", "--sizes", "0", "--profile", "/nonexistent.yaml"], "--profile: cannot read '/nonexistent.yaml'"),
+    ])
+    func rejects(arguments: [String], message: String) throws {
+        let r = try run(arguments)
+        #expect(r.status != 0)
+        #expect(r.stderr.split(separator: "\n").count == 1, "stderr was: \(r.stderr)")
+        #expect(r.stderr.contains(message), "stderr was: \(r.stderr)")
+    }
+}

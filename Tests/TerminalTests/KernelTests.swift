@@ -58,7 +58,8 @@ private struct Bench {
     static let date = UTCDateParts(year: 2026, month: 11, day: 22, hour: 15)
 
     init(_ file: String, pins: [String]? = nil, table: AmountTable = .none) throws {
-        profile = try CardProfile.parse(yaml: String(contentsOf: cards.appendingPathComponent(file), encoding: .utf8), file: file)
+        let url = file.hasPrefix("/") ? URL(fileURLWithPath: file) : cards.appendingPathComponent(file)
+        profile = try CardProfile.parse(yaml: String(contentsOf: url, encoding: .utf8), file: file)
         link = InProcessCard(try VirtualCard(profile: profile))
         keypad = ScriptedKeypad(pins: pins ?? profile.pin.map { [$0] } ?? [])
         host = EmulatedHost(pinKey: Self.pinKey, amountTable: table)
@@ -115,6 +116,25 @@ struct KernelTests {
         let outcome = try b.run()
         #expect(outcome.tvr.contains(TVR.pinTryLimitExceeded))
         #expect(outcome.cvm == .signature)
+    }
+
+    @Test("failed verification reports the rule that failed, not the list's last rule")
+    func cvmResultsOfAFailedVerification() throws {
+        // Offline PIN "always, else fail" (01 00), then "no CVM" (1F 00), with the PIN already
+        // blocked: verification fails on the first rule and never reaches the second.
+        let yaml = try String(contentsOf: cards.appendingPathComponent("visa-one-pin-try.yaml"), encoding: .utf8)
+            .replacingOccurrences(of: "pinTriesRemaining: 1", with: "pinTriesRemaining: 0")
+            .replacingOccurrences(of: "000000000000000041031E031F00", with: "000000000000000001001F00")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("cb-cvm-\(UUID().uuidString.prefix(8)).yaml")
+        try yaml.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        var b = try Bench(file.path)
+        let outcome = try b.run()
+        #expect(outcome.cvm == nil)
+        #expect(Hex.encode(outcome.cvmResults.bytes) == "010001")
+        #expect(outcome.tvr.contains(TVR.cardholderVerificationNotSuccessful))
+        #expect(outcome.tvr.contains(TVR.pinTryLimitExceeded))
+        #expect(b.keypad.pinPrompts.isEmpty, "a blocked PIN is not asked for")
     }
 
     @Test func wrongOnlinePINDeclinesWith55() throws {
