@@ -10,11 +10,13 @@ let package = Package(
         .library(name: "VirtualCard", targets: ["VirtualCard"]),
         .library(name: "CardIO", targets: ["CardIO"]),
         .library(name: "Terminal", targets: ["Terminal"]),
+        .library(name: "Ledger", targets: ["Ledger"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
         .package(url: "https://github.com/jpsim/Yams.git", exact: "6.2.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
     ],
     targets: [
         // libcrypto from Debian's libssl-dev, used for the DES/TDES block cipher only.
@@ -36,7 +38,7 @@ let package = Package(
             name: "VirtualCard",
             dependencies: ["EMV", .product(name: "Yams", package: "Yams")]
         ),
-        // The terminal: the emulated host now; the kernel, counters and clock with issue 4. Pure.
+        // The terminal: kernel, emulated host, counters and clock. Pure.
         .target(
             name: "Terminal",
             dependencies: ["EMV"]
@@ -46,12 +48,23 @@ let package = Package(
             name: "CardIO",
             dependencies: ["EMV"]
         ),
+        // The durable record: SQLite (WAL) through GRDB — terminals, STANs, transactions, traces, outbox.
+        .target(
+            name: "Ledger",
+            dependencies: [
+                "Terminal",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         .executableTarget(
             name: "cardbench",
             dependencies: [
                 "EMV",
                 "VirtualCard",
                 "CardIO",
+                "Terminal",
+                "Ledger",
                 "CLibCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -67,6 +80,10 @@ let package = Package(
         .testTarget(
             name: "TerminalTests",
             dependencies: ["Terminal", "EMV", "VirtualCard"]
+        ),
+        .testTarget(
+            name: "LedgerTests",
+            dependencies: ["Ledger", "Terminal"]
         ),
         .testTarget(
             name: "CardIOTests",
