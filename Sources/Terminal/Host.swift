@@ -157,6 +157,9 @@ public final class EmulatedHost: Sendable {
     /// Registers (or replaces) a card's account. The PAN is held in memory only.
     public func setAccount(pan: String, _ account: IssuerAccount) { state.withLock { $0.accounts[pan] = account } }
 
+    /// Forgets a card: its next authorisation is declined as unknown (14).
+    public func removeAccount(pan: String) { state.withLock { _ = $0.accounts.removeValue(forKey: pan) } }
+
     public func account(pan: String) -> IssuerAccount? { state.withLock { $0.accounts[pan] } }
 
     /// Queues a one-shot outcome for the next authorisation.
@@ -170,6 +173,15 @@ public final class EmulatedHost: Sendable {
     /// Gives an amount back to the card's balance (cancel, refund, reversal).
     public func credit(pan: String, amount: Int) {
         state.withLock { s in s.accounts[pan]?.balance += amount }
+    }
+
+    /// Undoes an approval the terminal could not complete (the card was removed, or declined it at
+    /// the second GENERATE AC): the balance moves back as if the authorisation had never happened.
+    public func reverse(_ request: AuthorisationRequest, approval: AuthorisationResponse) {
+        guard approval.isApproved else { return }
+        state.withLock { s in
+            if request.kind == .refund { s.accounts[request.pan]?.balance -= request.amount } else { s.accounts[request.pan]?.balance += request.amount }
+        }
     }
 
     /// Decides an authorisation.

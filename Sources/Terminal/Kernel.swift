@@ -6,17 +6,20 @@ public protocol CardLink {
     func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8]
 }
 
-/// The cardholder's side of the terminal: prompts with answers, each of which may time out.
+/// The cardholder's side of the terminal: prompts with answers. Each prompt carries how long the
+/// cardholder has; a keypad that gets no answer in that time throws `KernelError.promptTimeout`.
 public protocol Keypad {
     /// Offers the applications' labels; returns the chosen index.
-    func selectApplication(_ labels: [String]) throws(KernelError) -> Int
+    func selectApplication(_ labels: [String], timeout: Duration) throws(KernelError) -> Int
     /// Asks for a PIN; `triesLeft` is the card's counter for offline PIN, nil for online PIN.
-    func enterPIN(online: Bool, triesLeft: Int?) throws(KernelError) -> String
+    func enterPIN(online: Bool, triesLeft: Int?, timeout: Duration) throws(KernelError) -> String
 }
 
 /// The host as the kernel sees it; `EmulatedHost` is one.
 public protocol AuthorisationHost {
     func authorise(_ request: AuthorisationRequest) throws(HostError) -> AuthorisationResponse
+    /// Undoes an approval the terminal could not complete.
+    func reverse(_ request: AuthorisationRequest, approval: AuthorisationResponse)
 }
 
 extension EmulatedHost: AuthorisationHost {}
@@ -58,8 +61,14 @@ public struct TerminalConfiguration: Sendable {
     public var tacDefault: [UInt8] = [0xDC, 0x40, 0x00, 0xA8, 0x00]
     public var tacDenial: [UInt8] = [0x00, 0x10, 0x00, 0x00, 0x00]
     public var tacOnline: [UInt8] = [0xDC, 0x40, 0x04, 0xF8, 0x00]
-    /// Minor units; above it a transaction goes online.
+    /// Minor units; at or above it a transaction goes online.
     public var floorLimit: Int = 0
+    /// Random transaction selection (EMV Book 3 §10.6.2) below the floor limit; nil turns it off.
+    public var randomSelection: RandomSelection? = nil
+    /// Purchases are of services rather than goods, for the application usage control check.
+    public var sellsServices = false
+    /// How long the cardholder has to answer a prompt (application choice, PIN).
+    public var promptTimeout: Duration = .seconds(30)
     /// Supported AIDs, matched as prefixes of the card's (partial selection).
     public var aids: [[UInt8]] = [
         [0xA0, 0, 0, 0, 0x03], [0xA0, 0, 0, 0, 0x04], [0xA0, 0, 0, 0, 0x25], [0xA0, 0, 0, 0x06, 0x72],
@@ -70,17 +79,64 @@ public struct TerminalConfiguration: Sendable {
     public init(pinKey: TDESKey) { self.pinKey = pinKey }
 }
 
+/// Random transaction selection parameters (EMV Book 3 §10.6.2): below `threshold` a transaction
+/// goes online with `targetPercentage` probability; between the threshold and the floor limit the
+/// probability rises linearly towards `maximumTargetPercentage`.
+public struct RandomSelection: Sendable, Equatable {
+    public var targetPercentage: Int
+    public var maximumTargetPercentage: Int
+    /// Minor units.
+    public var threshold: Int
+
+    public init(targetPercentage: Int, maximumTargetPercentage: Int, threshold: Int) {
+        self.targetPercentage = targetPercentage
+        self.maximumTargetPercentage = maximumTargetPercentage
+        self.threshold = threshold
+    }
+}
+
 /// One transaction to run.
 public struct TransactionRequest: Sendable {
     public var amount: Int
+    /// Cashback or other amount (9F03), minor units.
     public var otherAmount: Int = 0
-    /// 9C: 00 purchase, 20 refund.
+    /// 9C: 00 purchase, 01 cash, 09 purchase with cashback, 20 refund.
     public var transactionType: UInt8 = 0x00
     public var date: UTCDateParts
+    /// Allocated (durably) by the caller before the transaction starts; the host sees it.
+    public var stan: STAN
 
-    public init(amount: Int, date: UTCDateParts) {
+    public init(amount: Int, date: UTCDateParts, stan: STAN) {
         self.amount = amount
         self.date = date
+        self.stan = stan
+    }
+}
+
+/// An approval the host gave and the kernel had to take back: the issuer state is already
+/// restored through `AuthorisationHost.reverse`; the ledger records it.
+public struct Reversal: Sendable, Equatable {
+    public let responseCode: ResponseCode
+    public let authorisationCode: String?
+    public let amount: Int
+    /// Why: "card removed during second GENERATE AC", "declined by the card after host approval", ….
+    public let reason: String
+}
+
+/// A transaction that ended without an outcome: the error, what was learnt of the card, the trace so
+/// far, and the reversal when the host had already approved.
+public struct TransactionFailure: Error, Sendable, CustomStringConvertible {
+    public let error: KernelError
+    public let reversal: Reversal?
+    /// Masked; nil when the card was gone before its PAN was read.
+    public let maskedPAN: String?
+    /// The full PAN, for the ledger's keyed hash only: never stored or shown.
+    public let pan: String?
+    public let aid: [UInt8]?
+    public let trace: [(command: String, response: String)]
+
+    public var description: String {
+        reversal.map { "\(error); the host's approval \($0.authorisationCode ?? "") was reversed" } ?? error.description
     }
 }
 
@@ -105,6 +161,13 @@ public struct TransactionOutcome: Sendable {
     public let cvm: CVMethod?
     public let cvmResults: CVMResults
     public let entryMode: String
+    public let stan: STAN
+    /// 12 digits: Y DDD HH (UTC) and the STAN.
+    public let rrn: String
+    /// Set when the host approved but the card declined at the second GENERATE AC.
+    public let reversal: Reversal?
+    /// The full PAN, for the ledger's keyed hash only: never stored or shown.
+    public let pan: String
     /// The APDUs of the transaction, PAN masked and PIN blocks withheld.
     public let trace: [(command: String, response: String)]
 }
@@ -118,20 +181,26 @@ public struct Kernel {
     let keypad: Keypad
     let host: AuthorisationHost
     let unpredictableNumber: () -> [UInt8]
+    /// 1–99, for random transaction selection.
+    let randomPercent: () -> Int
 
     private var trace: [(command: String, response: String)] = []
     private var pan: String? = nil
     private var data: [EMVTag: [UInt8]] = [:]
     private var tvr = TVR()
     private var tsi = TSI()
+    /// The host's approval while the card has yet to confirm it; reversed if the card never does.
+    private var pendingApproval: (request: AuthorisationRequest, response: AuthorisationResponse)? = nil
 
     public init(configuration: TerminalConfiguration, card: CardLink, keypad: Keypad, host: AuthorisationHost,
-                unpredictableNumber: @escaping () -> [UInt8] = { SecureRandom.bytes(4) }) {
+                unpredictableNumber: @escaping () -> [UInt8] = { SecureRandom.bytes(4) },
+                randomPercent: @escaping () -> Int = { Int(SecureRandom.bytes(1)[0]) % 99 + 1 }) {
         self.configuration = configuration
         self.card = card
         self.keypad = keypad
         self.host = host
         self.unpredictableNumber = unpredictableNumber
+        self.randomPercent = randomPercent
     }
 
     private func exchange(_ command: CommandAPDU, step: String) throws(KernelError) -> ResponseAPDU {
@@ -157,11 +226,31 @@ public struct Kernel {
         return final
     }
 
-    /// Runs one transaction to its outcome.
-    public mutating func run(_ request: TransactionRequest) throws(KernelError) -> TransactionOutcome {
+    /// Runs one transaction to its outcome. When it ends early (card removed, reader error, prompt
+    /// timeout, cancel) the failure carries the trace so far, and a host approval already given is
+    /// reversed at the host before this returns.
+    public mutating func run(_ request: TransactionRequest) throws(TransactionFailure) -> TransactionOutcome {
         trace = []
         tvr = TVR()
         tsi = TSI()
+        pan = nil
+        pendingApproval = nil
+        do {
+            return try perform(request)
+        } catch {
+            var reversal: Reversal? = nil
+            if let (hostRequest, approval) = pendingApproval {
+                host.reverse(hostRequest, approval: approval)
+                reversal = Reversal(responseCode: approval.responseCode, authorisationCode: approval.authorisationCode,
+                                    amount: hostRequest.amount, reason: error.description)
+                pendingApproval = nil
+            }
+            throw TransactionFailure(error: error, reversal: reversal, maskedPAN: pan.map(PAN.masked), pan: pan,
+                                     aid: data[0x9F06], trace: trace)
+        }
+    }
+
+    private mutating func perform(_ request: TransactionRequest) throws(KernelError) -> TransactionOutcome {
         data = [
             0x9F02: Self.bcd(request.amount, bytes: 6), 0x9F03: Self.bcd(request.otherAmount, bytes: 6),
             0x9F1A: Self.bcd(configuration.countryCode, bytes: 2), 0x5F2A: Self.bcd(configuration.currencyCode, bytes: 2),
@@ -198,13 +287,12 @@ public struct Kernel {
         // Records were traced before the PAN was known: mask them now, so no trace ever holds it.
         trace = trace.map { ($0.command, TraceRedaction.masking(pan: cardPAN, in: $0.response)) }
         // 5. Processing restrictions.
-        processingRestrictions(date: request.date, expiry: expiry)
+        processingRestrictions(request, expiry: expiry)
         // 6. Cardholder verification.
         let (cvm, cvmResults, pinBlock) = try cardholderVerification(amount: request.amount)
         data[0x9F34] = cvmResults.bytes
         // 7. Terminal risk management.
-        if request.amount >= configuration.floorLimit { tvr.set(TVR.exceedsFloorLimit) }
-        tsi.set(TSI.terminalRiskManagementPerformed)
+        try terminalRiskManagement(amount: request.amount)
         // 8–9. Terminal action analysis and the first GENERATE AC.
         data[0x95] = tvr.bytes
         let requested = terminalActionAnalysis()
@@ -216,6 +304,7 @@ public struct Kernel {
         var authCode: String? = nil
         var message: String
         var decision: TransactionOutcome.Decision
+        var reversal: Reversal? = nil
         if first.type == .arqc {
             // 10. Online authorisation.
             let cryptogramData = CryptogramData(tags: data, issuerApplicationData: first.iad)
@@ -225,6 +314,7 @@ public struct Kernel {
             var issuerData: [UInt8]? = nil
             do {
                 let answer = try host.authorise(hostRequest)
+                if answer.isApproved { pendingApproval = (hostRequest, answer) }
                 responseCode = answer.responseCode
                 authCode = answer.authorisationCode
                 message = answer.message
@@ -249,11 +339,17 @@ public struct Kernel {
             let second = try generateAC(responseCode.isApproval ? .tc : .aac, cdol: cdol2, step: "second GENERATE AC")
             decision = second.type == .tc ? .approved : .declined
             if decision == .declined, responseCode.isApproval {
-                // Approved by the host, declined by the card: the approval must be reversed.
+                // Approved by the host (or offline as Y3), declined by the card: take the approval back.
+                message = "declined by the card after \(responseCode == "Y3" ? "offline" : "host") approval"
+                if let (hostRequest, approval) = pendingApproval {
+                    host.reverse(hostRequest, approval: approval)
+                    reversal = Reversal(responseCode: approval.responseCode, authorisationCode: approval.authorisationCode,
+                                        amount: hostRequest.amount, reason: message)
+                }
                 responseCode = responseCode == "Y3" ? "Z3" : "05"
-                message = "declined by the card after host approval"
                 authCode = nil
             }
+            pendingApproval = nil
         } else {
             decision = first.type == .tc ? .approved : .declined
             responseCode = first.type == .tc ? "Y1" : "Z1"
@@ -265,7 +361,8 @@ public struct Kernel {
             decision: decision, responseCode: responseCode, authorisationCode: authCode, hostMessage: message, aid: aid,
             applicationLabel: label, maskedPAN: PAN.masked(pan!), brand: CardBrand.detect(pan: pan!), cardholderName: holder,
             expiry: String(Hex.encode(expiry).prefix(4)), arqc: first.cryptogram, atc: first.atc, tvr: tvr, tsi: tsi, cvm: cvm,
-            cvmResults: cvmResults, entryMode: "chip", trace: trace)
+            cvmResults: cvmResults, entryMode: "chip", stan: request.stan, rrn: RRN.make(stan: request.stan, at: request.date),
+            reversal: reversal, pan: pan!, trace: trace)
     }
 
     private func value(_ tag: EMVTag) -> [UInt8]? { data[tag] }
@@ -310,7 +407,7 @@ public struct Kernel {
         while !candidates.isEmpty {
             var index = 0
             if candidates.count > 1 || candidates[0].confirm {
-                index = try keypad.selectApplication(candidates.map(\.label))
+                index = try keypad.selectApplication(candidates.map(\.label), timeout: configuration.promptTimeout)
                 guard candidates.indices.contains(index) else { throw .cancelled(step: "application selection") }
             }
             let chosen = candidates[index]
@@ -324,13 +421,84 @@ public struct Kernel {
         throw .noApplication
     }
 
-    private mutating func processingRestrictions(date: UTCDateParts, expiry: [UInt8]) {
-        let today = date.emvDate
+    /// EMV Book 3 §10.4: application version, usage control, effective and expiry dates.
+    private mutating func processingRestrictions(_ request: TransactionRequest, expiry: [UInt8]) {
+        let today = request.date.emvDate
         if today.lexicographicallyPrecedes(expiry) == false, today != expiry { tvr.set(TVR.expiredApplication) }
         if let effective = data[0x5F25], today.lexicographicallyPrecedes(effective) { tvr.set(TVR.applicationNotYetEffective) }
         if let cardVersion = data[0x9F08], let terminalVersion = data[0x9F09], cardVersion != terminalVersion {
             tvr.set(TVR.differentApplicationVersions)
         }
+        if let auc = data[0x9F07], auc.count >= 2,
+           !Self.usageAllowed(auc: auc, issuerCountry: data[0x5F28], terminalCountry: data[0x9F1A]!,
+                              transactionType: request.transactionType, terminalType: configuration.terminalType,
+                              additionalCapabilities: configuration.additionalCapabilities, services: configuration.sellsServices) {
+            tvr.set(TVR.serviceNotAllowed)
+        }
+    }
+
+    /// The application usage control check (EMV Book 3 §10.4.2). AUC byte 1: b8 domestic cash,
+    /// b7 international cash, b6 domestic goods, b5 international goods, b4 domestic services,
+    /// b3 international services, b2 valid at ATMs, b1 valid at other terminals; byte 2: b8
+    /// domestic cashback, b7 international cashback.
+    static func usageAllowed(auc: [UInt8], issuerCountry: [UInt8]?, terminalCountry: [UInt8], transactionType: UInt8,
+                             terminalType: UInt8, additionalCapabilities: [UInt8], services: Bool) -> Bool {
+        func bit(_ byte: Int, _ b: Int) -> Bool { auc[byte - 1] & (1 << (b - 1)) != 0 }
+        // An ATM is an unattended, financial-institution terminal (types 14–16) able to dispense cash.
+        let atm = [0x14, 0x15, 0x16].contains(terminalType) && (additionalCapabilities.first ?? 0) & 0x80 != 0
+        guard atm ? bit(1, 2) : bit(1, 1) else { return false }
+        // Without the issuer country the domestic/international checks cannot be made.
+        guard let issuerCountry else { return true }
+        let domestic = issuerCountry == terminalCountry
+        switch transactionType {
+        case 0x01: return domestic ? bit(1, 8) : bit(1, 7)
+        case 0x00, 0x09:
+            let purchase = services ? (domestic ? bit(1, 4) : bit(1, 3)) : (domestic ? bit(1, 6) : bit(1, 5))
+            guard transactionType == 0x09 else { return purchase }
+            return purchase && (domestic ? bit(2, 8) : bit(2, 7))
+        default: return true
+        }
+    }
+
+    /// EMV Book 3 §10.6: floor limit, random transaction selection, velocity checking.
+    private mutating func terminalRiskManagement(amount: Int) throws(KernelError) {
+        let floor = configuration.floorLimit
+        if amount >= floor {
+            tvr.set(TVR.exceedsFloorLimit)
+        } else if let random = configuration.randomSelection {
+            let target: Int
+            if amount < random.threshold || floor <= random.threshold {
+                target = random.targetPercentage
+            } else {
+                // The probability rises with the amount, from the target at the threshold to the maximum at the floor limit.
+                let interpolation = (random.maximumTargetPercentage - random.targetPercentage) * (amount - random.threshold)
+                    / (floor - random.threshold)
+                target = random.targetPercentage + interpolation
+            }
+            if randomPercent() <= target { tvr.set(TVR.randomlySelectedOnline) }
+        }
+        if let lower = data[0x9F14]?.first, let upper = data[0x9F23]?.first {
+            let atc = try counter(0x9F36, step: "GET DATA ATC")
+            let lastOnline = try counter(0x9F13, step: "GET DATA last online ATC register")
+            if let atc, let lastOnline {
+                let offline = atc - lastOnline
+                if offline > Int(lower) { tvr.set(TVR.lowerOfflineLimitExceeded) }
+                if offline > Int(upper) { tvr.set(TVR.upperOfflineLimitExceeded) }
+                if lastOnline == 0 { tvr.set(TVR.newCard) }
+            } else {
+                // Counters the card will not give count as exceeded (Book 3 §10.6.3).
+                tvr.set(TVR.lowerOfflineLimitExceeded)
+                tvr.set(TVR.upperOfflineLimitExceeded)
+            }
+        }
+        tsi.set(TSI.terminalRiskManagementPerformed)
+    }
+
+    /// A two-byte counter read with GET DATA; nil when the card does not give it.
+    private mutating func counter(_ tag: EMVTag, step: String) throws(KernelError) -> Int? {
+        let r = try send(.getData(tag), step: step)
+        guard r.status.isSuccess, let value = (try? TLV.parse(r.data))?.first(tag)?.value, value.count == 2 else { return nil }
+        return Int(value[0]) << 8 | Int(value[1])
     }
 
     /// EMV Book 3 §10.5: the first rule whose condition holds and whose method the terminal
@@ -363,7 +531,7 @@ public struct Kernel {
                     return (rule.method, CVMResults(rule: rule, result: rule.method == .plaintextPINByICC ? .successful : .unknown), nil)
                 }
             case .encipheredPINOnline:
-                let pin = try keypad.enterPIN(online: true, triesLeft: nil)
+                let pin = try keypad.enterPIN(online: true, triesLeft: nil, timeout: configuration.promptTimeout)
                 let block: [UInt8]
                 do { block = try PINBlock.format0(pin: pin, pan: pan!, key: configuration.pinKey) } catch {
                     throw .cancelled(step: "online PIN entry (\(error.rule))")
@@ -398,7 +566,7 @@ public struct Kernel {
             return false
         }
         while true {
-            let pin = try keypad.enterPIN(online: false, triesLeft: triesLeft)
+            let pin = try keypad.enterPIN(online: false, triesLeft: triesLeft, timeout: configuration.promptTimeout)
             let block: [UInt8]
             do { block = try PlaintextPINBlock.encode(pin: pin) } catch { throw .cancelled(step: "PIN entry (\(error.rule))") }
             let r = try send(.verify(pinBlock: block), step: "VERIFY")
@@ -422,9 +590,9 @@ public struct Kernel {
     /// EMV Book 3 §10.7: denial codes → AAC; online codes (terminal can go online) → ARQC; else TC.
     private func terminalActionAnalysis() -> CryptogramType {
         if matches(codes(0x9F0E, configuration.tacDenial)) { return .aac }
-        if matches(codes(0x9F0F, configuration.tacOnline)) { return .arqc }
-        // An online-capable attended terminal sends everything online unless told otherwise.
-        return configuration.terminalType == 0x22 ? .arqc : .tc
+        // Offline-only terminals (types x3, x6) cannot act on the online codes.
+        if [3, 6].contains(configuration.terminalType & 0x0F) { return .tc }
+        return matches(codes(0x9F0F, configuration.tacOnline)) ? .arqc : .tc
     }
 
     private func defaultActionDenies() -> Bool { matches(codes(0x9F0D, configuration.tacDefault)) }
