@@ -1,8 +1,10 @@
 import EMV
 
-/// The card as the kernel sees it: raw C-APDU in, raw R-APDU out. A CardIO channel or an
-/// in-process virtual card adapts to it; failures are already kernel errors.
+/// The card as the kernel sees it: an ATR at power-on, then raw C-APDU in, raw R-APDU out. A
+/// CardIO channel or an in-process virtual card adapts to it; failures are already kernel errors.
 public protocol CardLink {
+    /// Powers the card on (or resets it) and returns its answer to reset.
+    func powerOn() throws(KernelError) -> [UInt8]
     func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8]
 }
 
@@ -54,8 +56,9 @@ public struct TerminalConfiguration: Sendable {
     public var currencyCode: Int = 484
     /// 9F35: 22 = attended, online with offline capability, merchant-operated.
     public var terminalType: UInt8 = 0x22
-    /// 9F33: manual key entry, magstripe, IC; plaintext PIN, enciphered online PIN, signature, no CVM; SDA/DDA/CDA.
-    public var capabilities: [UInt8] = [0xE0, 0xF0, 0xC8]
+    /// 9F33: manual key entry, magstripe, IC; plaintext PIN, enciphered online PIN, signature, no
+    /// CVM; no offline data authentication (the kernel does none, so it does not claim it).
+    public var capabilities: [UInt8] = [0xE0, 0xE8, 0x00]
     /// 9F40.
     public var additionalCapabilities: [UInt8] = [0x60, 0x00, 0xF0, 0x50, 0x01]
     public var tacDefault: [UInt8] = [0xDC, 0x40, 0x00, 0xA8, 0x00]
@@ -161,6 +164,8 @@ public struct TransactionOutcome: Sendable {
     public let cvm: CVMethod?
     public let cvmResults: CVMResults
     public let entryMode: String
+    /// The card's answer to reset.
+    public let atr: [UInt8]
     public let stan: STAN
     /// 12 digits: Y DDD HH (UTC) and the STAN.
     public let rrn: String
@@ -186,6 +191,7 @@ public struct Kernel {
 
     private var trace: [(command: String, response: String)] = []
     private var pan: String? = nil
+    private var atr: [UInt8] = []
     private var data: [EMVTag: [UInt8]] = [:]
     private var tvr = TVR()
     private var tsi = TSI()
@@ -259,6 +265,18 @@ public struct Kernel {
             0x9F45: [0, 0], 0x9F66: [0x36, 0, 0, 0],
         ]
 
+        // 1. Power on: an ATR EMV can work with (Book 1 §8), T=0 or T=1.
+        atr = try card.powerOn()
+        do {
+            let parsed = try ATR.parse(atr)
+            guard parsed.protocols.contains(where: { $0 == 0 || $0 == 1 }) else {
+                throw KernelError.invalidCardData("ATR \(Hex.encode(atr)) offers neither T=0 nor T=1")
+            }
+        } catch let error as KernelError {
+            throw error
+        } catch {
+            throw .invalidCardData("ATR \(Hex.encode(atr)): \(error)")
+        }
         // 2–3. Application selection, SELECT.
         let (aid, label) = try selectApplication()
         data[0x9F06] = aid
@@ -286,10 +304,12 @@ public struct Kernel {
         pan = cardPAN
         // Records were traced before the PAN was known: mask them now, so no trace ever holds it.
         trace = trace.map { ($0.command, TraceRedaction.masking(pan: cardPAN, in: $0.response)) }
+        // Offline data authentication is not implemented: say so, as EMV asks, and let the action codes weigh it.
+        tvr.set(TVR.offlineDataAuthenticationNotPerformed)
         // 5. Processing restrictions.
         processingRestrictions(request, expiry: expiry)
         // 6. Cardholder verification.
-        let (cvm, cvmResults, pinBlock) = try cardholderVerification(amount: request.amount)
+        let (cvm, cvmResults, pinBlock) = try cardholderVerification(request)
         data[0x9F34] = cvmResults.bytes
         // 7. Terminal risk management.
         try terminalRiskManagement(amount: request.amount)
@@ -361,7 +381,7 @@ public struct Kernel {
             decision: decision, responseCode: responseCode, authorisationCode: authCode, hostMessage: message, aid: aid,
             applicationLabel: label, maskedPAN: PAN.masked(pan!), brand: CardBrand.detect(pan: pan!), cardholderName: holder,
             expiry: String(Hex.encode(expiry).prefix(4)), arqc: first.cryptogram, atc: first.atc, tvr: tvr, tsi: tsi, cvm: cvm,
-            cvmResults: cvmResults, entryMode: "chip", stan: request.stan, rrn: RRN.make(stan: request.stan, at: request.date),
+            cvmResults: cvmResults, entryMode: "chip", atr: atr, stan: request.stan, rrn: RRN.make(stan: request.stan, at: request.date),
             reversal: reversal, pan: pan!, trace: trace)
     }
 
@@ -503,7 +523,8 @@ public struct Kernel {
 
     /// EMV Book 3 §10.5: the first rule whose condition holds and whose method the terminal
     /// supports decides; a failed method goes on to the next rule only when the rule says so.
-    private mutating func cardholderVerification(amount: Int) throws(KernelError) -> (CVMethod?, CVMResults, [UInt8]?) {
+    private mutating func cardholderVerification(_ request: TransactionRequest) throws(KernelError) -> (CVMethod?, CVMResults, [UInt8]?) {
+        let amount = request.amount
         let aip = AIP(uncheckedBytes: data[0x82] ?? [0, 0])
         guard aip.contains(AIP.cardholderVerificationSupported), let listBytes = data[0x8E],
               let list = try? CVMList.parse(listBytes), !list.rules.isEmpty else {
@@ -511,12 +532,21 @@ public struct Kernel {
         }
         tsi.set(TSI.cardholderVerificationPerformed)
         let sameCurrency = data[0x9F42] == data[0x5F2A]
+        let cash = request.transactionType == 0x01
+        let cashback = request.transactionType == 0x09
+        // Terminal types x4–x6 are unattended.
+        let unattended = (4...6).contains(configuration.terminalType & 0x0F)
         // CVM Results report the last rule tried when verification fails (EMV Book 4 §6.3.4.5).
         var lastTried: CVMRule? = nil
         for rule in list.rules {
             let applies: Bool
             switch rule.condition {
-            case .always, .terminalSupportsCVM, .notUnattendedCashNotManualCashNotCashback: applies = true
+            case .always: applies = true
+            case .terminalSupportsCVM: applies = terminalSupports(rule.method)
+            case .unattendedCash: applies = unattended && cash
+            case .manualCash: applies = !unattended && cash
+            case .purchaseWithCashback: applies = cashback
+            case .notUnattendedCashNotManualCashNotCashback: applies = !cash && !cashback
             case .underX: applies = sameCurrency && amount < Int(list.amountX)
             case .overX: applies = sameCurrency && amount > Int(list.amountX)
             case .underY: applies = sameCurrency && amount < Int(list.amountY)
@@ -525,6 +555,12 @@ public struct Kernel {
             }
             guard applies else { continue }
             lastTried = rule
+            // A method the terminal does not support fails; the rule says whether to go on.
+            guard terminalSupports(rule.method) else {
+                if case .other = rule.method { tvr.set(TVR.unrecognisedCVM) }
+                if rule.method == .plaintextPINByICC || rule.method == .encipheredPINOnline { tvr.set(TVR.pinPadNotPresent) }
+                if rule.applyNextIfUnsuccessful { continue } else { break }
+            }
             switch rule.method {
             case .plaintextPINByICC, .plaintextPINByICCAndSignature:
                 if try offlinePIN() {
@@ -551,6 +587,22 @@ public struct Kernel {
         }
         tvr.set(TVR.cardholderVerificationNotSuccessful)
         return (nil, CVMResults(rule: lastTried, result: .failed), nil)
+    }
+
+    /// Whether 9F33 byte 2 says the terminal can perform the method.
+    private func terminalSupports(_ method: CVMethod) -> Bool {
+        let byte = configuration.capabilities.count > 1 ? configuration.capabilities[1] : 0
+        switch method {
+        case .plaintextPINByICC: return byte & 0x80 != 0
+        case .encipheredPINOnline: return byte & 0x40 != 0
+        case .signature: return byte & 0x20 != 0
+        case .plaintextPINByICCAndSignature: return byte & 0xA0 == 0xA0
+        case .encipheredPINByICC: return byte & 0x10 != 0
+        case .encipheredPINByICCAndSignature: return byte & 0x30 == 0x30
+        case .noCVMRequired: return byte & 0x08 != 0
+        case .failCVM: return true
+        default: return false
+        }
     }
 
     /// Offline plaintext PIN: asks until the card accepts, blocks, or the cardholder gives up.

@@ -19,7 +19,16 @@ final class InProcessCard: CardLink {
     private(set) var instructions: [UInt8] = []
     var commands: Int { instructions.count }
 
+    /// Replaces the card's ATR.
+    var atr: [UInt8]?
+
     init(_ card: VirtualCard) { self.card = card }
+
+    func powerOn() throws(KernelError) -> [UInt8] {
+        if removeBefore == 0 { throw .cardRemoved(step: "power on") }
+        card.reset()
+        return atr ?? card.atr
+    }
 
     func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8] {
         instructions.append(command[1])
@@ -186,6 +195,52 @@ struct KernelTests {
             #expect(file == "mastercard-blocked-application.yaml", "\(failure)")
             #expect(failure.error == .noApplication)
         }
+    }
+
+    @Test func answerToReset() throws {
+        var b = try Bench("visa-credit-cvn10.yaml")
+        #expect(try b.run().atr == b.profile.atr)
+        var garbled = try Bench("visa-credit-cvn10.yaml")
+        garbled.link.atr = [0x3B, 0x80]
+        guard case .invalidCardData(let detail) = try garbled.failure().error else { Issue.record("not invalid card data"); return }
+        #expect(detail.hasPrefix("ATR 3B80"))
+        #expect(garbled.link.commands == 0, "no command is sent to a card with a bad ATR")
+        var t15 = try Bench("visa-credit-cvn10.yaml")
+        t15.link.atr = [0x3B, 0x80, 0x0E, 0x8E]
+        #expect(try t15.failure().error == .invalidCardData("ATR 3B800E8E offers neither T=0 nor T=1"))
+        var gone = try Bench("visa-credit-cvn10.yaml")
+        gone.link.removeBefore = 0
+        #expect(try gone.failure().error == .cardRemoved(step: "power on"))
+    }
+
+    @Test("a terminal without a PIN pad skips PIN rules and sets the TVR bit")
+    func noPINPad() throws {
+        // 41 00: offline PIN always, else next; 1E 00: signature always.
+        let file = try profileVariant("visa-credit-cvn10.yaml", [("000000000000000041031E031F00", "000000000000000041001E00")])
+        var b = try Bench(file) { $0.capabilities = [0xE0, 0x28, 0x00] }
+        let outcome = try b.run()
+        #expect(outcome.cvm == .signature)
+        #expect(outcome.tvr.contains(TVR.pinPadNotPresent))
+        #expect(b.keypad.pinPrompts.isEmpty)
+    }
+
+    @Test("'if the terminal supports it' skips a method the terminal lacks, without a TVR bit")
+    func terminalSupportsCondition() throws {
+        var b = try Bench("visa-credit-cvn10.yaml") { $0.capabilities = [0xE0, 0x28, 0x00] }
+        let outcome = try b.run()
+        #expect(outcome.cvm == .signature)
+        #expect(!outcome.tvr.contains(TVR.pinPadNotPresent))
+    }
+
+    @Test("cash and cashback CVM conditions", arguments: [(UInt8(0x01), CVMethod.plaintextPINByICC), (0x09, .signature), (0x00, .noCVMRequired)])
+    func cashConditions(type: UInt8, expected: CVMethod) throws {
+        // 01 04: offline PIN if manual cash; 1E 05: signature if purchase with cashback; 1F 02: no CVM otherwise.
+        let file = try profileVariant("visa-credit-cvn10.yaml", [("000000000000000041031E031F00", "000000000000000001041E051F02")])
+        var b = try Bench(file)
+        var request = TransactionRequest(amount: 10_000, date: Bench.date, stan: STAN(1)!)
+        request.transactionType = type
+        let outcome = try b.kernel.run(request)
+        #expect(outcome.cvm == expected)
     }
 
     @Test func wrongOfflinePINThenRight() throws {
