@@ -41,6 +41,9 @@ build: deps
 
 ## run: build, then show the cardbench tools on examples
 run: build
+	@echo '$$ cardbench sale --card Scenarios/cards/visa-credit-cvn10.yaml --amount 100.00'
+	@$(SWIFT) run -q cardbench sale --card Scenarios/cards/visa-credit-cvn10.yaml --amount 100.00
+	@echo
 	@echo '$$ cardbench emv tlv 6F1A840E315041592E5359532E4444463031A5088801025F2D02656E'
 	@$(SWIFT) run -q cardbench emv tlv 6F1A840E315041592E5359532E4444463031A5088801025F2D02656E
 	@echo

@@ -10,6 +10,12 @@ import Darwin
 public protocol Clock: Sendable {
     /// Seconds since 1970-01-01 UTC.
     func now() -> Int64
+    /// Microseconds since 1970-01-01 UTC, for timestamps that show fractions of a second.
+    func nowMicroseconds() -> Int64
+}
+
+extension Clock {
+    public func nowMicroseconds() -> Int64 { now() * 1_000_000 }
 }
 
 /// The system's wall clock.
@@ -19,6 +25,12 @@ public struct SystemClock: Clock {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Int64(ts.tv_sec)
+    }
+
+    public func nowMicroseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1_000
     }
 }
 

@@ -44,7 +44,8 @@ struct CardInsert: ParsableCommand {
 
     func run() throws {
         let cardProfile = try loadCardProfile(profile)
-        let savedState = try loadState(for: cardProfile)
+        let stateFile = CardStateFile(path: state)
+        let savedState = try stateFile.load()
         var card = try VirtualCard(profile: cardProfile, state: savedState)
         let endpoint: ReaderEndpoint
         do { endpoint = try ReaderEndpoint(parsing: reader) } catch { throw CLIError(message: "--reader: \(error)", code: 2) }
@@ -81,7 +82,7 @@ struct CardInsert: ParsableCommand {
                 }
                 if card.state != persisted {
                     persisted = card.state
-                    saveState(persisted)
+                    try? stateFile.save(persisted)
                 }
                 return response
             }, onPower: { event in
@@ -100,35 +101,42 @@ struct CardInsert: ParsableCommand {
         sources.forEach { $0.cancel() }
         print("card removed")
     }
-
-    private func loadState(for profile: CardProfile) throws -> CardState? {
-        guard let state, FileManager.default.fileExists(atPath: state) else { return nil }
-        do {
-            return try JSONDecoder().decode(CardState.self, from: Data(contentsOf: URL(fileURLWithPath: state)))
-        } catch {
-            throw CLIError(message: "--state: '\(state)' is not a card state file: \(error.localizedDescription)", code: 2)
-        }
-    }
-
-    private func saveState(_ value: CardState) {
-        guard let state else { return }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        // Write-then-rename so a crash never leaves half a state file.
-        try? encoder.encode(value).write(to: URL(fileURLWithPath: state), options: .atomic)
-    }
 }
 
 func flushOutput() { fflush(nil) }
 
-/// Reads and parses a card profile named by `--profile`; failures are one line naming the option,
+/// Reads and parses a card profile named by an option; failures are one line naming the option,
 /// the file, the field and the rule.
-func loadCardProfile(_ path: String) throws -> CardProfile {
+func loadCardProfile(_ path: String, option: String = "--profile") throws -> CardProfile {
     let text: String
     do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
-        throw CLIError(message: "--profile: cannot read '\(path)': \(error.localizedDescription)", code: 2)
+        throw CLIError(message: "\(option): cannot read '\(path)': \(error.localizedDescription)", code: 2)
     }
     do { return try CardProfile.parse(yaml: text, file: path) } catch {
-        throw CLIError(message: "--profile: \(error)", code: 2)
+        throw CLIError(message: "\(option): \(error)", code: 2)
+    }
+}
+
+/// A virtual card's state (ATC, PIN tries, blocked flags) kept in a JSON file by `--state`.
+struct CardStateFile {
+    let path: String?
+
+    func load() throws -> CardState? {
+        guard let path, FileManager.default.fileExists(atPath: path) else { return nil }
+        do {
+            return try JSONDecoder().decode(CardState.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
+        } catch {
+            throw CLIError(message: "--state: '\(path)' is not a card state file: \(error.localizedDescription)", code: 2)
+        }
+    }
+
+    func save(_ value: CardState) throws {
+        guard let path else { return }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        // Write-then-rename so a crash never leaves half a state file.
+        do { try encoder.encode(value).write(to: URL(fileURLWithPath: path), options: .atomic) } catch {
+            throw CLIError(message: "--state: cannot write '\(path)': \(error.localizedDescription)")
+        }
     }
 }

@@ -1,0 +1,352 @@
+import ArgumentParser
+import EMV
+import Foundation
+import Ledger
+import Terminal
+import VirtualCard
+
+/// One EMV sale run in this process: a virtual card, the kernel, the emulated host and the ledger —
+/// the whole chain the daemon runs, without a daemon.
+struct SaleCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sale",
+        abstract: "Run one EMV chip sale in-process: virtual card, kernel, emulated host, ledger.",
+        discussion: """
+        The host starts from the profile's issuer state (balance, PIN, keys) on every run. The \
+        transaction, its STAN and its trace are recorded in the ledger (by default \
+        .cardbench/ledger.sqlite, the daemon's default state directory). Exit status: 0 when the \
+        transaction reached an outcome (approved or declined), 1 when it ended without one (card \
+        removed, prompt timeout, …), 2 for bad input.
+        """
+    )
+
+    @Option(help: "Card profile (YAML), e.g. Scenarios/cards/visa-credit-cvn10.yaml.")
+    var card: String
+
+    @Option(help: "Amount in major units with up to 2 decimals, e.g. 100.00.")
+    var amount: String
+
+    @Option(help: "ISO 4217 numeric currency of the terminal.")
+    var currency: Int = 484
+
+    @Option(parsing: .upToNextOption, help: "PIN(s) entered at successive PIN prompts (default: the profile's PIN).")
+    var pin: [String] = []
+
+    @Option(help: "Application chosen when the cardholder is asked (0-based).")
+    var select: Int = 0
+
+    @Option(help: "Queue this response code at the host for this transaction, e.g. 51.")
+    var hostCode: String?
+
+    @Flag(help: "The host cannot be reached (the terminal decides Y3/Z3).")
+    var hostUnavailable = false
+
+    @Option(help: "The host answers this many milliseconds late.")
+    var hostDelay: Int?
+
+    @Option(help: "Seconds the terminal waits for the host before deciding Y3/Z3 (a late approval is reversed).")
+    var hostTimeout: Double = 30
+
+    @Option(help: "Decline by amount: none, billpocket (10XX.00 → XX) or stripe-cents (.05 → 05, …).")
+    var amountTable: String = "none"
+
+    @Option(help: "Remove the card before its n-th command (1-based), to see a removal and its reversal.")
+    var removeBefore: Int?
+
+    @Option(help: "Terminal name in the ledger.")
+    var terminal: String = "bench1"
+
+    @Option(help: "Terminal ID (8 digits) for a terminal the ledger does not know yet.")
+    var tid: String = "10000001"
+
+    @Option(help: "Ledger database file; its PAN key is kept beside it (<file>.pan-key, mode 0600).")
+    var ledger: String = ".cardbench/ledger.sqlite"
+
+    @Option(help: "Keep the card's ATC, PIN tries and blocked state in this JSON file across runs.")
+    var state: String?
+
+    @Flag(help: "Print the APDU trace (PAN masked, PIN blocks withheld).")
+    var trace = false
+
+    @Flag(help: "Print the outcome as JSON.")
+    var json = false
+
+    func validate() throws {
+        _ = try Self.minorUnits(amount)
+        guard (1...999).contains(currency) else { throw CLIError(message: "--currency: must be an ISO 4217 numeric code, 1–999", code: 2) }
+        if let hostCode, hostCode.count != 2 || !hostCode.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) {
+            throw CLIError(message: "--host-code: must be 2 letters or digits, e.g. 51", code: 2)
+        }
+        guard AmountTable(option: amountTable) != nil else {
+            throw CLIError(message: "--amount-table: must be none, billpocket or stripe-cents", code: 2)
+        }
+        if let hostDelay, !(0...600_000).contains(hostDelay) { throw CLIError(message: "--host-delay: must be 0–600000 ms", code: 2) }
+        guard hostTimeout > 0, hostTimeout <= 600 else { throw CLIError(message: "--host-timeout: must be more than 0 and at most 600 s", code: 2) }
+        if let removeBefore, removeBefore < 1 { throw CLIError(message: "--remove-before: must be 1 or more", code: 2) }
+        for p in pin where !(4...12).contains(p.count) || !p.allSatisfy(\.isNumber) {
+            throw CLIError(message: "--pin: must be 4–12 digits", code: 2)
+        }
+    }
+
+    /// "100.00" → 10000.
+    static func minorUnits(_ text: String) throws -> Int {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), !parts[0].isEmpty, parts[0].count <= 10, parts.allSatisfy({ $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
+              parts.count == 1 || (1...2).contains(parts[1].count) else {
+            throw CLIError(message: "--amount: must be a positive amount with up to 2 decimals, e.g. 100.00", code: 2)
+        }
+        let fraction = parts.count == 2 ? (parts[1].count == 1 ? Int(parts[1])! * 10 : Int(parts[1])!) : 0
+        let value = Int(parts[0])! * 100 + fraction
+        guard value > 0 else { throw CLIError(message: "--amount: must be more than 0", code: 2) }
+        return value
+    }
+
+    func run() throws {
+        let profile = try loadCardProfile(card, option: "--card")
+        let cardState = try CardStateFile(path: state).load()
+        let link = ProfileCardLink(card: try VirtualCard(profile: profile, state: cardState), removeBefore: removeBefore)
+        let keypad = ScriptedPINPad(pins: pin.isEmpty ? profile.pin.map { [$0] } ?? [] : pin, selection: select)
+
+        let pinKey = try TDESKey(bytes: SecureRandom.bytes(16))
+        let host = EmulatedHost(pinKey: pinKey, amountTable: AmountTable(option: amountTable)!, seed: UInt64.random(in: 1...UInt64.max))
+        try host.register(profile)
+        if let hostDelay { host.enqueue(.delay(milliseconds: hostDelay)) }
+        if let hostCode { host.enqueue(.respond(ResponseCode(stringLiteral: hostCode))) }
+        host.setUnavailable(hostUnavailable)
+
+        var configuration = TerminalConfiguration(pinKey: pinKey)
+        configuration.currencyCode = currency
+        var kernel = Kernel(configuration: configuration, card: link, keypad: keypad,
+                            host: TimedHost(host, timeout: .milliseconds(Int(hostTimeout * 1000))))
+
+        let store = try openLedger(ledger)
+        let clock = SystemClock()
+        do { _ = try store.ensureTerminal(name: terminal, tid: tid) } catch { throw CLIError(message: "--tid: \(error)", code: 2) }
+        let amountMinor = try Self.minorUnits(amount)
+        let startedAt = clock.nowMicroseconds()
+        let started = try store.begin(NewTransaction(terminal: terminal, provider: .cli, action: .sale, amount: Int64(amountMinor),
+                                                     currency: currency, createdAt: startedAt))
+        let request = TransactionRequest(amount: amountMinor, date: UTCDateParts(secondsSince1970: startedAt / 1_000_000), stan: started.stan)
+        let result: Result<TransactionOutcome, TransactionFailure>
+        do { result = .success(try kernel.run(request)) } catch { result = .failure(error) }
+        try CardStateFile(path: state).save(link.card.state)
+
+        switch result {
+        case .success(let outcome):
+            let stored = try store.complete(id: started.id, Completion(outcome, completedAt: clock.nowMicroseconds()),
+                                            trace: outcome.trace.map { TraceEntry(command: $0.command, response: $0.response) })
+            if json {
+                try printJSON(SaleReport(outcome, amount: amountMinor, currency: currency, stored: stored, ledger: ledger))
+            } else {
+                printOutcome(outcome, amount: amountMinor, stored: stored)
+            }
+        case .failure(let failure):
+            let stored = try store.complete(id: started.id, Completion(failure, completedAt: clock.nowMicroseconds()),
+                                            trace: failure.trace.map { TraceEntry(command: $0.command, response: $0.response) })
+            if json {
+                try printJSON(SaleReport(failure, amount: amountMinor, currency: currency, stored: stored, ledger: ledger))
+            } else {
+                print("sale \(CLIFormat.money(amountMinor)) on \(terminal): FAILED — \(failure)")
+                print("STAN \(stored.stan)  ledger \(ledger) #\(stored.id) \(stored.status.rawValue)")
+                if let reversal = failure.reversal {
+                    print("reversal: approval \(reversal.authorisationCode ?? "-") for \(CLIFormat.money(reversal.amount)) taken back at the host and recorded")
+                }
+                if trace { printTrace(failure.trace) }
+            }
+            throw ExitCode(1)
+        }
+    }
+
+    private func printOutcome(_ o: TransactionOutcome, amount: Int, stored: StoredTransaction) {
+        let verdict = o.decision == .approved ? "APPROVED" : "DECLINED"
+        print("sale \(CLIFormat.money(amount)) on \(terminal): \(verdict) \(o.responseCode)" + (o.authorisationCode.map { " auth \($0)" } ?? ""))
+        if o.hostMessage != o.responseCode.meaning { print("message: \(o.hostMessage)") }
+        print("STAN \(o.stan)  RRN \(o.rrn)  ledger \(ledger) #\(stored.id) \(stored.status.rawValue)")
+        print("card: \(o.brand?.displayName ?? "?") \(o.maskedPAN)" + (o.cardholderName.map { " \($0)" } ?? "") + (o.expiry.map { " exp \($0)" } ?? ""))
+        print("application: \(Hex.encode(o.aid)) \(o.applicationLabel)")
+        print("CVM: \(o.cvm.map { "\($0)" } ?? "none") (CVM results \(Hex.encode(o.cvmResults.bytes)))")
+        print("TVR \(o.tvr)")
+        print("TSI \(o.tsi)")
+        if let arqc = o.arqc, let atc = o.atc { print("ARQC \(Hex.encode(arqc))  ATC \(Hex.encode(atc))") }
+        if let reversal = o.reversal {
+            print("reversal: approval \(reversal.authorisationCode ?? "-") taken back at the host (\(reversal.reason))")
+        }
+        if trace { printTrace(o.trace) }
+    }
+
+    private func printTrace(_ trace: [(command: String, response: String)]) {
+        for (command, response) in trace {
+            let name = (try? CommandAPDU(bytes: Hex.decode(command)).instructionName) ?? ""
+            print("> \(command)  \(name)\n< \(response)")
+        }
+    }
+}
+
+/// The JSON form of `cardbench sale`.
+struct SaleReport: Encodable {
+    var result: String
+    var responseCode: String?
+    var message: String
+    var authorisationCode: String?
+    var amount: Int
+    var currency: Int
+    var stan: String
+    var rrn: String?
+    var ledgerID: Int64
+    var ledgerStatus: String
+    var maskedPAN: String?
+    var brand: String?
+    var aid: String?
+    var applicationLabel: String?
+    var cvm: String?
+    var tvr: String?
+    var tsi: String?
+    var arqc: String?
+    var atc: String?
+    var reversed: Bool
+    var trace: [[String]]
+
+    init(_ o: TransactionOutcome, amount: Int, currency: Int, stored: StoredTransaction, ledger: String) {
+        result = o.decision.rawValue
+        responseCode = o.responseCode.code
+        message = o.hostMessage
+        authorisationCode = o.authorisationCode
+        self.amount = amount
+        self.currency = currency
+        stan = o.stan.description
+        rrn = o.rrn
+        ledgerID = stored.id
+        ledgerStatus = stored.status.rawValue
+        maskedPAN = o.maskedPAN
+        brand = o.brand?.displayName
+        aid = Hex.encode(o.aid)
+        applicationLabel = o.applicationLabel
+        cvm = o.cvm.map { "\($0)" }
+        tvr = Hex.encode(o.tvr.bytes)
+        tsi = Hex.encode(o.tsi.bytes)
+        arqc = o.arqc.map(Hex.encode)
+        atc = o.atc.map(Hex.encode)
+        reversed = o.reversal != nil
+        trace = o.trace.map { [$0.command, $0.response] }
+    }
+
+    init(_ f: TransactionFailure, amount: Int, currency: Int, stored: StoredTransaction, ledger: String) {
+        result = "failed"
+        message = f.description
+        self.amount = amount
+        self.currency = currency
+        stan = stored.stan.description
+        ledgerID = stored.id
+        ledgerStatus = stored.status.rawValue
+        maskedPAN = f.maskedPAN
+        aid = f.aid.map(Hex.encode)
+        reversed = f.reversal != nil
+        trace = f.trace.map { [$0.command, $0.response] }
+    }
+}
+
+/// A virtual card in this process as the kernel's card link.
+final class ProfileCardLink: CardLink {
+    private(set) var card: VirtualCard
+    private let removeBefore: Int?
+    private var commands = 0
+
+    init(card: VirtualCard, removeBefore: Int?) {
+        self.card = card
+        self.removeBefore = removeBefore
+    }
+
+    func powerOn() throws(KernelError) -> [UInt8] {
+        card.reset()
+        return card.atr
+    }
+
+    func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8] {
+        commands += 1
+        if let removeBefore, commands >= removeBefore { throw .cardRemoved(step: "command \(commands)") }
+        return card.respond(to: command)
+    }
+}
+
+/// Applies the emulated host's simulated latency for real, and gives up after `timeout` as a
+/// terminal does: the transaction goes on as "unable to go online", and an approval that arrives
+/// too late is reversed at the host so the issuer's state stays right.
+struct TimedHost: AuthorisationHost {
+    let host: EmulatedHost
+    let timeout: Duration
+
+    init(_ host: EmulatedHost, timeout: Duration) {
+        self.host = host
+        self.timeout = timeout
+    }
+
+    func authorise(_ request: AuthorisationRequest) throws(HostError) -> AuthorisationResponse {
+        let answer = try host.authorise(request)
+        let delay = Duration.milliseconds(answer.delayMilliseconds)
+        if delay > timeout {
+            Thread.sleep(forTimeInterval: Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
+            host.reverse(request, approval: answer)
+            throw .unavailable(reason: "no answer from the host in \(timeout)")
+        }
+        if answer.delayMilliseconds > 0 { Thread.sleep(forTimeInterval: Double(answer.delayMilliseconds) / 1000) }
+        return answer
+    }
+
+    func reverse(_ request: AuthorisationRequest, approval: AuthorisationResponse) { host.reverse(request, approval: approval) }
+}
+
+/// A PIN pad answered from the command line; a prompt with no answer left times out at once.
+final class ScriptedPINPad: Keypad {
+    private var pins: [String]
+    private let selection: Int
+
+    init(pins: [String], selection: Int) {
+        self.pins = pins
+        self.selection = selection
+    }
+
+    func selectApplication(_ labels: [String], timeout: Duration) throws(KernelError) -> Int { selection }
+
+    func enterPIN(online: Bool, triesLeft: Int?, timeout: Duration) throws(KernelError) -> String {
+        guard !pins.isEmpty else { throw .promptTimeout(prompt: "PIN") }
+        return pins.removeFirst()
+    }
+}
+
+extension AmountTable {
+    /// The command-line spelling: none, billpocket, stripe-cents.
+    init?(option: String) {
+        switch option {
+        case "none": self = .none
+        case "billpocket": self = .billpocket
+        case "stripe-cents": self = .stripeCents
+        default: return nil
+        }
+    }
+}
+
+extension EmulatedHost {
+    /// Registers a virtual card's account: its balance, PIN and the keys of each application, so
+    /// the host checks its ARQCs and answers with ARPCs it accepts.
+    func register(_ profile: CardProfile) throws {
+        var keys: [String: CryptogramKeys] = [:]
+        for app in profile.applications {
+            keys[Hex.encode(app.aid)] = try app.cryptogramKeys(pan: profile.pan, psn: profile.psn)
+        }
+        setAccount(pan: profile.pan, IssuerAccount(
+            balance: profile.issuerState.balance, currency: profile.issuerState.currency,
+            blocked: profile.issuerState.blocked, lost: profile.issuerState.lost, stolen: profile.issuerState.stolen,
+            expiry: (profile.expiry.year, profile.expiry.month), pin: profile.pin, pinTryLimit: profile.pinTryLimit, keys: keys))
+    }
+}
+
+/// Opens (creating if needed) a ledger file and its PAN key beside it.
+func openLedger(_ path: String) throws -> Ledger {
+    let directory = (path as NSString).deletingLastPathComponent
+    do {
+        if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
+        return try Ledger(path: path, panKey: try Ledger.loadOrCreatePANKey(at: path + ".pan-key"))
+    } catch {
+        throw CLIError(message: "--ledger: \(path): \(error)", code: 2)
+    }
+}
