@@ -7,7 +7,7 @@ struct Cardbench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cardbench",
         abstract: "A payment-terminal test bench: EMV tools, virtual cards and (soon) the cardbench daemon.",
-        subcommands: [EMVCommand.self, CardCommand.self, BenchCommand.self]
+        subcommands: [EMVCommand.self, CardCommand.self, LedgerCommand.self, BenchCommand.self]
     )
 
     /// Bad input gets one line on stderr naming the argument and the rule, and exit status 2 —
