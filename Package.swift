@@ -52,6 +52,7 @@ let package = Package(
         .target(
             name: "Ledger",
             dependencies: [
+                "EMV",
                 "Terminal",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -1,2 +1,184 @@
+import Crypto
+import Foundation
 import GRDB
 import Terminal
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The durable record of cardbench: terminals and their STAN counters, transactions, their
+/// traces, and the outbox of callbacks — one SQLite file in WAL mode.
+///
+/// Every operation is one write transaction (or one read), so a crash leaves each of them
+/// either wholly done or not at all. Writes are serialised by GRDB's single writer connection
+/// in this process and by SQLite's lock (with a busy timeout) between processes.
+public final class Ledger: Sendable {
+    /// The database file.
+    public let path: String
+    /// After this many failed attempts an outbox message is `failed` and no longer retried.
+    public let outboxMaxAttempts: Int
+
+    let pool: DatabasePool
+    let panKey: SymmetricKey
+
+    /// Opens the ledger at `path`, creating the file (mode 0600) and its schema if needed.
+    ///
+    /// - Parameters:
+    ///   - panKey: 32 bytes (see `loadOrCreatePANKey`); a ledger refuses a key other than the
+    ///     one it was created with, since every stored PAN hash would stop matching.
+    ///   - busyTimeout: how long a write waits for another process's write to finish.
+    ///   - outboxMaxAttempts: delivery attempts before an outbox message is `failed`.
+    public init(path: String, panKey: [UInt8], busyTimeout: TimeInterval = 5, outboxMaxAttempts: Int = 10) throws {
+        guard panKey.count == Self.panKeyLength else {
+            throw LedgerError.invalid(field: "panKey", rule: "must be \(Self.panKeyLength) bytes, got \(panKey.count)")
+        }
+        guard outboxMaxAttempts >= 1 else {
+            throw LedgerError.invalid(field: "outboxMaxAttempts", rule: "must be at least 1, got \(outboxMaxAttempts)")
+        }
+        self.path = path
+        self.outboxMaxAttempts = outboxMaxAttempts
+        self.panKey = SymmetricKey(data: panKey)
+
+        // The file holds masked PANs and hashes: private from the start.
+        KeyFile.createPrivateFile(path)
+
+        var configuration = Configuration()
+        configuration.label = "ledger"
+        configuration.busyMode = .timeout(busyTimeout)
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            // GRDB's WAL default is synchronous=NORMAL, which survives a process crash but may
+            // lose the last commits to a power cut, and with them STANs the host has already
+            // seen. FULL syncs the WAL at every commit.
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+            }
+            try Schema.migrator.migrate(pool)
+        } catch {
+            throw LedgerError.database(operation: "open \(path)", message: Self.describe(error))
+        }
+        try checkPANKey()
+    }
+
+    /// Closes the database connections; later calls fail.
+    public func close() throws {
+        do { try pool.close() } catch {
+            throw LedgerError.database(operation: "close \(path)", message: Self.describe(error))
+        }
+    }
+
+    /// A check value of the key (an HMAC of a fixed label, which reveals nothing of the key) is
+    /// stored on first open, so that opening with another key fails loudly instead of every
+    /// "last 3 with this card" silently finding nothing.
+    private func checkPANKey() throws {
+        let check = String(Self.hexHMAC(key: panKey, "cardbench ledger pan key check").prefix(16))
+        let stored = try write("check the PAN key") { db -> String? in
+            if let stored = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'pan_key_check'") {
+                return stored
+            }
+            try db.execute(sql: "INSERT INTO meta (key, value) VALUES ('pan_key_check', ?)", arguments: [check])
+            return nil
+        }
+        if let stored, stored != check {
+            throw LedgerError.invalid(field: "panKey", rule: "is not the key this ledger was created with (check value \(check), ledger has \(stored))")
+        }
+    }
+
+    // MARK: - Terminals
+
+    /// Returns the terminal named `name`, creating it with `tid` (a new terminal has STAN counter
+    /// 0 and batch 1 open). A terminal's TID never changes: a different `tid` for an existing
+    /// name is an error, since its STANs and batches belong to the TID the host knows.
+    public func ensureTerminal(name: String, tid: String, createdAt: Int64? = nil) throws -> TerminalRecord {
+        try Validate.terminalName(name)
+        try Validate.tid(tid)
+        let now = createdAt ?? Self.nowMicros()
+        return try write("ensure terminal \(name)") { db in
+            try db.execute(sql: "INSERT INTO terminal (name, tid, created_at) VALUES (?, ?, ?) ON CONFLICT(name) DO NOTHING",
+                           arguments: [name, tid, now])
+            let terminal = try Self.terminal(db, name: name)
+            guard terminal.tid == tid else {
+                throw LedgerError.invalid(field: "tid", rule: "terminal \"\(name)\" has tid \(terminal.tid), not \(tid); a terminal's TID does not change (use a new name)")
+            }
+            return terminal
+        }
+    }
+
+    /// The terminal named `name`, or nil.
+    public func terminal(name: String) throws -> TerminalRecord? {
+        try read("read terminal \(name)") { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM terminal WHERE name = ?", arguments: [name]).map(Self.terminalRecord)
+        }
+    }
+
+    /// All terminals by name.
+    public func terminals() throws -> [TerminalRecord] {
+        try read("list terminals") { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM terminal ORDER BY name").map(Self.terminalRecord)
+        }
+    }
+
+    static func terminal(_ db: Database, name: String) throws -> TerminalRecord {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM terminal WHERE name = ?", arguments: [name]) else {
+            throw LedgerError.unknownTerminal(name: name)
+        }
+        return try terminalRecord(row)
+    }
+
+    static func terminalRecord(_ row: Row) throws -> TerminalRecord {
+        let last: Int = row["last_stan"]
+        return TerminalRecord(id: row["id"], name: row["name"], tid: row["tid"], lastSTAN: STAN(last),
+                              batchNumber: row["batch_number"], batchOpen: row["batch_open"],
+                              batchCount: row["batch_count"], batchAmount: row["batch_amount"], createdAt: row["created_at"])
+    }
+
+    /// Test support: sets a terminal's STAN counter, to reach the wrap without a million rows.
+    func setLastSTAN(terminal name: String, _ value: Int) throws {
+        try write("set last STAN") { db in
+            _ = try Self.terminal(db, name: name)
+            try db.execute(sql: "UPDATE terminal SET last_stan = ? WHERE name = ?", arguments: [value, name])
+        }
+    }
+
+    // MARK: - Plumbing
+
+    /// One write transaction (BEGIN IMMEDIATE, so two writers queue on the busy timeout instead
+    /// of failing when a read lock cannot be upgraded). Ledger errors thrown by `body` pass
+    /// through after the rollback; SQLite errors are named after `operation`.
+    func write<T>(_ operation: @autoclosure () -> String, _ body: (Database) throws -> T) throws -> T {
+        do {
+            return try pool.write(body)
+        } catch let error as LedgerError {
+            throw error
+        } catch {
+            throw LedgerError.database(operation: operation(), message: Self.describe(error))
+        }
+    }
+
+    /// One read, from a snapshot that sees every transaction committed before it started.
+    func read<T>(_ operation: @autoclosure () -> String, _ body: (Database) throws -> T) throws -> T {
+        do {
+            return try pool.read(body)
+        } catch let error as LedgerError {
+            throw error
+        } catch {
+            throw LedgerError.database(operation: operation(), message: Self.describe(error))
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? DatabaseError {
+            return "\(error.resultCode): \(error.message ?? "no message")"
+        }
+        return String(describing: error)
+    }
+
+    /// Wall-clock microseconds since 1970, for rows whose time the caller does not supply.
+    static func nowMicros() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
+    }
+}

@@ -1,0 +1,23 @@
+import EMV
+import Terminal
+
+extension Completion {
+    /// What the ledger records of a kernel outcome: the card's and the host's fields, hex where EMV
+    /// is binary; the full PAN is handed over only to be hashed.
+    public init(_ outcome: TransactionOutcome, completedAt: Int64) {
+        self.init(status: outcome.decision == .approved ? .approved : .declined, responseCode: outcome.responseCode.code,
+                  message: outcome.hostMessage, authorisationCode: outcome.authorisationCode, maskedPAN: outcome.maskedPAN,
+                  pan: outcome.pan, brand: outcome.brand?.displayName, aid: Hex.encode(outcome.aid),
+                  applicationLabel: outcome.applicationLabel, cardholderName: outcome.cardholderName,
+                  arqc: outcome.arqc.map(Hex.encode), atc: outcome.atc.map(Hex.encode), tvr: Hex.encode(outcome.tvr.bytes),
+                  cvm: outcome.cvm.map { "\($0)" }, entryMode: outcome.entryMode, completedAt: completedAt,
+                  reversal: outcome.reversal != nil)
+    }
+
+    /// A transaction that ended without an outcome; `reversal` when the host's approval was taken back.
+    public init(_ failure: TransactionFailure, completedAt: Int64) {
+        self.init(status: .failed, message: failure.description, maskedPAN: failure.maskedPAN, pan: failure.pan,
+                  brand: failure.pan.flatMap { CardBrand.detect(pan: $0)?.displayName }, aid: failure.aid.map(Hex.encode),
+                  entryMode: "chip", completedAt: completedAt, reversal: failure.reversal != nil)
+    }
+}

@@ -1,0 +1,269 @@
+import Terminal
+
+/// The app a transaction was requested through. Stored as its raw value.
+public enum Provider: String, Sendable, CaseIterable, Codable {
+    case viva
+    case billpocket
+    case cli
+}
+
+/// What a transaction does. Stored as its raw value.
+public enum TransactionAction: String, Sendable, CaseIterable, Codable {
+    case sale
+    case preAuth = "pre_auth"
+    case capture
+    case cancel
+    case refund
+    case reversal
+
+    /// Whether the action undoes an earlier transaction and so needs `originalID`.
+    public var needsOriginal: Bool {
+        switch self {
+        case .sale, .preAuth: false
+        case .capture, .cancel, .refund, .reversal: true
+        }
+    }
+}
+
+/// Where a transaction stands. Stored as its raw value.
+public enum TransactionStatus: String, Sendable, CaseIterable, Codable {
+    /// Begun (its STAN is allocated) and not yet completed.
+    case inProgress = "in_progress"
+    case approved
+    case declined
+    case failed
+    /// An approved transaction a later approved cancel undid.
+    case cancelled
+    /// An approved transaction a later approved refund undid.
+    case refunded
+    /// Approved by the host, then undone by a reversal (card removed or declined afterwards).
+    case reversed
+}
+
+/// One emulated device as the ledger keeps it: its STAN counter and its open batch.
+public struct TerminalRecord: Sendable, Equatable {
+    public let id: Int64
+    public let name: String
+    /// The Viva terminal ID: 8 digits.
+    public let tid: String
+    /// The last STAN handed out; nil before the first transaction.
+    public let lastSTAN: STAN?
+    public let batchNumber: Int
+    public let batchOpen: Bool
+    /// Approved sales, captures, cancels and refunds in the open batch.
+    public let batchCount: Int
+    /// Approved sales and captures minus approved cancels and refunds, in minor units.
+    public let batchAmount: Int64
+    /// Microseconds since 1970.
+    public let createdAt: Int64
+}
+
+/// What the ledger needs to start a transaction. The STAN and RRN are allocated by `begin`.
+public struct NewTransaction: Sendable {
+    /// The terminal's name (see `Ledger.ensureTerminal`).
+    public var terminal: String
+    public var provider: Provider
+    public var action: TransactionAction
+    /// Minor units, tip included.
+    public var amount: Int64
+    /// The part of `amount` that is tip, in minor units.
+    public var tipAmount: Int64
+    /// Numeric ISO 4217 code (978 for EUR, 484 for MXN).
+    public var currency: Int
+    /// The caller's own reference (Viva's clientTransactionId, Billpocket's reference).
+    public var clientReference: String?
+    public var installments: Int?
+    /// The transaction a capture, cancel, refund or reversal acts on.
+    public var originalID: Int64?
+    /// Front-specific fields as a JSON object.
+    public var extra: String?
+    /// Microseconds since 1970; the RRN's date and hour come from it.
+    public var createdAt: Int64
+    /// The full PAN, when it is already known; only its keyed hash is stored.
+    public var pan: String?
+
+    public init(terminal: String, provider: Provider, action: TransactionAction, amount: Int64, tipAmount: Int64 = 0,
+                currency: Int, clientReference: String? = nil, installments: Int? = nil, originalID: Int64? = nil,
+                extra: String? = nil, createdAt: Int64, pan: String? = nil) {
+        self.terminal = terminal
+        self.provider = provider
+        self.action = action
+        self.amount = amount
+        self.tipAmount = tipAmount
+        self.currency = currency
+        self.clientReference = clientReference
+        self.installments = installments
+        self.originalID = originalID
+        self.extra = extra
+        self.createdAt = createdAt
+        self.pan = pan
+    }
+}
+
+/// What `begin` allocated: the row and its durable STAN and RRN.
+public struct Started: Sendable, Equatable {
+    public let id: Int64
+    /// A random UUID, lower case: Viva's `transactionId`.
+    public let uuid: String
+    public let stan: STAN
+    public let rrn: String
+}
+
+/// A transaction's outcome as `complete` records it.
+public struct Completion: Sendable {
+    /// approved, declined, failed or cancelled (aborted before the host answered).
+    public var status: TransactionStatus
+    public var responseCode: String?
+    public var message: String?
+    public var authorisationCode: String?
+    /// The PAN as shown to people: at most the first 8 and last 4 digits in clear.
+    public var maskedPAN: String?
+    /// The full PAN, only to compute its keyed hash; never stored.
+    public var pan: String?
+    public var brand: String?
+    /// Hex.
+    public var aid: String?
+    public var applicationLabel: String?
+    public var cardholderName: String?
+    /// Hex, 8 bytes.
+    public var arqc: String?
+    /// Hex, 2 bytes.
+    public var atc: String?
+    /// Hex, 5 bytes.
+    public var tvr: String?
+    public var cvm: String?
+    public var entryMode: String?
+    /// Microseconds since 1970.
+    public var completedAt: Int64
+    /// The host approved but the card was removed or declined afterwards: the transaction
+    /// becomes `reversed` and an approved `reversal` row with its own STAN is recorded.
+    public var reversal: Bool
+
+    public init(status: TransactionStatus, responseCode: String? = nil, message: String? = nil,
+                authorisationCode: String? = nil, maskedPAN: String? = nil, pan: String? = nil, brand: String? = nil,
+                aid: String? = nil, applicationLabel: String? = nil, cardholderName: String? = nil, arqc: String? = nil,
+                atc: String? = nil, tvr: String? = nil, cvm: String? = nil, entryMode: String? = nil,
+                completedAt: Int64, reversal: Bool = false) {
+        self.status = status
+        self.responseCode = responseCode
+        self.message = message
+        self.authorisationCode = authorisationCode
+        self.maskedPAN = maskedPAN
+        self.pan = pan
+        self.brand = brand
+        self.aid = aid
+        self.applicationLabel = applicationLabel
+        self.cardholderName = cardholderName
+        self.arqc = arqc
+        self.atc = atc
+        self.tvr = tvr
+        self.cvm = cvm
+        self.entryMode = entryMode
+        self.completedAt = completedAt
+        self.reversal = reversal
+    }
+}
+
+/// One command/response pair of a transaction's trace, as hex already masked by the kernel.
+public struct TraceEntry: Sendable, Equatable {
+    public var command: String
+    public var response: String
+
+    public init(command: String, response: String) {
+        self.command = command
+        self.response = response
+    }
+}
+
+/// Where an outbox message goes.
+public enum OutboxKind: String, Sendable, CaseIterable, Codable {
+    /// The callback URL the real app would open.
+    case callback
+    /// An HTTP(S) webhook.
+    case webhook
+}
+
+/// Delivery state of an outbox message.
+public enum OutboxStatus: String, Sendable, CaseIterable, Codable {
+    case pending
+    case delivered
+    /// Gave up after the ledger's maximum number of attempts.
+    case failed
+}
+
+/// A message to deliver, committed together with the transaction's outcome.
+public struct OutboxMessage: Sendable, Equatable {
+    public var kind: OutboxKind
+    public var target: String
+    public var payload: String
+    /// Microseconds since 1970; nil means at once (the completion time).
+    public var nextAttemptAt: Int64?
+
+    public init(kind: OutboxKind, target: String, payload: String, nextAttemptAt: Int64? = nil) {
+        self.kind = kind
+        self.target = target
+        self.payload = payload
+        self.nextAttemptAt = nextAttemptAt
+    }
+}
+
+/// An outbox row.
+public struct OutboxEntry: Sendable, Equatable {
+    public let id: Int64
+    public let transactionID: Int64
+    public let kind: OutboxKind
+    public let target: String
+    public let payload: String
+    public let status: OutboxStatus
+    public let attempts: Int
+    public let nextAttemptAt: Int64
+    public let lastError: String?
+    public let createdAt: Int64
+    public let deliveredAt: Int64?
+}
+
+/// A transaction row, with its terminal's name and TID.
+public struct StoredTransaction: Sendable, Equatable {
+    public let id: Int64
+    public let uuid: String
+    public let terminalID: Int64
+    public let terminalName: String
+    public let tid: String
+    public let provider: Provider
+    public let action: TransactionAction
+    public let status: TransactionStatus
+    public let amount: Int64
+    public let tipAmount: Int64
+    public let currency: Int
+    public let clientReference: String?
+    public let stan: STAN
+    public let rrn: String
+    public let authorisationCode: String?
+    public let responseCode: String?
+    public let message: String?
+    public let maskedPAN: String?
+    /// Hex HMAC-SHA256 of the full PAN under the ledger's PAN key.
+    public let panHash: String?
+    public let brand: String?
+    public let aid: String?
+    public let applicationLabel: String?
+    public let cardholderName: String?
+    public let arqc: String?
+    public let atc: String?
+    public let tvr: String?
+    public let cvm: String?
+    public let entryMode: String?
+    public let installments: Int?
+    public let originalID: Int64?
+    public let extra: String?
+    public let createdAt: Int64
+    public let completedAt: Int64?
+}
+
+/// A closed batch's totals.
+public struct BatchTotals: Sendable, Equatable {
+    public let terminal: String
+    public let batchNumber: Int
+    public let count: Int
+    public let amount: Int64
+}

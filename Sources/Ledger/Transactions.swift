@@ -1,0 +1,290 @@
+import Foundation
+import GRDB
+import Terminal
+
+extension Ledger {
+    /// The message an interrupted transaction is left with.
+    public static let interruptedMessage = "interrupted: the daemon stopped before this transaction finished"
+
+    /// Starts a transaction: allocates the terminal's next STAN, computes the RRN and inserts the
+    /// row `in_progress`, all in one write transaction.
+    ///
+    /// This is the durable STAN allocation: call it before the host is asked. Once it returns,
+    /// the STAN is on disk and is never handed out again, even if the process dies the next
+    /// instant (the row is then failed by `recoverInterrupted`). A crash before it returns
+    /// rolls the allocation back, and nothing outside the process has seen that STAN.
+    public func begin(_ new: NewTransaction) throws -> Started {
+        try Self.validate(new)
+        let panHash = try new.pan.map(panHash)
+        let uuid = UUID().uuidString.lowercased()
+        return try write("begin \(new.action.rawValue) on terminal \(new.terminal)") { db in
+            let terminal = try Self.terminal(db, name: new.terminal)
+            if let originalID = new.originalID {
+                try Self.checkOriginal(db, id: originalID, for: new.action, amount: new.amount, currency: new.currency)
+            }
+            let stan = try Self.allocateSTAN(db, terminalID: terminal.id)
+            let rrn = Self.rrn(stan: stan, micros: new.createdAt)
+            try db.execute(sql: """
+                INSERT INTO txn (uuid, terminal_id, provider, action, status, amount, tip_amount, currency,
+                                 client_reference, stan, rrn, pan_hash, installments, original_id, extra, created_at)
+                VALUES (:uuid, :terminal, :provider, :action, 'in_progress', :amount, :tip, :currency,
+                        :reference, :stan, :rrn, :panHash, :installments, :original, :extra, :createdAt)
+                """, arguments: [
+                    "uuid": uuid, "terminal": terminal.id, "provider": new.provider.rawValue, "action": new.action.rawValue,
+                    "amount": new.amount, "tip": new.tipAmount, "currency": new.currency, "reference": new.clientReference,
+                    "stan": stan.value, "rrn": rrn, "panHash": panHash, "installments": new.installments,
+                    "original": new.originalID, "extra": new.extra, "createdAt": new.createdAt,
+                ])
+            return Started(id: db.lastInsertedRowID, uuid: uuid, stan: stan, rrn: rrn)
+        }
+    }
+
+    /// Records a transaction's outcome, in one write transaction: the row's final status and card
+    /// fields, its trace, the terminal's batch counters, the original's new status (an approved
+    /// cancel, refund or reversal), a reversal row with its own STAN when `result.reversal`, and
+    /// the outbox messages. Either all of it is committed or none of it.
+    ///
+    /// The full PAN in `result.pan` is only hashed; a trace entry, message or outbox payload
+    /// that contains it is refused.
+    @discardableResult
+    public func complete(id: Int64, _ result: Completion, trace: [TraceEntry] = [], outbox: [OutboxMessage] = []) throws -> StoredTransaction {
+        try Self.validate(result, trace: trace, outbox: outbox)
+        let panHash = try result.pan.map(panHash)
+        let reversalUUID = UUID().uuidString.lowercased()
+        return try write("complete transaction \(id)") { db in
+            let current = try Self.transaction(db, id: id, field: "id")
+            guard current.status == .inProgress else {
+                throw LedgerError.notInProgress(id: id, status: current.status)
+            }
+            let final: TransactionStatus = result.reversal ? .reversed : result.status
+            try db.execute(sql: """
+                UPDATE txn SET status = :status, response_code = :responseCode, message = :message,
+                    authorisation_code = :authorisationCode, masked_pan = :maskedPAN,
+                    pan_hash = coalesce(:panHash, pan_hash), brand = :brand, aid = :aid,
+                    application_label = :label, cardholder_name = :cardholder, arqc = :arqc, atc = :atc,
+                    tvr = :tvr, cvm = :cvm, entry_mode = :entryMode, completed_at = :completedAt
+                WHERE id = :id
+                """, arguments: [
+                    "status": final.rawValue, "responseCode": result.responseCode, "message": result.message,
+                    "authorisationCode": result.authorisationCode, "maskedPAN": result.maskedPAN, "panHash": panHash,
+                    "brand": result.brand, "aid": result.aid, "label": result.applicationLabel,
+                    "cardholder": result.cardholderName, "arqc": result.arqc, "atc": result.atc, "tvr": result.tvr,
+                    "cvm": result.cvm, "entryMode": result.entryMode, "completedAt": result.completedAt, "id": id,
+                ])
+            for (i, entry) in trace.enumerated() {
+                try db.execute(sql: "INSERT INTO trace (transaction_id, seq, command, response) VALUES (?, ?, ?, ?)",
+                               arguments: [id, i + 1, entry.command, entry.response])
+            }
+            if final == .approved {
+                try Self.applyApproval(db, current)
+            }
+            if result.reversal {
+                try Self.insertReversal(db, of: id, uuid: reversalUUID, at: result.completedAt)
+            }
+            for message in outbox {
+                try db.execute(sql: """
+                    INSERT INTO outbox (transaction_id, kind, target, payload, next_attempt_at, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """, arguments: [id, message.kind.rawValue, message.target, message.payload,
+                                     message.nextAttemptAt ?? result.completedAt, result.completedAt])
+            }
+            return try Self.transaction(db, id: id, field: "id")
+        }
+    }
+
+    /// At daemon start: every transaction still `in_progress` was interrupted by a stop or a
+    /// crash. Each becomes `failed` with `interruptedMessage`, its STAN stays used, and the
+    /// rows are returned so the caller can tell whoever was waiting.
+    @discardableResult
+    public func recoverInterrupted(now: Int64) throws -> [StoredTransaction] {
+        try write("recover interrupted transactions") { db in
+            let ids = try Int64.fetchAll(db, sql: "SELECT id FROM txn WHERE status = 'in_progress' ORDER BY id")
+            guard !ids.isEmpty else { return [] }
+            try db.execute(sql: """
+                UPDATE txn SET status = 'failed', message = ?, completed_at = max(?, created_at)
+                WHERE status = 'in_progress'
+                """, arguments: [Self.interruptedMessage, now])
+            return try ids.map { try Self.transaction(db, id: $0, field: "id") }
+        }
+    }
+
+    // MARK: - Inside the write transactions
+
+    /// The terminal's next STAN: 999999 wraps to 000001, 000000 is never used. Runs inside the
+    /// caller's write transaction, so the counter and the row that uses it commit together.
+    static func allocateSTAN(_ db: Database, terminalID: Int64) throws -> STAN {
+        let last = try Int.fetchOne(db, sql: "SELECT last_stan FROM terminal WHERE id = ?", arguments: [terminalID]) ?? 0
+        let next = STAN(last)?.next ?? .first
+        try db.execute(sql: "UPDATE terminal SET last_stan = ? WHERE id = ?", arguments: [next.value, terminalID])
+        return next
+    }
+
+    static func rrn(stan: STAN, micros: Int64) -> String {
+        let seconds = micros >= 0 ? micros / 1_000_000 : (micros - 999_999) / 1_000_000
+        return RRN.make(stan: stan, at: UTCDateParts(secondsSince1970: seconds))
+    }
+
+    /// What each action may act on: a capture completes a pre-authorisation; a cancel voids a
+    /// sale, capture or pre-authorisation; a refund returns a sale or capture; a reversal undoes
+    /// an approved sale, pre-authorisation or capture. (A cancel or refund the card rejects after
+    /// host approval is reversed by `Completion.reversal` before it ever counted.)
+    static func allowedOriginals(_ action: TransactionAction) -> Set<TransactionAction> {
+        switch action {
+        case .sale, .preAuth: []
+        case .capture: [.preAuth]
+        case .cancel: [.sale, .capture, .preAuth]
+        case .refund: [.sale, .capture]
+        case .reversal: [.sale, .preAuth, .capture]
+        }
+    }
+
+    static func checkOriginal(_ db: Database, id: Int64, for action: TransactionAction, amount: Int64, currency: Int) throws {
+        let original = try transaction(db, id: id, field: "originalID")
+        let allowed = allowedOriginals(action)
+        guard allowed.contains(original.action) else {
+            let names = allowed.map(\.rawValue).sorted().joined(separator: ", ")
+            throw LedgerError.invalid(field: "originalID", rule: "transaction \(id) is a \(original.action.rawValue); a \(action.rawValue) acts on: \(names)")
+        }
+        guard original.status == .approved else {
+            throw LedgerError.invalid(field: "originalID", rule: "transaction \(id) is \(original.status.rawValue); a \(action.rawValue) needs an approved original")
+        }
+        guard currency == original.currency else {
+            throw LedgerError.invalid(field: "currency", rule: "\(currency) differs from the original's \(original.currency)")
+        }
+        guard amount <= original.amount else {
+            throw LedgerError.invalid(field: "amount", rule: "\(amount) exceeds the original's \(original.amount)")
+        }
+    }
+
+    /// An approved sale or capture adds to the open batch (opening it if it was closed, as a
+    /// terminal does); an approved cancel, refund or reversal marks its original and takes it
+    /// back out of the batch when it had been counted. A pre-authorisation only holds funds.
+    static func applyApproval(_ db: Database, _ row: StoredTransaction) throws {
+        switch row.action {
+        case .sale, .capture:
+            try addToBatch(db, terminalID: row.terminalID, amount: row.amount)
+        case .preAuth:
+            break
+        case .cancel, .refund, .reversal:
+            guard let originalID = row.originalID else {
+                throw LedgerError.invalid(field: "originalID", rule: "a \(row.action.rawValue) needs an original")
+            }
+            // The original was approved at begin; a second cancel completed meanwhile would
+            // undo it twice.
+            let original = try transaction(db, id: originalID, field: "originalID")
+            guard original.status == .approved else {
+                throw LedgerError.invalid(field: "originalID", rule: "transaction \(originalID) is already \(original.status.rawValue)")
+            }
+            let marked: TransactionStatus = switch row.action {
+            case .cancel: .cancelled
+            case .refund: .refunded
+            default: .reversed
+            }
+            try db.execute(sql: "UPDATE txn SET status = ? WHERE id = ?", arguments: [marked.rawValue, originalID])
+            if original.action == .sale || original.action == .capture {
+                try addToBatch(db, terminalID: row.terminalID, amount: -row.amount)
+            }
+        }
+    }
+
+    static func addToBatch(_ db: Database, terminalID: Int64, amount: Int64) throws {
+        try db.execute(sql: """
+            UPDATE terminal SET batch_open = 1, batch_count = batch_count + 1, batch_amount = batch_amount + ?
+            WHERE id = ?
+            """, arguments: [amount, terminalID])
+    }
+
+    /// The reversal of `id`: the host approved it but the card did not accept the outcome, so it
+    /// is undone with a separate message that needs its own STAN.
+    static func insertReversal(_ db: Database, of id: Int64, uuid: String, at micros: Int64) throws {
+        let original = try transaction(db, id: id, field: "id")
+        let stan = try allocateSTAN(db, terminalID: original.terminalID)
+        try db.execute(sql: """
+            INSERT INTO txn (uuid, terminal_id, provider, action, status, amount, tip_amount, currency, client_reference,
+                             stan, rrn, response_code, message, masked_pan, pan_hash, brand, aid, application_label,
+                             original_id, created_at, completed_at)
+            SELECT ?, terminal_id, provider, 'reversal', 'approved', amount, tip_amount, currency, client_reference,
+                   ?, ?, '00', ?, masked_pan, pan_hash, brand, aid, application_label, id, ?, ?
+            FROM txn WHERE id = ?
+            """, arguments: [uuid, stan.value, rrn(stan: stan, micros: micros), "reversal of transaction \(id)", micros, micros, id])
+    }
+
+    // MARK: - Validation
+
+    static func validate(_ new: NewTransaction) throws {
+        try Validate.terminalName(new.terminal)
+        guard new.amount > 0 else {
+            throw LedgerError.invalid(field: "amount", rule: "must be more than 0 minor units, got \(new.amount)")
+        }
+        guard (0...new.amount).contains(new.tipAmount) else {
+            throw LedgerError.invalid(field: "tipAmount", rule: "must be 0 to amount (\(new.amount)), got \(new.tipAmount)")
+        }
+        guard (1...999).contains(new.currency) else {
+            throw LedgerError.invalid(field: "currency", rule: "must be a numeric ISO 4217 code, 1–999, got \(new.currency)")
+        }
+        if let installments = new.installments, !(1...99).contains(installments) {
+            throw LedgerError.invalid(field: "installments", rule: "must be 1–99 when given, got \(installments)")
+        }
+        try Validate.text(new.clientReference, field: "clientReference", maxLength: 256)
+        try Validate.jsonObject(new.extra, field: "extra")
+        guard new.createdAt >= 0 else {
+            throw LedgerError.invalid(field: "createdAt", rule: "must be microseconds since 1970, got \(new.createdAt)")
+        }
+        if new.action.needsOriginal, new.originalID == nil {
+            throw LedgerError.invalid(field: "originalID", rule: "a \(new.action.rawValue) needs the transaction it acts on")
+        }
+        if !new.action.needsOriginal, new.originalID != nil {
+            throw LedgerError.invalid(field: "originalID", rule: "a \(new.action.rawValue) acts on no earlier transaction")
+        }
+        if let pan = new.pan {
+            try Validate.pan(pan)
+            try Validate.noPAN(pan, in: new.extra, field: "extra")
+            try Validate.noPAN(pan, in: new.clientReference, field: "clientReference")
+        }
+    }
+
+    static func validate(_ result: Completion, trace: [TraceEntry], outbox: [OutboxMessage]) throws {
+        let finals: Set<TransactionStatus> = [.approved, .declined, .failed, .cancelled]
+        guard finals.contains(result.status) else {
+            throw LedgerError.invalid(field: "status", rule: "a completion is approved, declined, failed or cancelled, not \(result.status.rawValue)")
+        }
+        if let code = result.responseCode, !(code.utf8.count == 2 && code.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) })) {
+            throw LedgerError.invalid(field: "responseCode", rule: "must be 2 letters or digits, got \"\(code)\"")
+        }
+        if let code = result.authorisationCode, code.isEmpty || code.count > 6 {
+            throw LedgerError.invalid(field: "authorisationCode", rule: "must be 1–6 characters, got \"\(code)\"")
+        }
+        if let masked = result.maskedPAN { try Validate.maskedPAN(masked) }
+        try Validate.hex(result.aid, field: "aid", bytes: 5...16)
+        try Validate.hex(result.arqc, field: "arqc", bytes: 8...8)
+        try Validate.hex(result.atc, field: "atc", bytes: 2...2)
+        try Validate.hex(result.tvr, field: "tvr", bytes: 5...5)
+        guard result.completedAt >= 0 else {
+            throw LedgerError.invalid(field: "completedAt", rule: "must be microseconds since 1970, got \(result.completedAt)")
+        }
+        for (i, entry) in trace.enumerated() {
+            try Validate.hex(entry.command, field: "trace[\(i)].command", bytes: 1...65_544)
+            try Validate.hex(entry.response, field: "trace[\(i)].response", bytes: 0...65_538)
+        }
+        for (i, message) in outbox.enumerated() {
+            guard !message.target.isEmpty else {
+                throw LedgerError.invalid(field: "outbox[\(i)].target", rule: "must not be empty")
+            }
+        }
+        guard let pan = result.pan else { return }
+        try Validate.pan(pan)
+        let texts: [(String?, String)] = [
+            (result.maskedPAN, "maskedPAN"), (result.message, "message"), (result.cardholderName, "cardholderName"),
+            (result.applicationLabel, "applicationLabel"), (result.cvm, "cvm"), (result.entryMode, "entryMode"),
+        ]
+        for (text, field) in texts { try Validate.noPAN(pan, in: text, field: field) }
+        for (i, entry) in trace.enumerated() {
+            try Validate.noPAN(pan, in: entry.command, field: "trace[\(i)].command")
+            try Validate.noPAN(pan, in: entry.response, field: "trace[\(i)].response")
+        }
+        for (i, message) in outbox.enumerated() {
+            try Validate.noPAN(pan, in: message.target, field: "outbox[\(i)].target")
+            try Validate.noPAN(pan, in: message.payload, field: "outbox[\(i)].payload")
+        }
+    }
+}

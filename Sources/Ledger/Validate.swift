@@ -1,0 +1,81 @@
+import Foundation
+
+/// Field rules shared by the ledger's operations. Messages never quote a PAN.
+enum Validate {
+    static func tid(_ tid: String) throws {
+        guard tid.utf8.count == 8, tid.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+            throw LedgerError.invalid(field: "tid", rule: "must be 8 digits, got \"\(tid)\"")
+        }
+    }
+
+    static func terminalName(_ name: String) throws {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+        guard (1...64).contains(name.count), name.allSatisfy(allowed.contains) else {
+            throw LedgerError.invalid(field: "name", rule: "must be 1–64 letters, digits, '.', '_' or '-', got \"\(name)\"")
+        }
+    }
+
+    static func pan(_ pan: String, field: String = "pan") throws {
+        guard (12...19).contains(pan.utf8.count), pan.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+            throw LedgerError.invalid(field: field, rule: "must be 12–19 digits (got \(pan.utf8.count) characters)")
+        }
+    }
+
+    /// At most the first 8 and the last 4 digits may show (PCI DSS 3.4.1), so a masked PAN has at
+    /// most 12 digits and at least one masked position.
+    static func maskedPAN(_ masked: String) throws {
+        let digits = masked.filter(\.isASCIIDigit).count
+        let masks = masked.filter { "*Xx#•".contains($0) }.count
+        guard digits <= 12, masks >= 1, masked.count <= 19 + 4 else {
+            throw LedgerError.invalid(field: "maskedPAN", rule: "must show at most the first 8 and last 4 digits, the rest masked with '*'")
+        }
+    }
+
+    /// The kernel masks traces and fronts render masked URLs; this is the ledger refusing to be
+    /// the place a mistake upstream turns into a stored PAN.
+    static func noPAN(_ pan: String?, in text: String?, field: String) throws {
+        guard let pan, let text, text.contains(pan) else { return }
+        throw LedgerError.invalid(field: field, rule: "contains the full PAN; only masked card data may be stored")
+    }
+
+    static func hex(_ value: String?, field: String, bytes: ClosedRange<Int>) throws {
+        guard let value else { return }
+        guard value.utf8.count % 2 == 0, value.utf8.allSatisfy(isHexDigit), bytes.contains(value.utf8.count / 2) else {
+            let size = bytes.lowerBound == bytes.upperBound ? "\(bytes.lowerBound)" : "\(bytes.lowerBound)–\(bytes.upperBound)"
+            throw LedgerError.invalid(field: field, rule: "must be \(size) bytes of hex, got \"\(value.prefix(80))\"")
+        }
+    }
+
+    static func text(_ value: String?, field: String, maxLength: Int) throws {
+        guard let value else { return }
+        guard !value.isEmpty, value.count <= maxLength else {
+            throw LedgerError.invalid(field: field, rule: "must be 1–\(maxLength) characters when given, got \(value.count)")
+        }
+    }
+
+    static func jsonObject(_ value: String?, field: String) throws {
+        guard let value else { return }
+        guard (try? JSONSerialization.jsonObject(with: Data(value.utf8))) is [String: Any] else {
+            throw LedgerError.invalid(field: field, rule: "must be a JSON object")
+        }
+    }
+
+    static func isHexDigit(_ c: UInt8) -> Bool {
+        (0x30...0x39).contains(c) || (0x41...0x46).contains(c) || (0x61...0x66).contains(c)
+    }
+
+    static func lowerHex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension Character {
+    var isASCIIDigit: Bool { isASCII && isWholeNumber }
+}
