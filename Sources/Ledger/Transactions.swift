@@ -263,8 +263,8 @@ extension Ledger {
             throw LedgerError.invalid(field: "completedAt", rule: "must be microseconds since 1970, got \(result.completedAt)")
         }
         for (i, entry) in trace.enumerated() {
-            try Validate.hex(entry.command, field: "trace[\(i)].command", bytes: 1...65_544)
-            try Validate.hex(entry.response, field: "trace[\(i)].response", bytes: 0...65_538)
+            try Validate.maskedHex(entry.command, field: "trace[\(i)].command", bytes: 1...65_544)
+            try Validate.maskedHex(entry.response, field: "trace[\(i)].response", bytes: 0...65_538)
         }
         for (i, message) in outbox.enumerated() {
             guard !message.target.isEmpty else {

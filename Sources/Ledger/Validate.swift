@@ -46,6 +46,15 @@ enum Validate {
         }
     }
 
+    /// Trace hex as the kernel redacts it: PAN digits and PIN blocks appear as '*'.
+    static func maskedHex(_ value: String, field: String, bytes: ClosedRange<Int>) throws {
+        guard value.utf8.count % 2 == 0, value.utf8.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: "*") }),
+              bytes.contains(value.utf8.count / 2) else {
+            let size = "\(bytes.lowerBound)–\(bytes.upperBound)"
+            throw LedgerError.invalid(field: field, rule: "must be \(size) bytes of hex ('*' where masked), got \"\(value.prefix(80))\"")
+        }
+    }
+
     static func text(_ value: String?, field: String, maxLength: Int) throws {
         guard let value else { return }
         guard !value.isEmpty, value.count <= maxLength else {

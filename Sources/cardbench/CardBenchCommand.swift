@@ -374,7 +374,7 @@ private final class BenchBox<Value: Sendable>: @unchecked Sendable {
 }
 
 /// Number formatting for the report, independent of the locale.
-private enum CLIFormat {
+enum CLIFormat {
     static func grouped(_ value: Double) -> String {
         let digits = String(Int(value.rounded()))
         var out = ""

@@ -107,7 +107,7 @@ struct SaleCommand: ParsableCommand {
         let link = ProfileCardLink(card: try VirtualCard(profile: profile, state: cardState), removeBefore: removeBefore)
         let keypad = ScriptedPINPad(pins: pin.isEmpty ? profile.pin.map { [$0] } ?? [] : pin, selection: select)
 
-        let pinKey = try TDESKey(bytes: SecureRandom.bytes(16))
+        let pinKey = try TDESKey(SecureRandom.bytes(16))
         let host = EmulatedHost(pinKey: pinKey, amountTable: AmountTable(option: amountTable)!, seed: UInt64.random(in: 1...UInt64.max))
         try host.register(profile)
         if let hostDelay { host.enqueue(.delay(milliseconds: hostDelay)) }
@@ -128,7 +128,7 @@ struct SaleCommand: ParsableCommand {
                                                      currency: currency, createdAt: startedAt))
         let request = TransactionRequest(amount: amountMinor, date: UTCDateParts(secondsSince1970: startedAt / 1_000_000), stan: started.stan)
         let result: Result<TransactionOutcome, TransactionFailure>
-        do { result = .success(try kernel.run(request)) } catch { result = .failure(error) }
+        do throws(TransactionFailure) { result = .success(try kernel.run(request)) } catch { result = .failure(error) }
         try CardStateFile(path: state).save(link.card.state)
 
         switch result {

@@ -100,15 +100,15 @@ struct SaleCommandTests {
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.lines.first?.hasPrefix("sale 12.50 on bench1: APPROVED 00 (Approved) auth ") == true, "\(r.stdout)")
         #expect(r.stdout.contains("STAN 000001"))
-        #expect(r.stdout.contains("CVM: signature"))
-        #expect(r.stdout.contains("> 00A404000E315041592E5359532E4444463031  SELECT"))
+        #expect(r.stdout.contains("CVM: Signature (paper) (CVM results 1E0300)"))
+        #expect(r.stdout.contains("> 00A404000E315041592E5359532E444446303100  SELECT"))
         #expect(r.stdout.contains("GENERATE AC"))
     }
 
     @Test("bad input names the option and the rule", arguments: [
         (["--amount", "0"], "--amount: must be more than 0"),
         (["--amount", "1.234"], "--amount: must be a positive amount with up to 2 decimals, e.g. 100.00"),
-        (["--amount", "-5"], "--amount: must be a positive amount with up to 2 decimals, e.g. 100.00"),
+        (["--amount=-5"], "--amount: must be a positive amount with up to 2 decimals, e.g. 100.00"),
         (["--amount", "5", "--host-code", "5"], "--host-code: must be 2 letters or digits, e.g. 51"),
         (["--amount", "5", "--amount-table", "visa"], "--amount-table: must be none, billpocket or stripe-cents"),
         (["--amount", "5", "--pin", "12"], "--pin: must be 4–12 digits"),
