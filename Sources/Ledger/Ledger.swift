@@ -121,7 +121,7 @@ public final class Ledger: Sendable {
     }
 
     static func terminal(_ db: Database, name: String) throws -> TerminalRecord {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM terminal WHERE name = ?", arguments: [name]) else {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM terminal WHERE name = ?"), arguments: [name]) else {
             throw LedgerError.unknownTerminal(name: name)
         }
         return try terminalRecord(row)
@@ -180,5 +180,14 @@ public final class Ledger: Sendable {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
+    }
+}
+
+extension Database {
+    /// `execute(sql:arguments:)` through the connection's statement cache, for the statements
+    /// every transaction runs: GRDB analyses a statement when it prepares it, which costs more
+    /// than the statement.
+    func executeCached(sql: String, arguments: StatementArguments = []) throws {
+        try cachedStatement(sql: sql).execute(arguments: arguments)
     }
 }

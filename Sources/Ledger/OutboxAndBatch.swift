@@ -100,7 +100,7 @@ extension Ledger {
             guard terminal.batchOpen else {
                 throw LedgerError.invalid(field: "batch", rule: "terminal \"\(name)\" has no open batch (batch \(terminal.batchNumber) is closed)")
             }
-            if let busy = try Int64.fetchOne(db, sql: "SELECT id FROM txn WHERE status = 'in_progress' AND terminal_id = ? LIMIT 1",
+            if let busy = try Int64.fetchOne(db, sql: "SELECT id FROM txn WHERE completed_at IS NULL AND terminal_id = ? LIMIT 1",
                                              arguments: [terminal.id]) {
                 throw LedgerError.invalid(field: "batch", rule: "terminal \"\(name)\" has transaction \(busy) in progress; close the batch after it completes")
             }

@@ -24,25 +24,66 @@ extension Ledger {
         }
     }
 
-    static let columns = """
-        txn.id, txn.uuid, txn.terminal_id, terminal.name AS terminal_name, terminal.tid, txn.provider, txn.action, \
-        txn.status, txn.amount, txn.tip_amount, txn.currency, txn.client_reference, txn.stan, txn.rrn, \
-        txn.authorisation_code, txn.response_code, txn.message, txn.masked_pan, txn.pan_hash, txn.brand, txn.aid, \
-        txn.application_label, txn.cardholder_name, txn.arqc, txn.atc, txn.tvr, txn.cvm, txn.entry_mode, \
-        txn.installments, txn.original_id, txn.extra, txn.created_at, txn.completed_at
-        """
+    /// The columns of a `StoredTransaction`, in the order `storedTransaction` reads them by
+    /// position: looking a column up by name costs more than the index lookup itself.
+    enum Column: Int, CaseIterable {
+        case id, uuid, terminalID, terminalName, tid, provider, action, status, amount, tipAmount, currency
+        case clientReference, stan, rrn, authorisationCode, responseCode, message, maskedPAN, panHash, brand, aid
+        case applicationLabel, cardholderName, arqc, atc, tvr, cvm, entryMode, installments, originalID, extra
+        case createdAt, completedAt
+
+        var sql: String {
+            switch self {
+            case .id: "txn.id"
+            case .uuid: "txn.uuid"
+            case .terminalID: "txn.terminal_id"
+            case .terminalName: "terminal.name"
+            case .tid: "terminal.tid"
+            case .provider: "txn.provider"
+            case .action: "txn.action"
+            case .status: "txn.status"
+            case .amount: "txn.amount"
+            case .tipAmount: "txn.tip_amount"
+            case .currency: "txn.currency"
+            case .clientReference: "txn.client_reference"
+            case .stan: "txn.stan"
+            case .rrn: "txn.rrn"
+            case .authorisationCode: "txn.authorisation_code"
+            case .responseCode: "txn.response_code"
+            case .message: "txn.message"
+            case .maskedPAN: "txn.masked_pan"
+            case .panHash: "txn.pan_hash"
+            case .brand: "txn.brand"
+            case .aid: "txn.aid"
+            case .applicationLabel: "txn.application_label"
+            case .cardholderName: "txn.cardholder_name"
+            case .arqc: "txn.arqc"
+            case .atc: "txn.atc"
+            case .tvr: "txn.tvr"
+            case .cvm: "txn.cvm"
+            case .entryMode: "txn.entry_mode"
+            case .installments: "txn.installments"
+            case .originalID: "txn.original_id"
+            case .extra: "txn.extra"
+            case .createdAt: "txn.created_at"
+            case .completedAt: "txn.completed_at"
+            }
+        }
+    }
+
+    static let columns = Column.allCases.map(\.sql).joined(separator: ", ")
 
     /// The transaction with that row id, or nil.
     public func transaction(id: Int64) throws -> StoredTransaction? {
         try read("read transaction \(id)") { db in
-            try Row.fetchOne(db, sql: Lookup.byID.sql, arguments: [id]).map(Self.storedTransaction)
+            try Self.fetch(db, Lookup.byID.sql, [id]).first
         }
     }
 
     /// The transaction with that UUID (Viva's transactionId), or nil.
     public func transaction(uuid: String) throws -> StoredTransaction? {
         try read("read transaction \(uuid)") { db in
-            try Row.fetchOne(db, sql: Lookup.byUUID.sql, arguments: [uuid]).map(Self.storedTransaction)
+            try Self.fetch(db, Lookup.byUUID.sql, [uuid]).first
         }
     }
 
@@ -50,7 +91,7 @@ extension Ledger {
     /// 999999, so older transactions may share it; the latest is the one a caller means.
     public func transaction(terminal: String, stan: STAN) throws -> StoredTransaction? {
         try read("find STAN \(stan) on terminal \(terminal)") { db in
-            try Row.fetchOne(db, sql: Lookup.bySTAN.sql, arguments: [terminal, stan.value]).map(Self.storedTransaction)
+            try Self.fetch(db, Lookup.bySTAN.sql, [terminal, stan.value]).first
         }
     }
 
@@ -58,8 +99,7 @@ extension Ledger {
     /// refund, retries), at most `limit`.
     public func transactions(provider: Provider, clientReference: String, limit: Int = 100) throws -> [StoredTransaction] {
         try read("find client reference \(clientReference)") { db in
-            try Row.fetchAll(db, sql: Lookup.byClientReference.sql, arguments: [provider.rawValue, clientReference, limit])
-                .map(Self.storedTransaction)
+            try Self.fetch(db, Lookup.byClientReference.sql, [provider.rawValue, clientReference, limit])
         }
     }
 
@@ -77,15 +117,9 @@ extension Ledger {
         return try read("find the card's last transactions on terminal \(terminal)") { db in
             // The index walks this card's rows with that status newest first; the action and
             // provider filters only skip the odd refund among them.
-            let rows = try Row.fetchCursor(db, sql: Lookup.cardLast.sql, arguments: [terminal, hash, status.rawValue])
-            var found: [StoredTransaction] = []
-            while found.count < limit, let row = try rows.next() {
-                let transaction = try Self.storedTransaction(row)
-                if actions.contains(transaction.action), provider == nil || transaction.provider == provider {
-                    found.append(transaction)
-                }
+            try Self.fetch(db, Lookup.cardLast.sql, [terminal, hash, status.rawValue], limit: limit) {
+                actions.contains($0.action) && (provider == nil || $0.provider == provider)
             }
-            return found
         }
     }
 
@@ -94,20 +128,20 @@ extension Ledger {
     public func transactions(terminal: String, limit: Int = 50, beforeID: Int64? = nil) throws -> [StoredTransaction] {
         try read("list transactions of terminal \(terminal)") { db in
             let terminalID = try Self.terminal(db, name: terminal).id
-            return try Row.fetchAll(db, sql: """
+            return try Self.fetch(db, """
                 SELECT \(Self.columns) FROM txn JOIN terminal ON terminal.id = txn.terminal_id
                 WHERE txn.terminal_id = ? AND txn.id < ? ORDER BY txn.id DESC LIMIT ?
-                """, arguments: [terminalID, beforeID ?? Int64.max, limit]).map(Self.storedTransaction)
+                """, [terminalID, beforeID ?? Int64.max, limit])
         }
     }
 
     /// The transactions that act on `id` (its capture, cancel, refund or reversal), oldest first.
     public func transactions(originalID id: Int64) throws -> [StoredTransaction] {
         try read("list transactions acting on \(id)") { db in
-            try Row.fetchAll(db, sql: """
+            try Self.fetch(db, """
                 SELECT \(Self.columns) FROM txn JOIN terminal ON terminal.id = txn.terminal_id
                 WHERE txn.original_id = ? ORDER BY txn.id
-                """, arguments: [id]).map(Self.storedTransaction)
+                """, [id])
         }
     }
 
@@ -120,36 +154,50 @@ extension Ledger {
     }
 
     static func transaction(_ db: Database, id: Int64, field: String) throws -> StoredTransaction {
-        guard let row = try Row.fetchOne(db, sql: Lookup.byID.sql, arguments: [id]) else {
+        guard let transaction = try fetch(db, Lookup.byID.sql, [id]).first else {
             throw LedgerError.unknownTransaction(field: field, id: id)
         }
-        return try storedTransaction(row)
+        return transaction
+    }
+
+    /// Runs a transaction query through the connection's statement cache (GRDB analyses a
+    /// statement's tables and columns when it is prepared, which costs more than the lookup)
+    /// and decodes rows straight from the cursor, up to `limit` that pass `keep`.
+    static func fetch(_ db: Database, _ sql: String, _ arguments: StatementArguments, limit: Int = .max,
+                      where keep: (StoredTransaction) -> Bool = { _ in true }) throws -> [StoredTransaction] {
+        let cursor = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
+        var found: [StoredTransaction] = []
+        while found.count < limit, let row = try cursor.next() {
+            let transaction = try storedTransaction(row)
+            if keep(transaction) { found.append(transaction) }
+        }
+        return found
     }
 
     static func storedTransaction(_ row: Row) throws -> StoredTransaction {
-        let id: Int64 = row["id"]
-        func value<T: RawRepresentable>(_ column: String, _ type: T.Type) throws -> T where T.RawValue == String {
-            let raw: String = row[column]
+        func v<T: DatabaseValueConvertible>(_ column: Column) -> T { row[column.rawValue] }
+        let id: Int64 = v(.id)
+        func value<T: RawRepresentable>(_ column: Column, _ type: T.Type) throws -> T where T.RawValue == String {
+            let raw: String = v(column)
             guard let value = T(rawValue: raw) else {
                 throw LedgerError.database(operation: "read transaction \(id)", message: "\(column) \"\(raw)\" is not a known value")
             }
             return value
         }
-        let stanValue: Int = row["stan"]
+        let stanValue: Int = v(.stan)
         guard let stan = STAN(stanValue) else {
             throw LedgerError.database(operation: "read transaction \(id)", message: "stan \(stanValue) is out of range")
         }
         return StoredTransaction(
-            id: id, uuid: row["uuid"], terminalID: row["terminal_id"], terminalName: row["terminal_name"], tid: row["tid"],
-            provider: try value("provider", Provider.self), action: try value("action", TransactionAction.self),
-            status: try value("status", TransactionStatus.self), amount: row["amount"], tipAmount: row["tip_amount"],
-            currency: row["currency"], clientReference: row["client_reference"], stan: stan, rrn: row["rrn"],
-            authorisationCode: row["authorisation_code"], responseCode: row["response_code"], message: row["message"],
-            maskedPAN: row["masked_pan"], panHash: row["pan_hash"], brand: row["brand"], aid: row["aid"],
-            applicationLabel: row["application_label"], cardholderName: row["cardholder_name"], arqc: row["arqc"],
-            atc: row["atc"], tvr: row["tvr"], cvm: row["cvm"], entryMode: row["entry_mode"],
-            installments: row["installments"], originalID: row["original_id"], extra: row["extra"],
-            createdAt: row["created_at"], completedAt: row["completed_at"])
+            id: id, uuid: v(.uuid), terminalID: v(.terminalID), terminalName: v(.terminalName), tid: v(.tid),
+            provider: try value(.provider, Provider.self), action: try value(.action, TransactionAction.self),
+            status: try value(.status, TransactionStatus.self), amount: v(.amount), tipAmount: v(.tipAmount),
+            currency: v(.currency), clientReference: v(.clientReference), stan: stan, rrn: v(.rrn),
+            authorisationCode: v(.authorisationCode), responseCode: v(.responseCode), message: v(.message),
+            maskedPAN: v(.maskedPAN), panHash: v(.panHash), brand: v(.brand), aid: v(.aid),
+            applicationLabel: v(.applicationLabel), cardholderName: v(.cardholderName), arqc: v(.arqc), atc: v(.atc),
+            tvr: v(.tvr), cvm: v(.cvm), entryMode: v(.entryMode), installments: v(.installments),
+            originalID: v(.originalID), extra: v(.extra), createdAt: v(.createdAt), completedAt: v(.completedAt))
     }
 
     /// Test support: `EXPLAIN QUERY PLAN` of a lookup, one detail line per step.

@@ -76,7 +76,10 @@ enum Schema {
         CREATE INDEX txn_card ON txn(terminal_id, pan_hash, status) WHERE pan_hash IS NOT NULL;
         CREATE INDEX txn_terminal ON txn(terminal_id);
         CREATE INDEX txn_original ON txn(original_id) WHERE original_id IS NOT NULL;
-        CREATE INDEX txn_in_progress ON txn(status) WHERE status = 'in_progress';
+        -- Keyed on completed_at, not status: a partial index whose condition is on status makes
+        -- SQLite re-prepare every query with "status = ?" at each new binding, to see whether the
+        -- index applies (and GRDB re-analyses the statement each time).
+        CREATE INDEX txn_in_progress ON txn(terminal_id) WHERE completed_at IS NULL;
 
         CREATE TABLE trace (
             transaction_id INTEGER NOT NULL REFERENCES txn(id),

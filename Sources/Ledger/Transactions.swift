@@ -24,7 +24,7 @@ extension Ledger {
             }
             let stan = try Self.allocateSTAN(db, terminalID: terminal.id)
             let rrn = Self.rrn(stan: stan, micros: new.createdAt)
-            try db.execute(sql: """
+            try db.executeCached(sql: """
                 INSERT INTO txn (uuid, terminal_id, provider, action, status, amount, tip_amount, currency,
                                  client_reference, stan, rrn, pan_hash, installments, original_id, extra, created_at)
                 VALUES (:uuid, :terminal, :provider, :action, 'in_progress', :amount, :tip, :currency,
@@ -57,7 +57,7 @@ extension Ledger {
                 throw LedgerError.notInProgress(id: id, status: current.status)
             }
             let final: TransactionStatus = result.reversal ? .reversed : result.status
-            try db.execute(sql: """
+            try db.executeCached(sql: """
                 UPDATE txn SET status = :status, response_code = :responseCode, message = :message,
                     authorisation_code = :authorisationCode, masked_pan = :maskedPAN,
                     pan_hash = coalesce(:panHash, pan_hash), brand = :brand, aid = :aid,
@@ -72,7 +72,7 @@ extension Ledger {
                     "cvm": result.cvm, "entryMode": result.entryMode, "completedAt": result.completedAt, "id": id,
                 ])
             for (i, entry) in trace.enumerated() {
-                try db.execute(sql: "INSERT INTO trace (transaction_id, seq, command, response) VALUES (?, ?, ?, ?)",
+                try db.executeCached(sql: "INSERT INTO trace (transaction_id, seq, command, response) VALUES (?, ?, ?, ?)",
                                arguments: [id, i + 1, entry.command, entry.response])
             }
             if final == .approved {
@@ -82,7 +82,7 @@ extension Ledger {
                 try Self.insertReversal(db, of: id, uuid: reversalUUID, at: result.completedAt)
             }
             for message in outbox {
-                try db.execute(sql: """
+                try db.executeCached(sql: """
                     INSERT INTO outbox (transaction_id, kind, target, payload, next_attempt_at, created_at)
                     VALUES (?, ?, ?, ?, ?, ?)
                     """, arguments: [id, message.kind.rawValue, message.target, message.payload,
@@ -98,11 +98,11 @@ extension Ledger {
     @discardableResult
     public func recoverInterrupted(now: Int64) throws -> [StoredTransaction] {
         try write("recover interrupted transactions") { db in
-            let ids = try Int64.fetchAll(db, sql: "SELECT id FROM txn WHERE status = 'in_progress' ORDER BY id")
+            let ids = try Int64.fetchAll(db, sql: "SELECT id FROM txn WHERE completed_at IS NULL ORDER BY id")
             guard !ids.isEmpty else { return [] }
-            try db.execute(sql: """
+            try db.executeCached(sql: """
                 UPDATE txn SET status = 'failed', message = ?, completed_at = max(?, created_at)
-                WHERE status = 'in_progress'
+                WHERE completed_at IS NULL
                 """, arguments: [Self.interruptedMessage, now])
             return try ids.map { try Self.transaction(db, id: $0, field: "id") }
         }
@@ -113,9 +113,9 @@ extension Ledger {
     /// The terminal's next STAN: 999999 wraps to 000001, 000000 is never used. Runs inside the
     /// caller's write transaction, so the counter and the row that uses it commit together.
     static func allocateSTAN(_ db: Database, terminalID: Int64) throws -> STAN {
-        let last = try Int.fetchOne(db, sql: "SELECT last_stan FROM terminal WHERE id = ?", arguments: [terminalID]) ?? 0
+        let last = try Int.fetchOne(db.cachedStatement(sql: "SELECT last_stan FROM terminal WHERE id = ?"), arguments: [terminalID]) ?? 0
         let next = STAN(last)?.next ?? .first
-        try db.execute(sql: "UPDATE terminal SET last_stan = ? WHERE id = ?", arguments: [next.value, terminalID])
+        try db.executeCached(sql: "UPDATE terminal SET last_stan = ? WHERE id = ?", arguments: [next.value, terminalID])
         return next
     }
 
@@ -180,7 +180,7 @@ extension Ledger {
             case .refund: .refunded
             default: .reversed
             }
-            try db.execute(sql: "UPDATE txn SET status = ? WHERE id = ?", arguments: [marked.rawValue, originalID])
+            try db.executeCached(sql: "UPDATE txn SET status = ? WHERE id = ?", arguments: [marked.rawValue, originalID])
             if original.action == .sale || original.action == .capture {
                 try addToBatch(db, terminalID: row.terminalID, amount: -row.amount)
             }
@@ -188,7 +188,7 @@ extension Ledger {
     }
 
     static func addToBatch(_ db: Database, terminalID: Int64, amount: Int64) throws {
-        try db.execute(sql: """
+        try db.executeCached(sql: """
             UPDATE terminal SET batch_open = 1, batch_count = batch_count + 1, batch_amount = batch_amount + ?
             WHERE id = ?
             """, arguments: [amount, terminalID])
@@ -199,7 +199,7 @@ extension Ledger {
     static func insertReversal(_ db: Database, of id: Int64, uuid: String, at micros: Int64) throws {
         let original = try transaction(db, id: id, field: "id")
         let stan = try allocateSTAN(db, terminalID: original.terminalID)
-        try db.execute(sql: """
+        try db.executeCached(sql: """
             INSERT INTO txn (uuid, terminal_id, provider, action, status, amount, tip_amount, currency, client_reference,
                              stan, rrn, response_code, message, masked_pan, pan_hash, brand, aid, application_label,
                              original_id, created_at, completed_at)
