@@ -6,6 +6,7 @@ SWIFT ?= swift
 VENV ?= .venv
 PYTHON ?= python3
 BENCH_SECONDS ?= 2
+BENCH_LEDGER_ROWS ?= 1000000
 # Debian packages the build needs: libcrypto's headers (DES) and pkg-config to find them.
 APT_PACKAGES := libssl-dev libsqlite3-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -88,11 +89,13 @@ interop: deps
 		Tests/Interop/run.sh --profile-pan 5413330089604004 --pin 1234 --imk FEDCBA98765432100123456789ABCDEF --cvn 16 --psn 00
 	@echo "interop: 2 passed, 0 failed"
 
-## bench: release build, then bench crypto (against pyemv) and bench card (against a socket ping-pong)
+## bench: release build, then bench crypto (against pyemv), bench card (against a socket ping-pong)
+## and bench ledger (lookups at a million rows against a primary-key lookup)
 bench: deps venv
 	$(SWIFT) build -c release --product cardbench
 	CARDBENCH_PYTHON=$(abspath $(VENV))/bin/python .build/release/cardbench bench crypto --seconds $(BENCH_SECONDS)
 	.build/release/cardbench bench card --seconds $(BENCH_SECONDS)
+	.build/release/cardbench bench ledger --rows $(BENCH_LEDGER_ROWS)
 
 clean:
 	rm -rf .build $(VENV) $(INTEROP_VENV)

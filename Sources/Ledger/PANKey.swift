@@ -10,6 +10,10 @@ extension Ledger {
     /// The length of a PAN key: the HMAC-SHA256 block of security, 256 bits.
     public static let panKeyLength = 32
 
+    /// Where a ledger's PAN key lives unless configured otherwise: beside the database, so the
+    /// daemon and every `cardbench` tool opening the same file find the same key.
+    public static func defaultPANKeyPath(database path: String) -> String { path + ".pan-key" }
+
     /// Reads the ledger's PAN key from `path`, or creates it there with 32 random bytes and mode
     /// 0600 when the file does not exist.
     ///

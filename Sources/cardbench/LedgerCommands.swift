@@ -15,12 +15,12 @@ struct LedgerCommand: ParsableCommand {
         abstract: "Tools for the ledger, the SQLite (WAL) file of terminals, STANs, transactions, traces and callbacks.",
         discussion: """
         The ledger's PAN key (the HMAC key of stored card hashes) is read from --key, by default \
-        <db>.pankey beside the database; it is created with mode 0600 if missing.
+        <db>.pan-key beside the database; it is created with mode 0600 if missing.
         """,
         subcommands: [LedgerBurst.self]
     )
 
-    static func keyPath(_ key: String?, db: String) -> String { key ?? db + ".pankey" }
+    static func keyPath(_ key: String?, db: String) -> String { key ?? Ledger.defaultPANKeyPath(database: db) }
 
     /// Opens a ledger for a command; ledger errors become one line on stderr and exit status 1.
     static func open(db: String, key: String?) throws -> Ledger {
@@ -50,7 +50,7 @@ struct LedgerBurst: ParsableCommand {
     @Option(help: "The ledger database file (created if missing).")
     var db: String
 
-    @Option(help: "The PAN key file (default: <db>.pankey).")
+    @Option(help: "The PAN key file (default: <db>.pan-key).")
     var key: String?
 
     @Option(help: "The terminal's name.")

@@ -345,7 +345,7 @@ func openLedger(_ path: String) throws -> Ledger {
     let directory = (path as NSString).deletingLastPathComponent
     do {
         if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
-        return try Ledger(path: path, panKey: try Ledger.loadOrCreatePANKey(at: path + ".pan-key"))
+        return try Ledger(path: path, panKey: try Ledger.loadOrCreatePANKey(at: Ledger.defaultPANKeyPath(database: path)))
     } catch {
         throw CLIError(message: "--ledger: \(path): \(error)", code: 2)
     }

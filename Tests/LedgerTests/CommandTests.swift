@@ -86,7 +86,7 @@ struct CommandTests {
         let r = try runCardbench(["ledger", "burst", "--db", dir.database, "--count", "5", "--terminal", "b1"])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.split(separator: "\n").map(String.init) == (1...5).map { "committed \($0) \(STAN($0)!)" })
-        let key = dir.database + ".pankey"
+        let key = Ledger.defaultPANKeyPath(database: dir.database)
         #expect((try FileManager.default.attributesOfItem(atPath: key))[.posixPermissions] as? Int == 0o600)
         chmod(key, 0o644)
         let refused = try runCardbench(["ledger", "burst", "--db", dir.database, "--count", "1"])
