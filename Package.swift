@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "CardIO", targets: ["CardIO"]),
         .library(name: "Terminal", targets: ["Terminal"]),
         .library(name: "Ledger", targets: ["Ledger"]),
+        .library(name: "Fronts", targets: ["Fronts"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
@@ -58,6 +59,11 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        // The apps cardbench stands in for: request URLs parsed and checked, callbacks rendered. Pure.
+        .target(
+            name: "Fronts",
+            dependencies: ["EMV", "Terminal"]
+        ),
         .executableTarget(
             name: "cardbench",
             dependencies: [
@@ -85,6 +91,10 @@ let package = Package(
         .testTarget(
             name: "LedgerTests",
             dependencies: ["Ledger", "Terminal"]
+        ),
+        .testTarget(
+            name: "FrontsTests",
+            dependencies: ["Fronts", "Terminal", "EMV"]
         ),
         .testTarget(
             name: "CardIOTests",
