@@ -1,0 +1,122 @@
+/// Percent-encoding for the URLs fronts read and write (RFC 3986 §2.1), done by hand so the result
+/// does not depend on which Foundation a platform ships: the callback bytes must be identical on
+/// every machine that runs a scenario.
+enum PercentEncoding {
+    /// Bytes a value keeps as they are in a rendered callback. RFC 3986's unreserved characters,
+    /// plus `*`, `:` and `+`: the Viva document's own examples carry `479275******9999` and
+    /// `+03:00` literally, all three are legal in a query (sub-delims and pchar), and none of them
+    /// separates query items for URLComponents, which splits only on `&`, `=` and `#`.
+    static func isKeptInValue(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"):
+            true
+        case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"),
+             UInt8(ascii: "*"), UInt8(ascii: ":"), UInt8(ascii: "+"):
+            true
+        default:
+            false
+        }
+    }
+
+    /// `value` with every byte of its UTF-8 form that ``isKeptInValue(_:)`` rejects written as `%XX`
+    /// (upper-case hex, as RFC 3986 §2.1 recommends); a space is `%20`, never `+`.
+    static func encodeValue(_ value: String) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(value.utf8.count)
+        for byte in value.utf8 {
+            if isKeptInValue(byte) {
+                out.append(byte)
+            } else {
+                out.append(UInt8(ascii: "%"))
+                out.append(hexDigits[Int(byte >> 4)])
+                out.append(hexDigits[Int(byte & 0x0F)])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789ABCDEF".utf8)
+
+    /// Characters allowed as they are in a URL's query (RFC 3986 §3.4: pchar, `/` and `?`), `%`
+    /// included because escapes are checked separately. Anything else (space, `"`, `<`, `>`, `\`,
+    /// `^`, `` ` ``, `{`, `|`, `}`, controls, non-ASCII) has to arrive percent-encoded.
+    static func isQueryCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return Array("-._~!$&'()*+,;=:@/?%".utf8).contains(byte)
+        }
+    }
+
+    /// Why a raw query text cannot be decoded.
+    enum DecodingProblem: Error, Equatable {
+        /// A character that must be percent-encoded, and its 1-based position in the text.
+        case unencoded(Character, position: Int)
+        /// A `%` not followed by two hex digits, at its 1-based position.
+        case badEscape(position: Int)
+        /// The decoded bytes are not UTF-8.
+        case notUTF8
+
+        /// The rule the text broke, for an error message.
+        var rule: String {
+            switch self {
+            case .unencoded(let c, let position):
+                "character \(position) (\(String(c).debugDescription)) must be percent-encoded"
+            case .badEscape(let position):
+                "'%' at character \(position) must be followed by two hex digits"
+            case .notUTF8:
+                "percent-decodes to bytes that are not UTF-8"
+            }
+        }
+    }
+
+    /// Decodes `%XX` escapes once, the way URLComponents' `queryItems` does: `+` stays `+`, and the
+    /// result must be UTF-8. Characters outside ``isQueryCharacter(_:)`` are refused rather than
+    /// passed through, so a sender that forgot to encode a value finds out here and not in a callback.
+    static func decode(_ text: Substring) throws(DecodingProblem) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count)
+        let utf8 = Array(text.utf8)
+        var i = 0
+        while i < utf8.count {
+            let byte = utf8[i]
+            if byte == UInt8(ascii: "%") {
+                guard i + 2 < utf8.count, let high = hexValue(utf8[i + 1]), let low = hexValue(utf8[i + 2]) else {
+                    throw .badEscape(position: characterPosition(of: i, in: utf8))
+                }
+                bytes.append(high << 4 | low)
+                i += 3
+            } else if isQueryCharacter(byte) {
+                bytes.append(byte)
+                i += 1
+            } else {
+                throw .unencoded(character(at: i, in: utf8), position: characterPosition(of: i, in: utf8))
+            }
+        }
+        guard let decoded = String(validating: bytes, as: UTF8.self) else { throw .notUTF8 }
+        return decoded
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        default: nil
+        }
+    }
+
+    /// The 1-based character (not byte) position of UTF-8 offset `offset`, so an error points where
+    /// a person counting characters would look.
+    private static func characterPosition(of offset: Int, in utf8: [UInt8]) -> Int {
+        String(decoding: utf8[..<offset], as: UTF8.self).count + 1
+    }
+
+    /// The character starting at UTF-8 offset `offset`; U+FFFD when the bytes there are not UTF-8.
+    private static func character(at offset: Int, in utf8: [UInt8]) -> Character {
+        String(decoding: utf8[offset...], as: UTF8.self).first ?? "\u{FFFD}"
+    }
+}
