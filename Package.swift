@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.2
 import PackageDescription
 
 let package = Package(
@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "cardbench", targets: ["cardbench"]),
+        .executable(name: "cardbenchd", targets: ["cardbenchd"]),
         .library(name: "EMV", targets: ["EMV"]),
         .library(name: "VirtualCard", targets: ["VirtualCard"]),
         .library(name: "CardIO", targets: ["CardIO"]),
@@ -18,6 +19,14 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
         .package(url: "https://github.com/jpsim/Yams.git", exact: "6.2.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", exact: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-configuration.git", exact: "1.4.0", traits: ["YAML"]),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", exact: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-system.git", exact: "1.8.1"),
     ],
     targets: [
         // libcrypto from Debian's libssl-dev, used for the DES/TDES block cipher only.
@@ -64,6 +73,29 @@ let package = Package(
             name: "Fronts",
             dependencies: ["EMV", "Terminal"]
         ),
+        // The daemon: configuration, terminals and their readers, the HTTP API (Unix socket and
+        // loopback), callback delivery, sd_notify, metrics and events. All the I/O of a request.
+        .target(
+            name: "Daemon",
+            dependencies: [
+                "EMV", "VirtualCard", "CardIO", "Terminal", "Ledger", "Fronts",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .executableTarget(
+            name: "cardbenchd",
+            dependencies: [
+                "Daemon",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         .executableTarget(
             name: "cardbench",
             dependencies: [
@@ -72,8 +104,11 @@ let package = Package(
                 "CardIO",
                 "Terminal",
                 "Ledger",
+                "Fronts",
+                "Daemon",
                 "CLibCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
         .testTarget(
@@ -95,6 +130,12 @@ let package = Package(
         .testTarget(
             name: "FrontsTests",
             dependencies: ["Fronts", "Terminal", "EMV"]
+        ),
+        .testTarget(
+            name: "DaemonTests",
+            dependencies: ["Daemon", "Fronts", "Ledger", "Terminal", "EMV", "CardIO", "VirtualCard",
+                           .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                           .product(name: "Yams", package: "Yams")]
         ),
         .testTarget(
             name: "CardIOTests",

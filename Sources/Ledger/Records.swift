@@ -133,6 +133,8 @@ public struct Completion: Sendable {
     public var tvr: String?
     public var cvm: String?
     public var entryMode: String?
+    /// Installments agreed once the card was read; nil keeps what `begin` recorded.
+    public var installments: Int?
     /// Microseconds since 1970.
     public var completedAt: Int64
     /// The host approved but the card was removed or declined afterwards: the transaction

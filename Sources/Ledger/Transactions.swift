@@ -62,7 +62,8 @@ extension Ledger {
                     authorisation_code = :authorisationCode, masked_pan = :maskedPAN,
                     pan_hash = coalesce(:panHash, pan_hash), brand = :brand, aid = :aid,
                     application_label = :label, cardholder_name = :cardholder, arqc = :arqc, atc = :atc,
-                    tvr = :tvr, cvm = :cvm, entry_mode = :entryMode, completed_at = :completedAt
+                    tvr = :tvr, cvm = :cvm, entry_mode = :entryMode, completed_at = :completedAt,
+                    installments = coalesce(:installments, installments)
                 WHERE id = :id
                 """, arguments: [
                     "status": final.rawValue, "responseCode": result.responseCode, "message": result.message,
@@ -70,6 +71,7 @@ extension Ledger {
                     "brand": result.brand, "aid": result.aid, "label": result.applicationLabel,
                     "cardholder": result.cardholderName, "arqc": result.arqc, "atc": result.atc, "tvr": result.tvr,
                     "cvm": result.cvm, "entryMode": result.entryMode, "completedAt": result.completedAt, "id": id,
+                    "installments": result.installments,
                 ])
             for (i, entry) in trace.enumerated() {
                 try db.executeCached(sql: "INSERT INTO trace (transaction_id, seq, command, response) VALUES (?, ?, ?, ?)",

@@ -137,9 +137,13 @@ public enum QueuedOutcome: Sendable, Equatable {
 public final class EmulatedHost: Sendable {
     struct State {
         var accounts: [String: IssuerAccount] = [:]
-        var queue: [QueuedOutcome] = []
+        /// One-shot outcomes per queue name (a terminal's name; "" for a host used alone).
+        var queues: [String: [QueuedOutcome]] = [:]
         var unavailable = false
         var authorisationCodes: SplitMix64
+        /// Approvals still standing, by authorisation code: what a cancel or capture by reference
+        /// (no card presented) acts on.
+        var approvals: [String: (pan: String, amount: Int, kind: AuthorisationRequest.Kind)] = [:]
     }
 
     private let state: Mutex<State>
@@ -162,13 +166,42 @@ public final class EmulatedHost: Sendable {
 
     public func account(pan: String) -> IssuerAccount? { state.withLock { $0.accounts[pan] } }
 
-    /// Queues a one-shot outcome for the next authorisation.
-    public func enqueue(_ outcome: QueuedOutcome) { state.withLock { $0.queue.append(outcome) } }
+    /// Queues a one-shot outcome for the next authorisation asked through `queue` (a terminal's
+    /// name, so a scenario's queued decline hits its own terminal and no other).
+    public func enqueue(_ outcome: QueuedOutcome, queue: String = "") {
+        state.withLock { $0.queues[queue, default: []].append(outcome) }
+    }
 
-    public var queuedOutcomes: [QueuedOutcome] { state.withLock { $0.queue } }
+    /// The outcomes still queued for `queue`, next first.
+    public func queuedOutcomes(queue: String = "") -> [QueuedOutcome] { state.withLock { $0.queues[queue] ?? [] } }
+
+    public var queuedOutcomes: [QueuedOutcome] { queuedOutcomes() }
+
+    /// Empties `queue`; returns what it held.
+    @discardableResult
+    public func clearQueue(_ queue: String = "") -> [QueuedOutcome] {
+        state.withLock { $0.queues.removeValue(forKey: queue) ?? [] }
+    }
 
     /// Simulates the issuer being down until set back.
     public func setUnavailable(_ down: Bool) { state.withLock { $0.unavailable = down } }
+
+    /// Voids `amount` of the standing approval `authorisationCode` (a cancel, or the part of a
+    /// pre-authorisation a capture did not take): the card's balance gets it back. False when the
+    /// host has no such approval (issued before a restart, or already voided in full).
+    @discardableResult
+    public func void(authorisationCode: String, amount: Int) -> Bool {
+        state.withLock { s in
+            guard let approval = s.approvals[authorisationCode], amount > 0, amount <= approval.amount else { return false }
+            s.accounts[approval.pan]?.balance += approval.kind == .refund ? -amount : amount
+            if amount == approval.amount {
+                s.approvals[authorisationCode] = nil
+            } else {
+                s.approvals[authorisationCode] = (approval.pan, approval.amount - amount, approval.kind)
+            }
+            return true
+        }
+    }
 
     /// Gives an amount back to the card's balance (cancel, refund, reversal).
     public func credit(pan: String, amount: Int) {
@@ -180,21 +213,29 @@ public final class EmulatedHost: Sendable {
     public func reverse(_ request: AuthorisationRequest, approval: AuthorisationResponse) {
         guard approval.isApproved else { return }
         state.withLock { s in
+            if let code = approval.authorisationCode { s.approvals[code] = nil }
             if request.kind == .refund { s.accounts[request.pan]?.balance -= request.amount } else { s.accounts[request.pan]?.balance += request.amount }
         }
     }
 
-    /// Decides an authorisation.
+    /// Decides an authorisation with the host's own amount table and the default queue.
     public func authorise(_ request: AuthorisationRequest) throws(HostError) -> AuthorisationResponse {
+        try authorise(request, queue: "", amountTable: amountTable)
+    }
+
+    /// Decides an authorisation taking one-shot outcomes from `queue` and scripted declines from
+    /// `amountTable` (each front has its own: Billpocket's 10XX.00, Viva's cents).
+    public func authorise(_ request: AuthorisationRequest, queue: String, amountTable: AmountTable) throws(HostError)
+        -> AuthorisationResponse {
         let result: Result<AuthorisationResponse, HostError> = state.withLock { s in
             var delay = 0
-            while let first = s.queue.first, case .delay(let ms) = first {
-                s.queue.removeFirst()
+            while let first = s.queues[queue]?.first, case .delay(let ms) = first {
+                s.queues[queue]!.removeFirst()
                 delay += ms
             }
             if s.unavailable { return .failure(.unavailable(reason: "the issuer is set unavailable")) }
-            if let queued = s.queue.first {
-                s.queue.removeFirst()
+            if let queued = s.queues[queue]?.first {
+                s.queues[queue]!.removeFirst()
                 switch queued {
                 case .unavailable: return .failure(.unavailable(reason: "a queued outcome"))
                 case .respond(let code):
@@ -202,12 +243,12 @@ public final class EmulatedHost: Sendable {
                 case .delay: break
                 }
             }
-            return .success(decide(&s, request, delay: delay))
+            return .success(decide(&s, request, amountTable: amountTable, delay: delay))
         }
         return try result.get()
     }
 
-    private func decide(_ s: inout State, _ r: AuthorisationRequest, delay: Int) -> AuthorisationResponse {
+    private func decide(_ s: inout State, _ r: AuthorisationRequest, amountTable: AmountTable, delay: Int) -> AuthorisationResponse {
         func decline(_ code: ResponseCode, _ rule: String, _ message: String? = nil) -> AuthorisationResponse {
             finish(&s, r, code, rule: rule, message: message ?? code.meaning, delay: delay)
         }
@@ -246,6 +287,7 @@ public final class EmulatedHost: Sendable {
             if r.kind == .refund { s.accounts[r.pan]?.balance += r.amount } else { s.accounts[r.pan]?.balance -= r.amount }
             let n = s.authorisationCodes.next() % 1_000_000
             authCode = String(repeating: "0", count: 6 - String(n).count) + String(n)
+            s.approvals[authCode!] = (r.pan, r.amount, r.kind)
         }
         var issuerData: [UInt8]? = nil
         if let arqc = r.arqc, let keys = s.accounts[r.pan]?.keys[Hex.encode(r.aid)] {

@@ -108,6 +108,8 @@ public struct TransactionRequest: Sendable {
     public var date: UTCDateParts
     /// Allocated (durably) by the caller before the transaction starts; the host sees it.
     public var stan: STAN
+    /// What the host is asked for: a purchase or a pre-authorisation (refunds follow 9C = 20).
+    public var kind: AuthorisationRequest.Kind = .purchase
 
     public init(amount: Int, date: UTCDateParts, stan: STAN) {
         self.amount = amount
@@ -138,9 +140,34 @@ public struct TransactionFailure: Error, Sendable, CustomStringConvertible {
     public let aid: [UInt8]?
     public let trace: [(command: String, response: String)]
 
+    /// A failure before or without a card: nothing read, nothing reversed.
+    public init(error: KernelError, reversal: Reversal? = nil, maskedPAN: String? = nil, pan: String? = nil, aid: [UInt8]? = nil,
+                trace: [(command: String, response: String)] = []) {
+        self.error = error
+        self.reversal = reversal
+        self.maskedPAN = maskedPAN
+        self.pan = pan
+        self.aid = aid
+        self.trace = trace
+    }
+
     public var description: String {
         reversal.map { "\(error); the host's approval \($0.authorisationCode ?? "") was reversed" } ?? error.description
     }
+}
+
+/// The card as read before cardholder verification: what a front needs to decide on prompts
+/// (installments) or to find the card's earlier transactions (cancel).
+public struct CardRead: Sendable, Equatable {
+    /// The full PAN, for hashing and issuer lookups only: never stored or shown.
+    public let pan: String
+    public let maskedPAN: String
+    public let brand: CardBrand?
+    public let aid: [UInt8]
+    public let applicationLabel: String
+    /// YYMM.
+    public let expiry: String
+    public let cardholderName: String?
 }
 
 /// What a front needs from a finished transaction.
@@ -188,6 +215,9 @@ public struct Kernel {
     let unpredictableNumber: () -> [UInt8]
     /// 1–99, for random transaction selection.
     let randomPercent: () -> Int
+    /// Called once the card's records are read, before cardholder verification: a front asks its
+    /// own prompts here (installments); throwing ends the transaction with that error.
+    public var onCardRead: ((CardRead) throws(KernelError) -> Void)? = nil
 
     private var trace: [(command: String, response: String)] = []
     private var pan: String? = nil
@@ -257,53 +287,13 @@ public struct Kernel {
     }
 
     private mutating func perform(_ request: TransactionRequest) throws(KernelError) -> TransactionOutcome {
-        data = [
-            0x9F02: Self.bcd(request.amount, bytes: 6), 0x9F03: Self.bcd(request.otherAmount, bytes: 6),
-            0x9F1A: Self.bcd(configuration.countryCode, bytes: 2), 0x5F2A: Self.bcd(configuration.currencyCode, bytes: 2),
-            0x9A: request.date.emvDate, 0x9C: [request.transactionType], 0x9F35: [configuration.terminalType],
-            0x9F33: configuration.capabilities, 0x9F40: configuration.additionalCapabilities, 0x9F37: unpredictableNumber(),
-            0x9F45: [0, 0], 0x9F66: [0x36, 0, 0, 0],
-        ]
-
-        // 1. Power on: an ATR EMV can work with (Book 1 §8), T=0 or T=1.
-        atr = try card.powerOn()
-        do {
-            let parsed = try ATR.parse(atr)
-            guard parsed.protocols.contains(where: { $0 == 0 || $0 == 1 }) else {
-                throw KernelError.invalidCardData("ATR \(Hex.encode(atr)) offers neither T=0 nor T=1")
-            }
-        } catch let error as KernelError {
-            throw error
-        } catch {
-            throw .invalidCardData("ATR \(Hex.encode(atr)): \(error)")
+        data = terminalData(request)
+        let (aid, label, aip, expiry) = try readApplication()
+        let cardPAN = pan!
+        if let onCardRead {
+            try onCardRead(CardRead(pan: cardPAN, maskedPAN: PAN.masked(cardPAN), brand: CardBrand.detect(pan: cardPAN), aid: aid,
+                                    applicationLabel: label, expiry: String(Hex.encode(expiry).prefix(4)), cardholderName: holderName))
         }
-        // 2–3. Application selection, SELECT.
-        let (aid, label) = try selectApplication()
-        data[0x9F06] = aid
-        // 3. GPO with the PDOL.
-        let pdolData = try data[0x9F38].map { bytes throws(KernelError) in try Self.dol(bytes, "PDOL").fill { self.value($0) } } ?? []
-        let gpo = try send(.getProcessingOptions(pdolData: pdolData), step: "GET PROCESSING OPTIONS")
-        guard gpo.status.isSuccess else { throw .cardError(step: "GET PROCESSING OPTIONS", status: gpo.status.description) }
-        let (aip, afl) = try Self.parseGPO(gpo.data)
-        data[0x82] = aip.bytes
-        // 4. READ RECORD per AFL.
-        for entry in afl {
-            for record in entry.records {
-                let r = try send(.readRecord(sfi: entry.sfi, record: record), step: "READ RECORD")
-                guard r.status.isSuccess else { throw .cardError(step: "READ RECORD SFI \(entry.sfi) record \(record)", status: r.status.description) }
-                let items: [TLV]
-                do { items = try TLV.parse(r.data) } catch { throw .invalidCardData(error.description) }
-                guard items.first?.tag == 0x70 else { throw .invalidCardData("record SFI \(entry.sfi) \(record) is not a 70 template") }
-                for (tag, value) in items.primitives() where data[tag] == nil || tag == 0x5A { data[tag] = value }
-            }
-        }
-        guard let panBCD = data[0x5A], let expiry = data[0x5F24], data[0x8C] != nil else {
-            throw .invalidCardData("the card lacks a mandatory object (5A, 5F24 or 8C)")
-        }
-        let cardPAN = Hex.encode(panBCD).filter { $0 != "F" }
-        pan = cardPAN
-        // Records were traced before the PAN was known: mask them now, so no trace ever holds it.
-        trace = trace.map { ($0.command, TraceRedaction.masking(pan: cardPAN, in: $0.response)) }
         // Offline data authentication is not implemented: say so, as EMV asks, and let the action codes weigh it.
         tvr.set(TVR.offlineDataAuthenticationNotPerformed)
         // 5. Processing restrictions.
@@ -328,7 +318,7 @@ public struct Kernel {
         if first.type == .arqc {
             // 10. Online authorisation.
             let cryptogramData = CryptogramData(tags: data, issuerApplicationData: first.iad)
-            let hostRequest = AuthorisationRequest(pan: pan!, aid: aid, kind: request.transactionType == 0x20 ? .refund : .purchase,
+            let hostRequest = AuthorisationRequest(pan: pan!, aid: aid, kind: request.transactionType == 0x20 ? .refund : request.kind,
                                                    amount: request.amount, currency: configuration.currencyCode, arqc: first.cryptogram,
                                                    cryptogramData: cryptogramData, pinBlock: pinBlock, date: request.date)
             var issuerData: [UInt8]? = nil
@@ -376,13 +366,89 @@ public struct Kernel {
             message = responseCode.meaning
         }
 
-        let holder = data[0x5F20].map { String(decoding: $0, as: UTF8.self).trimmingTrailingSpaces() }
+        let holder = holderName
         return TransactionOutcome(
             decision: decision, responseCode: responseCode, authorisationCode: authCode, hostMessage: message, aid: aid,
             applicationLabel: label, maskedPAN: PAN.masked(pan!), brand: CardBrand.detect(pan: pan!), cardholderName: holder,
             expiry: String(Hex.encode(expiry).prefix(4)), arqc: first.cryptogram, atc: first.atc, tvr: tvr, tsi: tsi, cvm: cvm,
             cvmResults: cvmResults, entryMode: "chip", atr: atr, stan: request.stan, rrn: RRN.make(stan: request.stan, at: request.date),
             reversal: reversal, pan: pan!, trace: trace)
+    }
+
+    /// Steps 1–4: power on and ATR, application selection, GET PROCESSING OPTIONS, READ RECORD.
+    private mutating func readApplication() throws(KernelError) -> (aid: [UInt8], label: String, aip: AIP, expiry: [UInt8]) {
+        // 1. Power on: an ATR EMV can work with (Book 1 §8), T=0 or T=1.
+        atr = try card.powerOn()
+        do {
+            let parsed = try ATR.parse(atr)
+            guard parsed.protocols.contains(where: { $0 == 0 || $0 == 1 }) else {
+                throw KernelError.invalidCardData("ATR \(Hex.encode(atr)) offers neither T=0 nor T=1")
+            }
+        } catch let error as KernelError {
+            throw error
+        } catch {
+            throw .invalidCardData("ATR \(Hex.encode(atr)): \(error)")
+        }
+        // 2–3. Application selection, SELECT.
+        let (aid, label) = try selectApplication()
+        data[0x9F06] = aid
+        // 3. GPO with the PDOL.
+        let pdolData = try data[0x9F38].map { bytes throws(KernelError) in try Self.dol(bytes, "PDOL").fill { self.value($0) } } ?? []
+        let gpo = try send(.getProcessingOptions(pdolData: pdolData), step: "GET PROCESSING OPTIONS")
+        guard gpo.status.isSuccess else { throw .cardError(step: "GET PROCESSING OPTIONS", status: gpo.status.description) }
+        let (aip, afl) = try Self.parseGPO(gpo.data)
+        data[0x82] = aip.bytes
+        // 4. READ RECORD per AFL.
+        for entry in afl {
+            for record in entry.records {
+                let r = try send(.readRecord(sfi: entry.sfi, record: record), step: "READ RECORD")
+                guard r.status.isSuccess else { throw .cardError(step: "READ RECORD SFI \(entry.sfi) record \(record)", status: r.status.description) }
+                let items: [TLV]
+                do { items = try TLV.parse(r.data) } catch { throw .invalidCardData(error.description) }
+                guard items.first?.tag == 0x70 else { throw .invalidCardData("record SFI \(entry.sfi) \(record) is not a 70 template") }
+                for (tag, value) in items.primitives() where data[tag] == nil || tag == 0x5A { data[tag] = value }
+            }
+        }
+        guard let panBCD = data[0x5A], let expiry = data[0x5F24], data[0x8C] != nil else {
+            throw .invalidCardData("the card lacks a mandatory object (5A, 5F24 or 8C)")
+        }
+        let cardPAN = Hex.encode(panBCD).filter { $0 != "F" }
+        pan = cardPAN
+        // Records were traced before the PAN was known: mask them now, so no trace ever holds it.
+        trace = trace.map { ($0.command, TraceRedaction.masking(pan: cardPAN, in: $0.response)) }
+        return (aid, label, aip, expiry)
+    }
+
+    private var holderName: String? {
+        data[0x5F20].map { String(decoding: $0, as: UTF8.self).trimmingTrailingSpaces() }
+    }
+
+    /// Reads the card without a transaction (steps 1–4), as a terminal does to find what to cancel:
+    /// the card's PAN (for the ledger's hash only), masked PAN, application and expiry.
+    public mutating func readCard(_ request: TransactionRequest) throws(TransactionFailure) -> CardRead {
+        trace = []
+        tvr = TVR()
+        tsi = TSI()
+        pan = nil
+        pendingApproval = nil
+        do throws(KernelError) {
+            data = terminalData(request)
+            let (aid, label, _, expiry) = try readApplication()
+            return CardRead(pan: pan!, maskedPAN: PAN.masked(pan!), brand: CardBrand.detect(pan: pan!), aid: aid,
+                            applicationLabel: label, expiry: String(Hex.encode(expiry).prefix(4)), cardholderName: holderName)
+        } catch {
+            throw TransactionFailure(error: error, reversal: nil, maskedPAN: pan.map(PAN.masked), pan: pan, aid: data[0x9F06], trace: trace)
+        }
+    }
+
+    private func terminalData(_ request: TransactionRequest) -> [EMVTag: [UInt8]] {
+        [
+            0x9F02: Self.bcd(request.amount, bytes: 6), 0x9F03: Self.bcd(request.otherAmount, bytes: 6),
+            0x9F1A: Self.bcd(configuration.countryCode, bytes: 2), 0x5F2A: Self.bcd(configuration.currencyCode, bytes: 2),
+            0x9A: request.date.emvDate, 0x9C: [request.transactionType], 0x9F35: [configuration.terminalType],
+            0x9F33: configuration.capabilities, 0x9F40: configuration.additionalCapabilities, 0x9F37: unpredictableNumber(),
+            0x9F45: [0, 0], 0x9F66: [0x36, 0, 0, 0],
+        ]
     }
 
     private func value(_ tag: EMVTag) -> [UInt8]? { data[tag] }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Daemon
 import EMV
 import Foundation
 import Ledger
@@ -119,7 +120,7 @@ struct SaleCommand: ParsableCommand {
         var kernel = Kernel(configuration: configuration, card: link, keypad: keypad,
                             host: TimedHost(host, timeout: .milliseconds(Int(hostTimeout * 1000))))
 
-        let store = try openLedger(ledger)
+        let store = try openLedgerCLI(ledger)
         let clock = SystemClock()
         do { _ = try store.ensureTerminal(name: terminal, tid: tid) } catch { throw CLIError(message: "--tid: \(error)", code: 2) }
         let amountMinor = try Self.minorUnits(amount)
@@ -268,33 +269,6 @@ final class ProfileCardLink: CardLink {
     }
 }
 
-/// Applies the emulated host's simulated latency for real, and gives up after `timeout` as a
-/// terminal does: the transaction goes on as "unable to go online", and an approval that arrives
-/// too late is reversed at the host so the issuer's state stays right.
-struct TimedHost: AuthorisationHost {
-    let host: EmulatedHost
-    let timeout: Duration
-
-    init(_ host: EmulatedHost, timeout: Duration) {
-        self.host = host
-        self.timeout = timeout
-    }
-
-    func authorise(_ request: AuthorisationRequest) throws(HostError) -> AuthorisationResponse {
-        let answer = try host.authorise(request)
-        let delay = Duration.milliseconds(answer.delayMilliseconds)
-        if delay > timeout {
-            Thread.sleep(forTimeInterval: Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
-            host.reverse(request, approval: answer)
-            throw .unavailable(reason: "no answer from the host in \(timeout)")
-        }
-        if answer.delayMilliseconds > 0 { Thread.sleep(forTimeInterval: Double(answer.delayMilliseconds) / 1000) }
-        return answer
-    }
-
-    func reverse(_ request: AuthorisationRequest, approval: AuthorisationResponse) { host.reverse(request, approval: approval) }
-}
-
 /// A PIN pad answered from the command line; a prompt with no answer left times out at once.
 final class ScriptedPINPad: Keypad {
     private var pins: [String]
@@ -313,40 +287,7 @@ final class ScriptedPINPad: Keypad {
     }
 }
 
-extension AmountTable {
-    /// The command-line spelling: none, billpocket, stripe-cents.
-    init?(option: String) {
-        switch option {
-        case "none": self = .none
-        case "billpocket": self = .billpocket
-        case "stripe-cents": self = .stripeCents
-        default: return nil
-        }
-    }
-}
-
-extension EmulatedHost {
-    /// Registers a virtual card's account: its balance, PIN and the keys of each application, so
-    /// the host checks its ARQCs and answers with ARPCs it accepts.
-    func register(_ profile: CardProfile) throws {
-        var keys: [String: CryptogramKeys] = [:]
-        for app in profile.applications {
-            keys[Hex.encode(app.aid)] = try app.cryptogramKeys(pan: profile.pan, psn: profile.psn)
-        }
-        setAccount(pan: profile.pan, IssuerAccount(
-            balance: profile.issuerState.balance, currency: profile.issuerState.currency,
-            blocked: profile.issuerState.blocked, lost: profile.issuerState.lost, stolen: profile.issuerState.stolen,
-            expiry: (profile.expiry.year, profile.expiry.month), pin: profile.pin, pinTryLimit: profile.pinTryLimit, keys: keys))
-    }
-}
-
-/// Opens (creating if needed) a ledger file and its PAN key beside it.
-func openLedger(_ path: String) throws -> Ledger {
-    let directory = (path as NSString).deletingLastPathComponent
-    do {
-        if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
-        return try Ledger(path: path, panKey: try Ledger.loadOrCreatePANKey(at: Ledger.defaultPANKeyPath(database: path)))
-    } catch {
-        throw CLIError(message: "--ledger: \(path): \(error)", code: 2)
-    }
+/// Opens `--ledger`, naming the option when it cannot be opened.
+func openLedgerCLI(_ path: String) throws -> Ledger {
+    do { return try openLedgerFile(path) } catch { throw CLIError(message: "--ledger: \(path): \(error)", code: 2) }
 }

@@ -1,0 +1,500 @@
+import EMV
+import Foundation
+import Hummingbird
+import Ledger
+import NIOCore
+import Terminal
+
+/// The JSON a transaction is shown as. Never the PAN hash: it is a search key, not data.
+public struct TransactionView: Codable, Sendable, Equatable {
+    public let id: Int64
+    public let transactionId: String
+    public let terminal: String
+    public let tid: String
+    public let provider: String
+    public let action: String
+    public let status: String
+    public let amount: Int64
+    public let tipAmount: Int64
+    public let currency: Int
+    public let clientReference: String?
+    public let stan: String
+    public let rrn: String
+    public let authorisationCode: String?
+    public let responseCode: String?
+    public let message: String?
+    public let maskedPAN: String?
+    public let brand: String?
+    public let aid: String?
+    public let applicationLabel: String?
+    public let cardholderName: String?
+    public let arqc: String?
+    public let atc: String?
+    public let tvr: String?
+    public let cvm: String?
+    public let entryMode: String?
+    public let installments: Int?
+    public let originalId: Int64?
+    public let createdAt: Int64
+    public let completedAt: Int64?
+    public var trace: [TraceView]?
+    public var callbacks: [OutboxView]?
+
+    public init(_ t: StoredTransaction) {
+        id = t.id; transactionId = t.uuid; terminal = t.terminalName; tid = t.tid; provider = t.provider.rawValue
+        action = t.action.rawValue; status = t.status.rawValue; amount = t.amount; tipAmount = t.tipAmount; currency = t.currency
+        clientReference = t.clientReference; stan = t.stan.description; rrn = t.rrn; authorisationCode = t.authorisationCode
+        responseCode = t.responseCode; message = t.message; maskedPAN = t.maskedPAN; brand = t.brand; aid = t.aid
+        applicationLabel = t.applicationLabel; cardholderName = t.cardholderName; arqc = t.arqc; atc = t.atc; tvr = t.tvr
+        cvm = t.cvm; entryMode = t.entryMode; installments = t.installments; originalId = t.originalID
+        createdAt = t.createdAt; completedAt = t.completedAt
+    }
+}
+
+public struct TraceView: Codable, Sendable, Equatable {
+    public let command: String
+    public let response: String
+    /// The command's name (SELECT, GENERATE AC, …).
+    public let name: String
+}
+
+public struct OutboxView: Codable, Sendable, Equatable {
+    public let id: Int64
+    public let kind: String
+    public let target: String
+    public let payload: String
+    public let status: String
+    public let attempts: Int
+    public let lastError: String?
+
+    init(_ e: OutboxEntry) {
+        id = e.id; kind = e.kind.rawValue; target = e.target; payload = e.payload; status = e.status.rawValue
+        attempts = e.attempts; lastError = e.lastError
+    }
+}
+
+/// `POST /v1/open`'s body.
+public struct OpenRequest: Codable, Sendable {
+    public var url: String
+    public var terminal: String?
+    /// false: answer 202 with an id at once; `GET /v1/requests/{id}` waits for the result.
+    public var wait: Bool?
+
+    public init(url: String, terminal: String? = nil, wait: Bool? = nil) {
+        self.url = url
+        self.terminal = terminal
+        self.wait = wait
+    }
+}
+
+/// What opening a URL produced: the callback the app would send, when there is one.
+public struct OpenResult: Codable, Sendable, Equatable {
+    public var callback: String?
+    /// The callback's fields in order, unencoded.
+    public var fields: [Field]
+    public var status: String
+    public var message: String
+    public var transaction: TransactionView?
+    /// True when this is the stored answer to an earlier identical request (idempotency).
+    public var replayed: Bool
+
+    public struct Field: Codable, Sendable, Equatable {
+        public let name: String
+        public let value: String
+    }
+
+    public init(callback: String?, fields: [Field], status: String, message: String, transaction: TransactionView?, replayed: Bool = false) {
+        self.callback = callback
+        self.fields = fields
+        self.status = status
+        self.message = message
+        self.transaction = transaction
+        self.replayed = replayed
+    }
+}
+
+/// An error body: `{"error": "...", "field": "...", "rule": "..."}`.
+struct ErrorBody: Codable {
+    let error: String
+    let field: String?
+    let rule: String?
+}
+
+/// The HTTP API, the same on the Unix socket and on loopback (see docs/openapi.yaml).
+public struct API: Sendable {
+    let bench: Bench
+    let requests: OpenRequests
+
+    public init(bench: Bench) {
+        self.bench = bench
+        requests = OpenRequests()
+    }
+
+    public func router() -> Router<BasicRequestContext> {
+        let router = Router(context: BasicRequestContext.self)
+        let bench = self.bench
+        let requests = self.requests
+
+        router.get("/v1/health") { _, _ in
+            json(HealthView(status: "ok", terminals: bench.terminals.count, clock: bench.manualClock == nil ? "system" : "manual",
+                            now: bench.clock.nowMicroseconds(), recovered: bench.recovered.count))
+        }
+        router.get("/metrics") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                     body: .init(byteBuffer: ByteBuffer(string: bench.metrics.text())))
+        }
+        router.post("/v1/open") { request, context in
+            try await handle("open", bench) {
+                let body = try await decode(OpenRequest.self, request, context)
+                if body.wait == false {
+                    let id = requests.start { () async throws(DaemonError) -> OpenResult in try await bench.open(body.url, terminal: body.terminal) }
+                    return json(["id": id, "status": "pending"], status: .accepted)
+                }
+                return try respond(await bench.open(body.url, terminal: body.terminal))
+            }
+        }
+        router.get("/v1/requests/:id") { request, context in
+            try await handle("requests", bench) {
+                let id = context.parameters.get("id") ?? ""
+                let wait = request.uri.queryParameters.get("wait").map { $0 != "false" && $0 != "0" } ?? true
+                guard let result = try await requests.result(id, wait: wait) else {
+                    return json(["id": id, "status": "pending"], status: .accepted)
+                }
+                return try respond(result)
+            }
+        }
+        router.get("/v1/transactions") { request, _ in
+            try await handle("transactions", bench) {
+                let q = request.uri.queryParameters
+                let limit = try q.get("limit").map { try intParameter(String($0), "limit", 1...1000) } ?? 50
+                let before = try q.get("before").map { Int64(try intParameter(String($0), "before", 1...Int.max)) }
+                let names = try q.get("terminal").map { [try bench.terminal(String($0)).settings.name] }
+                    ?? bench.terminals.map(\.settings.name)
+                var rows: [StoredTransaction] = []
+                for name in names { rows += try bench.ledger.transactions(terminal: name, limit: limit, beforeID: before) }
+                rows.sort { $0.id > $1.id }
+                return json(rows.prefix(limit).map(TransactionView.init))
+            }
+        }
+        router.get("/v1/transactions/:id") { _, context in
+            try await handle("transaction", bench) {
+                let key = context.parameters.get("id") ?? ""
+                let found = try Int64(key).flatMap { try bench.ledger.transaction(id: $0) } ?? bench.ledger.transaction(uuid: key.lowercased())
+                guard let t = found else { throw DaemonError.notFound("no transaction with id or transactionId \"\(key)\"") }
+                var view = TransactionView(t)
+                view.trace = try bench.ledger.trace(transactionID: t.id).map(TraceView.init)
+                view.callbacks = try bench.ledger.outbox(transactionID: t.id).map(OutboxView.init)
+                return json(view)
+            }
+        }
+        router.get("/v1/terminals") { _, _ in
+            try await handle("terminals", bench) { json(try bench.terminals.map { try TerminalView($0, bench) }) }
+        }
+        router.get("/v1/terminals/:name") { _, context in
+            try await handle("terminal", bench) { json(try TerminalView(try bench.terminal(context.parameters.get("name")), bench)) }
+        }
+        router.get("/v1/readers") { _, _ in
+            json(bench.terminals.map(ReaderView.init))
+        }
+        router.post("/v1/terminals/:name/keypad") { request, context in
+            try await handle("keypad", bench) {
+                let terminal = try bench.terminal(context.parameters.get("name"))
+                let input = try await decode(KeypadBody.self, request, context).input()
+                let delivered = try terminal.keypad.enter(input)
+                bench.publish(delivered ? "prompt-answered" : "keypad-queued", terminal: terminal.settings.name, ["input": input.description])
+                return json(["result": delivered ? "answered" : "queued"])
+            }
+        }
+        router.post("/v1/terminals/:name/abort") { _, context in
+            try await handle("abort", bench) {
+                let terminal = try bench.terminal(context.parameters.get("name"))
+                return json(["result": terminal.abort() ? "aborting" : "idle"])
+            }
+        }
+        router.get("/v1/terminals/:name/host-queue") { _, context in
+            try await handle("host-queue", bench) {
+                let terminal = try bench.terminal(context.parameters.get("name"))
+                return json(bench.host.queuedOutcomes(queue: terminal.settings.name).map(HostOutcomeBody.init))
+            }
+        }
+        router.post("/v1/terminals/:name/host-queue") { request, context in
+            try await handle("host-queue", bench) {
+                let terminal = try bench.terminal(context.parameters.get("name"))
+                let outcome = try await decode(HostOutcomeBody.self, request, context).outcome()
+                bench.host.enqueue(outcome, queue: terminal.settings.name)
+                return json(bench.host.queuedOutcomes(queue: terminal.settings.name).map(HostOutcomeBody.init), status: .created)
+            }
+        }
+        router.delete("/v1/terminals/:name/host-queue") { _, context in
+            try await handle("host-queue", bench) {
+                let terminal = try bench.terminal(context.parameters.get("name"))
+                return json(bench.host.clearQueue(terminal.settings.name).map(HostOutcomeBody.init))
+            }
+        }
+        router.get("/v1/clock") { _, _ in
+            json(ClockView(bench))
+        }
+        router.post("/v1/clock") { request, context in
+            try await handle("clock", bench) {
+                guard let manual = bench.manualClock else {
+                    throw DaemonError.conflict("the clock is the system clock; start the daemon with clock.mode: manual to set it")
+                }
+                let body = try await decode(ClockBody.self, request, context)
+                switch (body.set, body.advanceSeconds) {
+                case (let set?, nil):
+                    guard let micros = ISO8601.microseconds(set) else {
+                        throw DaemonError.badRequest(field: "set", rule: "must be an ISO 8601 date and time with a zone, e.g. 2026-11-23T10:00:00Z")
+                    }
+                    manual.set(secondsSince1970: micros / 1_000_000)
+                case (nil, let seconds?):
+                    guard seconds >= 0, seconds <= 10 * 366 * 86_400 else {
+                        throw DaemonError.badRequest(field: "advanceSeconds", rule: "must be 0 to 316224000 (the clock does not go back by advancing)")
+                    }
+                    manual.advance(seconds: seconds)
+                default:
+                    throw DaemonError.badRequest(field: "set", rule: "give exactly one of set (ISO 8601) and advanceSeconds")
+                }
+                bench.publish("clock", terminal: nil, ["now": String(bench.clock.nowMicroseconds())])
+                return json(ClockView(bench))
+            }
+        }
+        router.get("/v1/events") { request, _ in
+            let only = request.uri.queryParameters.get("terminal").map { String($0) }
+            let stream = bench.events.subscribe()
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            var headers = HTTPFields()
+            headers[.contentType] = "text/event-stream"
+            headers[.cacheControl] = "no-cache"
+            return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+                // A comment line first, so a client knows it is subscribed before any event.
+                try await writer.write(ByteBuffer(string: ": subscribed\n\n"))
+                for await event in stream where only == nil || event.terminal == only {
+                    let data = (try? encoder.encode(event)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+                    try await writer.write(ByteBuffer(string: "event: \(event.type)\ndata: \(data)\n\n"))
+                }
+                try await writer.finish(nil)
+            })
+        }
+        return router
+    }
+}
+
+// MARK: Bodies and views
+
+struct HealthView: Codable {
+    let status: String
+    let terminals: Int
+    let clock: String
+    let now: Int64
+    let recovered: Int
+}
+
+struct ClockView: Codable {
+    let mode: String
+    let now: Int64
+    let iso: String
+
+    init(_ bench: Bench) {
+        mode = bench.manualClock == nil ? "system" : "manual"
+        now = bench.clock.nowMicroseconds()
+        let formatter = ISO8601DateFormatter()
+        iso = formatter.string(from: Date(timeIntervalSince1970: Double(now) / 1_000_000))
+    }
+}
+
+struct ClockBody: Codable {
+    let set: String?
+    let advanceSeconds: Int64?
+}
+
+/// `{"pin": "1234"}`, `{"select": 2}`, `{"confirm": true}` or `{"cancel": true}`.
+struct KeypadBody: Codable {
+    let pin: String?
+    let select: Int?
+    let confirm: Bool?
+    let cancel: Bool?
+
+    func input() throws -> KeypadInput {
+        let given = [pin != nil, select != nil, confirm == true, cancel == true].filter { $0 }.count
+        guard given == 1 else { throw DaemonError.badRequest(field: "keypad", rule: "give exactly one of pin, select, confirm and cancel") }
+        if let pin {
+            guard (4...12).contains(pin.count), pin.allSatisfy(\.isASCIIDigit) else {
+                throw DaemonError.badRequest(field: "pin", rule: "must be 4 to 12 digits")
+            }
+            return .pin(pin)
+        }
+        if let select {
+            guard select >= 1 else { throw DaemonError.badRequest(field: "select", rule: "must be 1 or more (options are numbered from 1)") }
+            return .select(select)
+        }
+        return confirm == true ? .confirm : .cancel
+    }
+}
+
+/// `{"code": "51"}`, `{"unavailable": true}` or `{"delayMs": 1500}`.
+struct HostOutcomeBody: Codable {
+    let code: String?
+    let unavailable: Bool?
+    let delayMs: Int?
+
+    init(_ outcome: QueuedOutcome) {
+        switch outcome {
+        case .respond(let c): code = c.code; unavailable = nil; delayMs = nil
+        case .unavailable: code = nil; unavailable = true; delayMs = nil
+        case .delay(let ms): code = nil; unavailable = nil; delayMs = ms
+        }
+    }
+
+    func outcome() throws -> QueuedOutcome {
+        let given = [code != nil, unavailable == true, delayMs != nil].filter { $0 }.count
+        guard given == 1 else { throw DaemonError.badRequest(field: "outcome", rule: "give exactly one of code, unavailable and delayMs") }
+        if let code {
+            guard code.count == 2, code.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+                throw DaemonError.badRequest(field: "code", rule: "must be a 2-character ISO 8583 response code such as 00, 05 or 51")
+            }
+            return .respond(ResponseCode(code.uppercased()))
+        }
+        if let delayMs {
+            guard (1...600_000).contains(delayMs) else { throw DaemonError.badRequest(field: "delayMs", rule: "must be 1 to 600000") }
+            return .delay(milliseconds: delayMs)
+        }
+        return .unavailable
+    }
+}
+
+struct TerminalView: Codable {
+    let name: String
+    let tid: String
+    let reader: String
+    let cardPresent: Bool
+    let activity: String?
+    let prompt: String?
+    let queuedKeypadInputs: Int
+    let lastSTAN: String?
+    let batchNumber: Int
+    let batchOpen: Bool
+    let batchCount: Int
+    let batchAmount: Int64
+
+    init(_ t: TerminalRuntime, _ bench: Bench) throws {
+        let record = try bench.ledger.terminal(name: t.settings.name)
+        let keypad = t.keypad.snapshot
+        name = t.settings.name; tid = t.settings.tid; reader = t.settings.reader
+        cardPresent = t.reader.isCardPresent; activity = t.currentActivity; prompt = keypad.prompt?.name
+        queuedKeypadInputs = keypad.queued.count; lastSTAN = record?.lastSTAN?.description
+        batchNumber = record?.batchNumber ?? 1; batchOpen = record?.batchOpen ?? true
+        batchCount = record?.batchCount ?? 0; batchAmount = record?.batchAmount ?? 0
+    }
+}
+
+struct ReaderView: Codable {
+    let name: String
+    let kind: String
+    let terminal: String
+    let socket: String
+    let tcpPort: UInt16?
+    let cardPresent: Bool
+
+    init(_ t: TerminalRuntime) {
+        name = t.reader.name; kind = "virtual"; terminal = t.settings.name; socket = t.readerSocket
+        tcpPort = t.reader.tcpPortBound; cardPresent = t.reader.isCardPresent
+    }
+}
+
+extension TraceView {
+    init(_ e: TraceEntry) {
+        command = e.command
+        response = e.response
+        name = (try? CommandAPDU(bytes: Hex.decode(e.command.replacingOccurrences(of: "*", with: "0"))).instructionName) ?? ""
+    }
+}
+
+// MARK: Helpers
+
+/// Open requests answered later (`"wait": false`), kept until fetched or an hour old.
+final class OpenRequests: @unchecked Sendable {
+    private let lock = NSLock()
+    private var tasks: [String: (task: Task<Result<OpenResult, DaemonError>, Never>, started: Date)] = [:]
+
+    func start(_ body: @escaping @Sendable () async throws(DaemonError) -> OpenResult) -> String {
+        let id = UUID().uuidString.lowercased()
+        let task = Task { () -> Result<OpenResult, DaemonError> in
+            do throws(DaemonError) { return .success(try await body()) } catch { return .failure(error) }
+        }
+        lock.withLock {
+            tasks = tasks.filter { Date().timeIntervalSince($0.value.started) < 3600 }
+            tasks[id] = (task, Date())
+        }
+        return id
+    }
+
+    func result(_ id: String, wait: Bool) async throws -> OpenResult? {
+        guard let entry = lock.withLock({ tasks[id] }) else { throw DaemonError.notFound("no pending request \"\(id)\"") }
+        if !wait {
+            // Peek without blocking: a finished task's value is available at once.
+            let done = await withTaskGroup(of: Result<OpenResult, DaemonError>?.self) { group in
+                group.addTask { await entry.task.value }
+                group.addTask { try? await Task.sleep(for: .milliseconds(1)); return nil }
+                let first = await group.next() ?? nil
+                group.cancelAll()
+                return first
+            }
+            guard let done else { return nil }
+            return try done.get()
+        }
+        return try await entry.task.value.get()
+    }
+}
+
+func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) -> Response {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
+    return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+}
+
+func respond(_ result: OpenResult) throws -> Response { json(result) }
+
+func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: BasicRequestContext) async throws -> T {
+    let buffer = try await request.body.collect(upTo: 1 << 20)
+    do {
+        return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
+    } catch let DecodingError.keyNotFound(key, _) {
+        throw DaemonError.badRequest(field: key.stringValue, rule: "is required")
+    } catch let DecodingError.typeMismatch(_, c), let DecodingError.valueNotFound(_, c) {
+        throw DaemonError.badRequest(field: c.codingPath.map(\.stringValue).joined(separator: ".").nonEmpty ?? "body",
+                                     rule: "has the wrong type: \(c.debugDescription)")
+    } catch {
+        throw DaemonError.badRequest(field: "body", rule: "must be a JSON object: \(error.localizedDescription)")
+    }
+}
+
+func intParameter(_ text: String, _ name: String, _ range: ClosedRange<Int>) throws -> Int {
+    guard let n = Int(text), range.contains(n) else {
+        throw DaemonError.badRequest(field: name, rule: "must be a whole number from \(range.lowerBound) to \(range.upperBound)")
+    }
+    return n
+}
+
+/// Runs a handler; a `DaemonError` becomes its HTTP status with a JSON body, anything else a 500
+/// with the error's text (the daemon stays up either way).
+func handle(_ route: String, _ bench: Bench, _ body: () async throws -> Response) async throws -> Response {
+    let response: Response
+    do {
+        response = try await body()
+    } catch let error as DaemonError {
+        var field: String? = nil, rule: String? = nil
+        if case .badRequest(let f, let r) = error { field = f; rule = r }
+        response = json(ErrorBody(error: error.description, field: field, rule: rule),
+                        status: HTTPResponse.Status(code: error.status))
+    } catch {
+        response = json(ErrorBody(error: "\(error)", field: nil, rule: nil), status: .internalServerError)
+    }
+    bench.metrics.recordRequest(route: route, status: Int(response.status.code))
+    return response
+}
+
+extension String {
+    var nonEmpty: String? { isEmpty ? nil : self }
+}

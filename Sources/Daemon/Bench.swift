@@ -1,0 +1,206 @@
+import CardIO
+import EMV
+import Foundation
+import Ledger
+import Terminal
+import VirtualCard
+
+/// The daemon's state: its terminals, the emulated host, the ledger, the clock and the event feed.
+/// Everything a request needs passes through here; the HTTP layer only translates.
+public final class Bench: @unchecked Sendable {
+    public let configuration: DaemonConfiguration
+    public let ledger: Ledger
+    public let host: EmulatedHost
+    public let clock: any Terminal.Clock
+    /// Set when the clock is manual: the API moves it.
+    public let manualClock: ManualClock?
+    public let events = EventHub()
+    public let metrics = BenchMetrics()
+    /// In configuration order.
+    public let terminals: [TerminalRuntime]
+    /// The issuer's card profiles by PAN: installments and other card facts a front asks about.
+    private let profiles: [String: CardProfile]
+    /// Transactions found `in_progress` at start (the daemon had stopped mid-transaction).
+    public private(set) var recovered: [StoredTransaction] = []
+
+    public init(configuration: DaemonConfiguration) throws {
+        self.configuration = configuration
+        if configuration.manualClock {
+            let manual = ManualClock(secondsSince1970: configuration.clockStart / 1_000_000)
+            manualClock = manual
+            clock = manual
+        } else {
+            manualClock = nil
+            clock = SystemClock()
+        }
+        try FileManager.default.createDirectory(atPath: configuration.stateDirectory, withIntermediateDirectories: true)
+        ledger = try openLedgerFile((configuration.stateDirectory as NSString).appendingPathComponent("ledger.sqlite"))
+        // The PIN key of online PIN blocks between this terminal and this host: a fixed test key.
+        host = EmulatedHost(pinKey: try TDESKey(Hex.decode("0123456789ABCDEFFEDCBA9876543210")), amountTable: .none)
+        var profiles: [String: CardProfile] = [:]
+        for path in try Self.profilePaths(configuration.cardProfiles) {
+            let profile = try Self.loadProfile(path)
+            try host.register(profile)
+            profiles[profile.pan] = profile
+        }
+        self.profiles = profiles
+        let demo = try configuration.demoCard.map(Self.loadProfile)
+        if let demo, profiles[demo.pan] == nil { try host.register(demo) }
+        let runtime = configuration.effectiveRuntimeDirectory
+        let events = self.events
+        let clock = self.clock
+        terminals = try configuration.terminals.map {
+            try TerminalRuntime(settings: $0, runtimeDirectory: runtime, demoCard: demo, events: events, clock: clock)
+        }
+        for t in configuration.terminals { _ = try ledger.ensureTerminal(name: t.name, tid: t.tid) }
+        recovered = try ledger.recoverInterrupted(now: clock.nowMicroseconds())
+    }
+
+    /// Starts the readers.
+    public func start() throws {
+        for t in terminals { try t.start() }
+    }
+
+    /// Ends what is in progress and stops the readers.
+    public func stop() {
+        for t in terminals { t.stop() }
+        events.finish()
+    }
+
+    public func terminal(_ name: String?) throws(DaemonError) -> TerminalRuntime {
+        guard let name, !name.isEmpty else {
+            guard let first = terminals.first else { throw .notFound("no terminal is configured") }
+            return first
+        }
+        guard let t = terminals.first(where: { $0.settings.name == name }) else {
+            throw .notFound("no terminal named \"\(name)\" (terminals: \(terminals.map(\.settings.name).joined(separator: ", ")))")
+        }
+        return t
+    }
+
+    public func profile(pan: String) -> CardProfile? { profiles[pan] }
+
+    public func publish(_ type: String, terminal: String?, _ data: [String: String] = [:]) {
+        events.publish(DaemonEvent(type: type, terminal: terminal, at: clock.nowMicroseconds(), data: data))
+    }
+
+    // MARK: Card work
+
+    /// What the card part of a transaction produced, before the front renders it.
+    struct CardResult: Sendable {
+        let started: Started
+        let completion: Completion
+        let trace: [TraceEntry]
+        let outcome: TransactionOutcome?
+        let failure: TransactionFailure?
+    }
+
+    /// Runs one chip transaction on `terminal` (already acquired): begins it in the ledger (the
+    /// STAN is durable before the host is asked), waits for the card, runs the kernel, and then
+    /// lets `finish` render the callback so the outcome and its outbox rows commit together.
+    func cardTransaction(on terminal: TerminalRuntime, _ new: NewTransaction, kind: AuthorisationRequest.Kind,
+                         amountTable: AmountTable, onCardRead: (@Sendable (CardRead) throws(KernelError) -> Int?)? = nil,
+                         finish: @escaping @Sendable (CardResult) -> [OutboxMessage]) async throws -> (StoredTransaction, [OutboxMessage]) {
+        let started = try ledger.begin(new)
+        let name = terminal.settings.name
+        publish("transaction-started", terminal: name, ["stan": started.stan.description, "action": new.action.rawValue])
+        let result: CardResult = await terminal.perform { [self] in
+            let box = InstallmentsBox()
+            var kernelConfiguration = TerminalConfiguration(pinKey: host.pinKey)
+            kernelConfiguration.countryCode = terminal.settings.countryCode
+            kernelConfiguration.currencyCode = terminal.settings.currencyCode
+            kernelConfiguration.promptTimeout = configuration.promptTimeout
+            let date = UTCDateParts(secondsSince1970: new.createdAt / 1_000_000)
+            var request = TransactionRequest(amount: Int(new.amount), date: date, stan: started.stan)
+            request.kind = kind
+            let outcome: Result<TransactionOutcome, TransactionFailure>
+            do throws(KernelError) {
+                publish("waiting-for-card", terminal: name, ["stan": started.stan.description])
+                let channel = try terminal.waitForCard(timeout: configuration.cardTimeout)
+                defer { channel.powerOff() }
+                var kernel = Kernel(configuration: kernelConfiguration, card: ChannelCardLink(channel), keypad: terminal.keypad,
+                                    host: TimedHost(host, timeout: configuration.hostTimeout, queue: name, amountTable: amountTable))
+                if let onCardRead {
+                    kernel.onCardRead = { card throws(KernelError) in box.value = try onCardRead(card) }
+                }
+                do throws(TransactionFailure) { outcome = .success(try kernel.run(request)) } catch { outcome = .failure(error) }
+            } catch {
+                outcome = .failure(TransactionFailure(error: error, reversal: nil, maskedPAN: nil, pan: nil, aid: nil, trace: []))
+            }
+            let now = clock.nowMicroseconds()
+            switch outcome {
+            case .success(let o):
+                var completion = Completion(o, completedAt: max(now, new.createdAt))
+                completion.installments = box.value
+                return CardResult(started: started, completion: completion,
+                                  trace: o.trace.map { TraceEntry(command: $0.command, response: $0.response) }, outcome: o, failure: nil)
+            case .failure(let f):
+                var completion = Completion(f, completedAt: max(now, new.createdAt))
+                if case .cancelled = f.error, f.reversal == nil { completion.status = .cancelled }
+                return CardResult(started: started, completion: completion,
+                                  trace: f.trace.map { TraceEntry(command: $0.command, response: $0.response) }, outcome: nil, failure: f)
+            }
+        }
+        let outbox = finish(result)
+        let stored = try ledger.complete(id: started.id, result.completion, trace: result.trace, outbox: outbox)
+        metrics.recordTransaction(status: stored.status.rawValue, micros: stored.completedAt.map { $0 - stored.createdAt })
+        publish("outcome", terminal: name, ["stan": stored.stan.description, "status": stored.status.rawValue,
+                                            "responseCode": stored.responseCode ?? "", "message": stored.message ?? ""])
+        return (stored, outbox)
+    }
+
+    /// Reads a card without a transaction (to find what to cancel).
+    func readCard(on terminal: TerminalRuntime) async -> Result<CardRead, TransactionFailure> {
+        let now = clock.nowMicroseconds()
+        return await terminal.perform { [self] in
+            do throws(KernelError) {
+                publish("waiting-for-card", terminal: terminal.settings.name)
+                let channel = try terminal.waitForCard(timeout: configuration.cardTimeout)
+                defer { channel.powerOff() }
+                var kernelConfiguration = TerminalConfiguration(pinKey: host.pinKey)
+                kernelConfiguration.countryCode = terminal.settings.countryCode
+                kernelConfiguration.currencyCode = terminal.settings.currencyCode
+                var kernel = Kernel(configuration: kernelConfiguration, card: ChannelCardLink(channel), keypad: terminal.keypad, host: host)
+                do throws(TransactionFailure) {
+                    return .success(try kernel.readCard(TransactionRequest(amount: 0, date: UTCDateParts(secondsSince1970: now / 1_000_000), stan: .first)))
+                } catch {
+                    return .failure(error)
+                }
+            } catch {
+                return .failure(TransactionFailure(error: error, reversal: nil, maskedPAN: nil, pan: nil, aid: nil, trace: []))
+            }
+        }
+    }
+
+    // MARK: Loading
+
+    static func profilePaths(_ entries: [String]) throws -> [String] {
+        var paths: [String] = []
+        for entry in entries {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: entry, isDirectory: &isDirectory) else { continue }
+            if isDirectory.boolValue {
+                let names = try FileManager.default.contentsOfDirectory(atPath: entry).filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") }
+                paths += names.sorted().map { (entry as NSString).appendingPathComponent($0) }
+            } else {
+                paths.append(entry)
+            }
+        }
+        return paths
+    }
+
+    static func loadProfile(_ path: String) throws -> CardProfile {
+        let text: String
+        do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+            throw ConfigurationError(key: "host.cards", rule: "cannot read \(path): \(error.localizedDescription)")
+        }
+        do { return try CardProfile.parse(yaml: text, file: path) } catch {
+            throw ConfigurationError(key: "host.cards", rule: "\(error)")
+        }
+    }
+}
+
+/// Carries the installments a front agreed on out of the kernel's card-read hook.
+final class InstallmentsBox: @unchecked Sendable {
+    var value: Int?
+}

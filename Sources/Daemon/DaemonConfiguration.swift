@@ -1,0 +1,267 @@
+import Configuration
+import Foundation
+import SystemPackage
+import Terminal
+
+/// A configuration value that breaks a rule: the key as written in the YAML file (and, upper-cased
+/// with `CARDBENCH_` in front, as an environment variable) and the rule.
+public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let key: String
+    public let rule: String
+
+    public init(key: String, rule: String) {
+        self.key = key
+        self.rule = rule
+    }
+
+    public var description: String { "configuration: \(key): \(rule)" }
+}
+
+/// One emulated device: its name, TID, reader and terminal data.
+public struct TerminalSettings: Sendable, Equatable {
+    /// 1–32 characters of letters, digits, `-` and `_`: it names sockets and URLs.
+    public var name: String
+    /// The Viva terminal ID: 8 digits.
+    public var tid: String
+    /// `virtual:<name>`: a virtual reader listening on `<runtime>/readers/<name>.sock`.
+    public var reader: String
+    /// 9F1A, ISO 3166 numeric.
+    public var countryCode: Int
+    /// 5F2A, ISO 4217 numeric.
+    public var currencyCode: Int
+    /// Also listen for virtual cards on 127.0.0.1 at this port (0: any free port).
+    public var readerTCPPort: UInt16?
+
+    public init(name: String, tid: String, reader: String, countryCode: Int = 300, currencyCode: Int = 978,
+                readerTCPPort: UInt16? = nil) {
+        self.name = name
+        self.tid = tid
+        self.reader = reader
+        self.countryCode = countryCode
+        self.currencyCode = currencyCode
+        self.readerTCPPort = readerTCPPort
+    }
+
+    /// The reader's name when it is a virtual one.
+    public var virtualReaderName: String? {
+        reader.hasPrefix("virtual:") ? String(reader.dropFirst("virtual:".count)) : nil
+    }
+}
+
+/// Where callbacks are delivered besides the reply: webhooks on allowed hosts, a command, xdg-open.
+public struct CallbackSettings: Sendable, Equatable {
+    /// Hosts an http(s) callback may be posted to; loopback only unless more are listed.
+    public var allowedHosts: [String] = ["127.0.0.1", "localhost", "::1"]
+    /// Run this program with the callback URL as its only argument (no shell).
+    public var command: String?
+    /// Hand app-scheme callbacks to `xdg-open`, as a phone hands them to the app.
+    public var xdgOpen = false
+    /// Attempts before a delivery is given up (the ledger marks it failed).
+    public var maxAttempts = 10
+    /// First retry after this long; each later one waits twice as long, up to `maxBackoff`.
+    public var initialBackoff: Duration = .milliseconds(500)
+    public var maxBackoff: Duration = .seconds(60)
+
+    public init() {}
+}
+
+/// Everything `cardbenchd` runs on. With no file and no environment it is the embedded default:
+/// state under `./.cardbench/`, one terminal `bench1` on a virtual reader.
+public struct DaemonConfiguration: Sendable, Equatable {
+    public var stateDirectory = ".cardbench"
+    /// Sockets: `control.sock` and the virtual readers. Default: `$RUNTIME_DIRECTORY` under
+    /// systemd, else `<state>/run`.
+    public var runtimeDirectory: String?
+    /// The loopback HTTP listener; nil turns it off, 0 picks a free port (written to `<runtime>/http.port`).
+    public var httpPort: UInt16? = 8780
+    public var terminals = [TerminalSettings(name: "bench1", tid: "10000001", reader: "virtual:bench1")]
+    /// Card profiles (files or directories of `.yaml`) whose accounts the emulated issuer holds.
+    public var cardProfiles = ["Scenarios/cards"]
+    /// Present this profile automatically when a transaction waits for a card, and enter its PIN.
+    public var demoCard: String?
+    /// How long a transaction waits for a card, the cardholder for a prompt, the terminal for the host.
+    public var cardTimeout: Duration = .seconds(60)
+    public var promptTimeout: Duration = .seconds(30)
+    public var hostTimeout: Duration = .seconds(30)
+    /// The Viva front's scripted declines by amount (`none`, `stripe-cents`, `billpocket`).
+    public var vivaAmountTable: AmountTable = .stripeCents
+    /// `system`, or `manual` (starting at `clockStart`, moved through the API).
+    public var manualClock = false
+    /// Microseconds since 1970 for a manual clock.
+    public var clockStart: Int64 = 1_767_225_600_000_000
+    /// The zone `transactionDate` is shown in, as an offset from UTC in seconds (default: the
+    /// system's at start).
+    public var utcOffsetSeconds: Int = TimeZone.current.secondsFromGMT()
+    public var callbacks = CallbackSettings()
+
+    public init() {}
+
+    /// The runtime directory in effect.
+    public var effectiveRuntimeDirectory: String {
+        runtimeDirectory ?? (stateDirectory as NSString).appendingPathComponent("run")
+    }
+
+    /// Reads a YAML file (if given) under environment overrides (`CARDBENCH_HTTP_PORT=0` sets
+    /// `http.port`), then checks every value. Keys the file does not set keep their defaults.
+    public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment)
+        async throws -> DaemonConfiguration {
+        var providers: [any ConfigProvider] = [
+            EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "cardbench")
+        ]
+        if let file {
+            guard FileManager.default.fileExists(atPath: file) else {
+                throw ConfigurationError(key: "--config", rule: "\(file) does not exist")
+            }
+            do {
+                providers.append(try await FileProvider<YAMLSnapshot>(filePath: FilePath(file)))
+            } catch {
+                throw ConfigurationError(key: "--config", rule: "\(file) is not a YAML mapping of settings: \(error)")
+            }
+        }
+        var configuration = try DaemonConfiguration(reader: ConfigReader(providers: providers))
+        if configuration.runtimeDirectory == nil, let systemd = environment["RUNTIME_DIRECTORY"], !systemd.isEmpty {
+            configuration.runtimeDirectory = systemd.split(separator: ":").first.map(String.init)
+        }
+        if let state = environment["STATE_DIRECTORY"], !state.isEmpty, reader(providers).string(forKey: "state_directory") == nil {
+            configuration.stateDirectory = state.split(separator: ":").first.map(String.init) ?? state
+        }
+        return configuration
+    }
+
+    private static func reader(_ providers: [any ConfigProvider]) -> ConfigReader { ConfigReader(providers: providers) }
+
+    /// Every key, checked; an unusable value names its key and rule.
+    init(reader: ConfigReader) throws {
+        func text(_ key: String) -> String? { reader.string(forKey: ConfigKey(key)) }
+        func list(_ key: String) -> [String]? { reader.stringArray(forKey: ConfigKey(key)) }
+        func number(_ key: String, _ range: ClosedRange<Int>) throws -> Int? {
+            guard let value = text(key) else { return nil }
+            guard let n = Int(value.trimmingCharacters(in: .whitespaces)), range.contains(n) else {
+                throw ConfigurationError(key: key, rule: "must be a whole number from \(range.lowerBound) to \(range.upperBound), got \"\(value)\"")
+            }
+            return n
+        }
+        func seconds(_ key: String) throws -> Duration? {
+            guard let value = text(key) else { return nil }
+            guard let s = Double(value), s > 0, s <= 86_400 else {
+                throw ConfigurationError(key: key, rule: "must be a number of seconds above 0 and at most 86400, got \"\(value)\"")
+            }
+            return .milliseconds(Int64((s * 1000).rounded()))
+        }
+        func flag(_ key: String) throws -> Bool? {
+            guard let value = text(key) else { return nil }
+            switch value.lowercased() {
+            case "true", "yes", "on", "1": return true
+            case "false", "no", "off", "0": return false
+            default: throw ConfigurationError(key: key, rule: "must be true or false, got \"\(value)\"")
+            }
+        }
+
+        if let state = text("state_directory") {
+            guard !state.isEmpty else { throw ConfigurationError(key: "state_directory", rule: "must not be empty") }
+            stateDirectory = state
+        }
+        runtimeDirectory = text("runtime_directory").flatMap { $0.isEmpty ? nil : $0 }
+        if let port = text("http.port") {
+            httpPort = port.lowercased() == "off" ? nil : UInt16(try number("http.port", 0...65535)!)
+        }
+        if let cards = list("host.cards") { cardProfiles = cards }
+        if let t = try seconds("host.timeout_seconds") { hostTimeout = t }
+        if let table = text("viva.amount_table") {
+            guard let t = AmountTable(option: table) else {
+                throw ConfigurationError(key: "viva.amount_table", rule: "must be none, stripe-cents or billpocket, got \"\(table)\"")
+            }
+            vivaAmountTable = t
+        }
+        if let t = try seconds("timeouts.card_seconds") { cardTimeout = t }
+        if let t = try seconds("timeouts.prompt_seconds") { promptTimeout = t }
+        if try flag("demo.enabled") == true { demoCard = text("demo.card") ?? "Scenarios/cards/visa-credit-cvn10.yaml" }
+        if let mode = text("clock.mode") {
+            switch mode {
+            case "system": manualClock = false
+            case "manual": manualClock = true
+            default: throw ConfigurationError(key: "clock.mode", rule: "must be system or manual, got \"\(mode)\"")
+            }
+        }
+        if let start = text("clock.start") {
+            guard let micros = ISO8601.microseconds(start) else {
+                throw ConfigurationError(key: "clock.start", rule: "must be an ISO 8601 date and time with a zone, e.g. 2026-11-23T10:00:00Z, got \"\(start)\"")
+            }
+            clockStart = micros
+        }
+        if let offset = text("clock.utc_offset") {
+            guard let seconds = ISO8601.offsetSeconds(offset) else {
+                throw ConfigurationError(key: "clock.utc_offset", rule: "must be an offset like +02:00 or -06:00, got \"\(offset)\"")
+            }
+            utcOffsetSeconds = seconds
+        }
+        if let hosts = list("callbacks.allowed_hosts") { callbacks.allowedHosts = hosts }
+        if let command = text("callbacks.command"), !command.isEmpty { callbacks.command = command }
+        if let xdg = try flag("callbacks.xdg_open") { callbacks.xdgOpen = xdg }
+        if let attempts = try number("callbacks.max_attempts", 1...1000) { callbacks.maxAttempts = attempts }
+
+        if let names = list("terminals") {
+            guard !names.isEmpty else { throw ConfigurationError(key: "terminals", rule: "must name at least one terminal") }
+            var seen = Set<String>(), tids = Set<String>()
+            terminals = try names.enumerated().map { index, name in
+                guard Self.isValidName(name) else {
+                    throw ConfigurationError(key: "terminals", rule: "\"\(name)\" must be 1 to 32 letters, digits, - or _")
+                }
+                guard seen.insert(name).inserted else {
+                    throw ConfigurationError(key: "terminals", rule: "\"\(name)\" is listed twice")
+                }
+                let prefix = "terminal.\(name)."
+                let tid = text(prefix + "tid") ?? String(10_000_001 + index)
+                guard tid.count == 8, tid.allSatisfy(\.isASCIIDigit) else {
+                    throw ConfigurationError(key: prefix + "tid", rule: "must be 8 digits, got \"\(tid)\"")
+                }
+                guard tids.insert(tid).inserted else {
+                    throw ConfigurationError(key: prefix + "tid", rule: "\(tid) is already another terminal's TID")
+                }
+                let reader = text(prefix + "reader") ?? "virtual:\(name)"
+                guard reader.hasPrefix("virtual:"), Self.isValidName(String(reader.dropFirst(8))) else {
+                    throw ConfigurationError(key: prefix + "reader", rule: "must be virtual:<name> (serial readers are not supported yet), got \"\(reader)\"")
+                }
+                var settings = TerminalSettings(name: name, tid: tid, reader: reader)
+                if let c = try number(prefix + "country", 1...999) { settings.countryCode = c }
+                if let c = try number(prefix + "currency", 1...999) { settings.currencyCode = c }
+                if let p = try number(prefix + "reader_tcp_port", 0...65535) { settings.readerTCPPort = UInt16(p) }
+                return settings
+            }
+            let readers = terminals.compactMap(\.virtualReaderName)
+            if Set(readers).count != readers.count {
+                throw ConfigurationError(key: "terminals", rule: "two terminals use the same virtual reader")
+            }
+        }
+    }
+
+    static func isValidName(_ name: String) -> Bool {
+        (1...32).contains(name.count) && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }
+    }
+}
+
+extension Character {
+    var isASCIIDigit: Bool { isASCII && isNumber }
+}
+
+/// The ISO 8601 forms configuration and the API accept.
+public enum ISO8601 {
+    /// `2026-11-23T10:00:00Z`, `2026-11-23T10:00:00.5+02:00`: microseconds since 1970.
+    public static func microseconds(_ text: String) -> Int64? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: text) { return Int64((date.timeIntervalSince1970 * 1_000_000).rounded()) }
+        formatter.formatOptions = [.withInternetDateTime]
+        if let date = formatter.date(from: text) { return Int64((date.timeIntervalSince1970 * 1_000_000).rounded()) }
+        return nil
+    }
+
+    /// `+02:00`, `-06:00`, `Z`: seconds east of UTC.
+    public static func offsetSeconds(_ text: String) -> Int? {
+        if text == "Z" || text == "+00:00" || text == "-00:00" { return 0 }
+        let chars = Array(text)
+        guard chars.count == 6, chars[0] == "+" || chars[0] == "-", chars[3] == ":",
+              let h = Int(String(chars[1...2])), let m = Int(String(chars[4...5])), h <= 14, m < 60 else { return nil }
+        return (chars[0] == "-" ? -1 : 1) * (h * 3600 + m * 60)
+    }
+}

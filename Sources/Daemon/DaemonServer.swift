@@ -1,0 +1,144 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs `cardbenchd`: the bench, the API on the control socket and on loopback, the watchdog, and
+/// the systemd notifications, until SIGTERM or SIGINT.
+public enum DaemonServer {
+    /// The control socket inside the runtime directory.
+    public static func controlSocket(runtimeDirectory: String) -> String {
+        (runtimeDirectory as NSString).appendingPathComponent("control.sock")
+    }
+
+    public static func run(configuration: DaemonConfiguration, log: @escaping @Sendable (String) -> Void) async throws {
+        let runtime = configuration.effectiveRuntimeDirectory
+        // The runtime directory keeps other users out of the sockets before their mode is set.
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o750])
+        let control = controlSocket(runtimeDirectory: runtime)
+        try removeStaleSocket(control)
+
+        let bench = try Bench(configuration: configuration)
+        for t in bench.recovered {
+            log("recovered transaction \(t.id) (terminal \(t.terminalName), STAN \(t.stan)): it was in progress when the daemon stopped; now failed")
+        }
+        try bench.start()
+        let notify = SDNotify()
+        let api = API(bench: bench)
+        let responder = api.router().buildResponder()
+        var logger = Logger(label: "cardbenchd")
+        logger.logLevel = .warning
+
+        let listeners = configuration.httpPort == nil ? 1 : 2
+        let readiness = Readiness(expected: listeners) { ports in
+            chmod(control, 0o660)
+            if let port = ports.first {
+                try? "\(port)\n".write(toFile: (runtime as NSString).appendingPathComponent("http.port"), atomically: true, encoding: .utf8)
+            }
+            let http = ports.first.map { ", http://127.0.0.1:\($0)" } ?? ""
+            log("ready: \(bench.terminals.count) terminal(s) [\(bench.terminals.map(\.settings.name).joined(separator: ", "))], control socket \(control)\(http), ledger \(configuration.stateDirectory)/ledger.sqlite\(configuration.demoCard.map { ", demo card \($0)" } ?? "")")
+            notify.send("READY=1\nSTATUS=serving \(bench.terminals.count) terminal(s)")
+        }
+
+        var services: [any Service] = [
+            Application(responder: responder, configuration: ApplicationConfiguration(address: .unixDomainSocket(path: control)),
+                        onServerRunning: { _ in await readiness.bound(port: nil) }, logger: logger),
+        ]
+        if let port = configuration.httpPort {
+            services.append(Application(responder: responder,
+                                        configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: Int(port))),
+                                        onServerRunning: { channel in await readiness.bound(port: channel.localAddress?.port) },
+                                        logger: logger))
+        }
+        if let interval = SDNotify.watchdogInterval() {
+            services.append(WatchdogService(notify: notify, interval: interval))
+        }
+        services.append(CallbackDelivery(bench: bench, log: log))
+        // Last in the list, so the first to hear of a shutdown: it ends the transactions in
+        // progress before the listeners wait for their requests to finish.
+        services.append(BenchService(bench: bench, notify: notify, log: log))
+
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+        try? FileManager.default.removeItem(atPath: control)
+    }
+
+    /// A socket file left by a daemon that died is removed; one a live daemon answers on is not.
+    static func removeStaleSocket(_ path: String) throws {
+        guard FileManager.default.fileExists(atPath: path) else { return }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, b) in bytes.prefix(raw.count - 1).enumerated() { raw[i] = b }
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        if connected == 0 {
+            throw ConfigurationError(key: "runtime_directory", rule: "another cardbenchd is serving \(path)")
+        }
+        try FileManager.default.removeItem(atPath: path)
+    }
+}
+
+/// Counts listeners as they bind; calls `ready` once all have.
+actor Readiness {
+    private let expected: Int
+    private var ports: [Int] = []
+    private var count = 0
+    private let ready: @Sendable ([Int]) -> Void
+
+    init(expected: Int, ready: @escaping @Sendable ([Int]) -> Void) {
+        self.expected = expected
+        self.ready = ready
+    }
+
+    func bound(port: Int?) {
+        count += 1
+        if let port { ports.append(port) }
+        if count == expected { ready(ports) }
+    }
+}
+
+/// `WATCHDOG=1` at half of `WATCHDOG_USEC`, for as long as the daemon runs.
+struct WatchdogService: Service {
+    let notify: SDNotify
+    let interval: Duration
+
+    func run() async throws {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            notify.send("WATCHDOG=1")
+            try? await Task.sleep(for: interval)
+        }
+    }
+}
+
+/// Holds the bench for the service group: on SIGTERM it says STOPPING=1 and ends every
+/// transaction in progress (each is recorded as failed and answered) before the listeners close.
+struct BenchService: Service {
+    let bench: Bench
+    let notify: SDNotify
+    let log: @Sendable (String) -> Void
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        notify.send("STOPPING=1")
+        log("stopping: ending transactions in progress")
+        for t in bench.terminals { _ = t.abort() }
+        // Give the aborted transactions a moment to commit their outcome before readers close.
+        for _ in 0..<50 where bench.terminals.contains(where: { $0.currentActivity != nil }) {
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        bench.stop()
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import Terminal
+
+/// What the terminal is asking the cardholder or the operator.
+public enum PromptKind: Sendable, Equatable {
+    case pin(online: Bool, triesLeft: Int?)
+    /// Pick one of `options` (answered with a 1-based number): an application, installments, a
+    /// transaction to cancel.
+    case select(title: String, options: [String])
+    /// Yes (confirm) or no (cancel).
+    case confirm(question: String)
+
+    /// The prompt's name in events, errors and the API.
+    public var name: String {
+        switch self {
+        case .pin(let online, _): online ? "online PIN" : "PIN"
+        case .select(let title, _): title
+        case .confirm(let question): question
+        }
+    }
+}
+
+/// A keypad answer: from the API, the CLI, a scenario, or demo mode.
+public enum KeypadInput: Sendable, Equatable, CustomStringConvertible {
+    case pin(String)
+    /// 1-based.
+    case select(Int)
+    case confirm
+    case cancel
+
+    /// Shown in events and errors: a PIN as its length only.
+    public var description: String {
+        switch self {
+        case .pin(let digits): "PIN (\(digits.count) digits)"
+        case .select(let n): "select \(n)"
+        case .confirm: "confirm"
+        case .cancel: "cancel"
+        }
+    }
+
+    /// Whether this input can answer `prompt`; cancel answers anything.
+    func fits(_ prompt: PromptKind) -> Bool {
+        switch (self, prompt) {
+        case (.cancel, _), (.pin, .pin), (.select, .select), (.confirm, .confirm): true
+        default: false
+        }
+    }
+}
+
+/// A terminal's keypad. The kernel's thread blocks in a prompt until an answer arrives from the
+/// API, the prompt times out, or the transaction is aborted. Answers given while no prompt is up
+/// wait in a queue and answer the next prompts of the current or next transaction, so a test can
+/// enter its PIN before it opens the URL.
+public final class TerminalKeypad: Keypad, @unchecked Sendable {
+    public struct Snapshot: Sendable, Equatable {
+        public let prompt: PromptKind?
+        public let queued: [KeypadInput]
+    }
+
+    private let condition = NSCondition()
+    private var prompt: PromptKind?
+    private var answer: KeypadInput?
+    private var queued: [KeypadInput] = []
+    private var aborted = false
+    private let onPrompt: @Sendable (PromptKind) -> Void
+    /// Demo mode: answers PIN prompts by itself.
+    private let autoPIN: String?
+
+    public init(autoPIN: String? = nil, onPrompt: @escaping @Sendable (PromptKind) -> Void = { _ in }) {
+        self.autoPIN = autoPIN
+        self.onPrompt = onPrompt
+    }
+
+    public var snapshot: Snapshot {
+        condition.lock()
+        defer { condition.unlock() }
+        return Snapshot(prompt: prompt, queued: queued)
+    }
+
+    /// Answers the prompt that is up, or queues the input for the next one. Refuses an input that
+    /// cannot answer the prompt that is up, naming both.
+    public func enter(_ input: KeypadInput) throws(DaemonError) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        if let prompt, answer == nil {
+            guard input.fits(prompt) else {
+                throw .conflict("the keypad is asking for \(prompt.name); \(input) does not answer it")
+            }
+            if case .select(let n) = input, case .select(_, let options) = prompt, !(1...max(1, options.count)).contains(n) {
+                throw .badRequest(field: "select", rule: "must be 1 to \(options.count) for the \(prompt.name) prompt, got \(n)")
+            }
+            answer = input
+            condition.broadcast()
+            return true
+        }
+        guard queued.count < 16 else { throw .conflict("16 keypad inputs are already queued") }
+        queued.append(input)
+        return false
+    }
+
+    /// Starts a transaction: clears a previous abort (queued inputs stay: they were entered for it).
+    func begin() {
+        condition.lock()
+        aborted = false
+        condition.unlock()
+    }
+
+    /// Ends a transaction: forgets what it did not use.
+    func end() {
+        condition.lock()
+        queued = []
+        prompt = nil
+        answer = nil
+        aborted = false
+        condition.unlock()
+    }
+
+    /// Wakes a waiting prompt with a cancel (the transaction was aborted).
+    func abort() {
+        condition.lock()
+        aborted = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Shows `kind` and waits for a fitting answer.
+    func ask(_ kind: PromptKind, timeout: Duration, step: String) throws(KernelError) -> KeypadInput {
+        condition.lock()
+        defer {
+            prompt = nil
+            answer = nil
+            condition.unlock()
+        }
+        if aborted { throw .cancelled(step: step) }
+        if let index = queued.firstIndex(where: { $0.fits(kind) }) {
+            return queued.remove(at: index)
+        }
+        if case .pin = kind, let autoPIN { return .pin(autoPIN) }
+        prompt = kind
+        answer = nil
+        let deadline = Date().addingTimeInterval(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
+        condition.unlock()
+        onPrompt(kind)
+        condition.lock()
+        while answer == nil && !aborted {
+            if !condition.wait(until: deadline) { break }
+        }
+        if let answer { return answer }
+        if aborted { throw .cancelled(step: step) }
+        throw .promptTimeout(prompt: kind.name)
+    }
+
+    // MARK: Keypad (the kernel's prompts)
+
+    public func selectApplication(_ labels: [String], timeout: Duration) throws(KernelError) -> Int {
+        switch try ask(.select(title: "application", options: labels), timeout: timeout, step: "application selection") {
+        case .select(let n) where (1...labels.count).contains(n): return n - 1
+        case .select(let n): throw .invalidCardData("application \(n) is not one of 1 to \(labels.count)")
+        default: throw .cancelled(step: "application selection")
+        }
+    }
+
+    public func enterPIN(online: Bool, triesLeft: Int?, timeout: Duration) throws(KernelError) -> String {
+        switch try ask(.pin(online: online, triesLeft: triesLeft), timeout: timeout, step: "PIN entry") {
+        case .pin(let digits): return digits
+        default: throw .cancelled(step: "PIN entry")
+        }
+    }
+}

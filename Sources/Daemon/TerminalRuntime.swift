@@ -1,0 +1,207 @@
+import CardIO
+import EMV
+import Foundation
+import Terminal
+import VirtualCard
+
+/// An API error: the HTTP status it maps to and a message naming the field and rule.
+public enum DaemonError: Error, Sendable, Equatable, CustomStringConvertible {
+    case badRequest(field: String, rule: String)
+    case notFound(String)
+    /// The terminal is busy, or the keypad is asking for something else.
+    case conflict(String)
+    case unavailable(String)
+    case failure(String)
+
+    public var status: Int {
+        switch self {
+        case .badRequest: 400
+        case .notFound: 404
+        case .conflict: 409
+        case .unavailable: 503
+        case .failure: 500
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .badRequest(let field, let rule): "\(field): \(rule)"
+        case .notFound(let what), .conflict(let what), .unavailable(let what), .failure(let what): what
+        }
+    }
+}
+
+/// A CardIO channel as the kernel's card link: reader failures become the kernel's precise errors.
+final class ChannelCardLink: CardLink {
+    let channel: any CardChannel
+
+    init(_ channel: any CardChannel) { self.channel = channel }
+
+    func powerOn() throws(KernelError) -> [UInt8] { channel.atr }
+
+    func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8] {
+        do { return try channel.transmit(command) } catch {
+            let step = (try? CommandAPDU(bytes: command).instructionName) ?? "an APDU"
+            switch error {
+            case .cardRemoved, .noCard: throw .cardRemoved(step: step)
+            default: throw .readerError(step: step, detail: error.description)
+            }
+        }
+    }
+}
+
+/// One emulated device at run time: its reader, keypad, the transaction it is busy with, and the
+/// thread its blocking card work runs on (the kernel talks to the card synchronously).
+public final class TerminalRuntime: @unchecked Sendable {
+    public let settings: TerminalSettings
+    public let reader: VirtualReader
+    public let keypad: TerminalKeypad
+    let readerSocket: String
+    private let work: DispatchQueue
+    private let lock = NSLock()
+    private var activity: String?
+    private var aborted = false
+    private var demo: DemoCard?
+
+    init(settings: TerminalSettings, runtimeDirectory: String, demoCard: CardProfile?, events: EventHub, clock: any Terminal.Clock) throws {
+        self.settings = settings
+        let name = settings.virtualReaderName ?? settings.name
+        readerSocket = (runtimeDirectory as NSString).appendingPathComponent("readers/\(name).sock")
+        reader = try VirtualReader(name: name, socketPath: readerSocket, tcpPort: settings.readerTCPPort)
+        let terminal = settings.name
+        keypad = TerminalKeypad(autoPIN: demoCard?.pin) { prompt in
+            var data = ["prompt": prompt.name]
+            switch prompt {
+            case .pin(_, let tries): if let tries { data["triesLeft"] = String(tries) }
+            case .select(_, let options): data["options"] = options.joined(separator: "\n")
+            case .confirm: break
+            }
+            events.publish(DaemonEvent(type: "prompt", terminal: terminal, at: clock.nowMicroseconds(), data: data))
+        }
+        work = DispatchQueue(label: "cardbench.terminal.\(settings.name)")
+        demo = demoCard.map { DemoCard(profile: $0, socket: readerSocket) }
+        reader.addObserver { event in
+            switch event {
+            case .cardInserted: events.publish(DaemonEvent(type: "card-inserted", terminal: terminal, at: clock.nowMicroseconds()))
+            case .cardRemoved: events.publish(DaemonEvent(type: "card-removed", terminal: terminal, at: clock.nowMicroseconds()))
+            }
+        }
+    }
+
+    /// What the terminal is doing, or nil when idle.
+    public var currentActivity: String? { lock.withLock { activity } }
+
+    /// Takes the terminal for one transaction; a second caller gets "terminal busy".
+    func acquire(_ what: String) throws(DaemonError) {
+        let current: String? = lock.withLock {
+            if let activity { return activity }
+            activity = what
+            aborted = false
+            return nil
+        }
+        if let current { throw .conflict("terminal \(settings.name) is busy: \(current) in progress") }
+        keypad.begin()
+    }
+
+    func release() {
+        keypad.end()
+        lock.withLock {
+            activity = nil
+            aborted = false
+        }
+    }
+
+    /// Stops the transaction in progress (the Viva `abort` action): the card wait and any prompt
+    /// end at once. Returns false when the terminal was idle.
+    func abort() -> Bool {
+        let busy = lock.withLock {
+            guard activity != nil else { return false }
+            aborted = true
+            return true
+        }
+        if busy { keypad.abort() }
+        return busy
+    }
+
+    var isAborted: Bool { lock.withLock { aborted } }
+
+    /// Runs blocking card work on the terminal's own thread.
+    func perform<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            work.async { continuation.resume(returning: body()) }
+        }
+    }
+
+    /// Waits for a card (inserting the demo card when there is one) and powers it on.
+    func waitForCard(timeout: Duration) throws(KernelError) -> any CardChannel {
+        if let demo, !reader.isCardPresent { demo.insert() }
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if isAborted { throw .cancelled(step: "waiting for the card") }
+            do {
+                return try reader.connect(timeout: .milliseconds(100))
+            } catch .noCard {
+                if ContinuousClock.now >= deadline { throw .promptTimeout(prompt: "present card") }
+            } catch {
+                throw .readerError(step: "power on", detail: error.description)
+            }
+        }
+    }
+
+    func start() throws {
+        try FileManager.default.createDirectory(atPath: (readerSocket as NSString).deletingLastPathComponent,
+                                                withIntermediateDirectories: true)
+        try reader.start()
+    }
+
+    func stop() {
+        _ = abort()
+        demo?.remove()
+        reader.stop()
+    }
+}
+
+/// Demo mode's card: served in this process over the reader's own socket, as `cardbench card
+/// insert` would, so the daemon's real reader path runs.
+final class DemoCard: @unchecked Sendable {
+    let profile: CardProfile
+    let socket: String
+    private let lock = NSLock()
+    private var link: VPCDCardLink?
+    private var state: CardState?
+
+    init(profile: CardProfile, socket: String) {
+        self.profile = profile
+        self.socket = socket
+    }
+
+    func insert() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard link == nil, let link = try? VPCDCardLink.connect(to: .unix(socket)),
+              let card = try? VirtualCard(profile: profile, state: state) else { return }
+        self.link = link
+        let box = CardBox(card)
+        Thread.detachNewThread { [self] in
+            try? link.serve(atr: box.card.atr, respond: { command in
+                let response = box.card.respond(to: command)
+                self.lock.withLock { self.state = box.card.state }
+                return response
+            }, onPower: { event in
+                if event != .powerOff { box.card.reset() }
+            })
+            self.lock.withLock { if self.link === link { self.link = nil } }
+        }
+    }
+
+    func remove() {
+        let current = lock.withLock { link }
+        current?.close()
+    }
+}
+
+/// The demo card's mutable state, touched only by its serving thread.
+private final class CardBox: @unchecked Sendable {
+    var card: VirtualCard
+    init(_ card: VirtualCard) { self.card = card }
+}

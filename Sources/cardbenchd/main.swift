@@ -1,0 +1,66 @@
+import ArgumentParser
+import Daemon
+import Foundation
+
+/// `cardbenchd`: the cardbench daemon, in the foreground as systemd runs it.
+@main
+struct CardbenchDaemon: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cardbenchd",
+        abstract: "The cardbench daemon: terminals, readers, the emulated host, the ledger and the HTTP API.",
+        discussion: """
+        Runs in the foreground. With no --config and no CARDBENCH_* environment it starts on the \
+        embedded default: state (the SQLite ledger) under ./.cardbench, sockets under \
+        ./.cardbench/run, one terminal bench1 (TID 10000001) with a virtual reader, the card \
+        profiles of ./Scenarios/cards known to the emulated issuer, and the API on \
+        .cardbench/run/control.sock and http://127.0.0.1:8780. See docs/daemon.md for every setting.
+        """
+    )
+
+    @Option(help: "YAML configuration file (environment variables CARDBENCH_<KEY> override it).")
+    var config: String?
+
+    @Flag(help: "Demo mode: present the demo card automatically when a transaction waits for one, and enter its PIN.")
+    var demo = false
+
+    @Option(help: "The demo card's profile (implies --demo).")
+    var demoCard: String?
+
+    @Option(help: "State directory (the ledger); overrides the configuration.")
+    var stateDirectory: String?
+
+    @Option(help: "Runtime directory (sockets); overrides the configuration.")
+    var runtimeDirectory: String?
+
+    @Option(help: "Loopback HTTP port (0: any free port, written to <runtime>/http.port; off: none); overrides the configuration.")
+    var httpPort: String?
+
+    func run() async throws {
+        var configuration: DaemonConfiguration
+        do {
+            configuration = try await DaemonConfiguration.load(file: config)
+            if let stateDirectory { configuration.stateDirectory = stateDirectory }
+            if let runtimeDirectory { configuration.runtimeDirectory = runtimeDirectory }
+            if let httpPort {
+                if httpPort == "off" { configuration.httpPort = nil } else {
+                    guard let port = UInt16(httpPort) else { throw ConfigurationError(key: "--http-port", rule: "must be 0 to 65535 or off") }
+                    configuration.httpPort = port
+                }
+            }
+            if demo || demoCard != nil {
+                configuration.demoCard = demoCard ?? configuration.demoCard ?? "Scenarios/cards/visa-credit-cvn10.yaml"
+            }
+        } catch {
+            FileHandle.standardError.write(Data("cardbenchd: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        do {
+            try await DaemonServer.run(configuration: configuration) { message in
+                FileHandle.standardError.write(Data("cardbenchd: \(message)\n".utf8))
+            }
+        } catch {
+            FileHandle.standardError.write(Data("cardbenchd: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}
