@@ -6,8 +6,10 @@ import Foundation
 struct Cardbench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cardbench",
-        abstract: "A payment-terminal test bench: EMV tools, virtual cards, in-process sales, the ledger and (soon) the cardbench daemon.",
-        subcommands: [EMVCommand.self, CardCommand.self, SaleCommand.self, LedgerCommand.self, BenchCommand.self]
+        abstract: "A payment-terminal test bench: EMV tools, virtual cards, in-process sales, the ledger and a client of the cardbench daemon (cardbenchd).",
+        subcommands: [EMVCommand.self, CardCommand.self, SaleCommand.self, OpenCommand.self, TxCommand.self, TerminalsCommand.self,
+                      ReadersCommand.self, KeypadCommand.self, AbortCommand.self, HostCommand.self, EventsCommand.self, ClockCommand.self,
+                      LedgerCommand.self, BenchCommand.self]
     )
 
     /// Bad input gets one line on stderr naming the argument and the rule, and exit status 2 —
