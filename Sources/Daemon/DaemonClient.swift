@@ -73,6 +73,12 @@ public struct DaemonClient: Sendable {
         return Reply(status: Int(response.status.code), body: Data(buffer.readableBytesView))
     }
 
+    /// `send` with the method named by a string ("GET", "POST", "DELETE"), for callers that do not import NIO.
+    public func send(method: String, _ path: String, json body: (any Encodable)? = nil,
+                     timeout: Duration = .seconds(3600)) async throws -> Reply {
+        try await send(HTTPMethod(rawValue: method), path, json: body, timeout: timeout)
+    }
+
     /// Streams the body of a GET line by line (server-sent events) until the daemon ends it or
     /// `handle` returns false.
     public func stream(_ path: String, _ handle: (String) -> Bool) async throws {
