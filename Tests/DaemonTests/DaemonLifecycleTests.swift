@@ -1,0 +1,158 @@
+import Daemon
+import Foundation
+import Testing
+
+/// Collects the callbacks of approved sales as the caller receives them.
+final class Received: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [OpenResult] = []
+    func append(_ r: OpenResult) { lock.withLock { values.append(r) } }
+    var count: Int { lock.withLock { values.count } }
+    var all: [OpenResult] { lock.withLock { values } }
+}
+
+@Suite("cardbenchd lifecycle, Viva actions beyond sale, configuration", .serialized)
+struct DaemonLifecycleTests {
+    @Test("SIGKILL during a burst: after a restart no approved transaction or callback is lost and no STAN is reused",
+          arguments: [25, 60])
+    func killDuringBurst(after approvals: Int) async throws {
+        let first = try await DaemonProcess(["--demo"])
+        let directory = first.directory
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let received = Received()
+        let burst = Task {
+            var n = 0
+            while !Task.isCancelled {
+                n += 1
+                guard let r = try? await first.open(saleURL(amount: 100 + n, tip: 0, reference: "burst-\(n)")) else { return }
+                if let result = r.result, result.status == "success" { received.append(result) }
+            }
+        }
+        while received.count < approvals { try await Task.sleep(for: .milliseconds(2)) }
+        first.kill()
+        burst.cancel()
+        _ = await burst.value
+
+        let second = try await DaemonProcess(["--demo"], directory: directory)
+        defer { second.stop() }
+        var stans = Set<String>()
+        for result in received.all {
+            let fields = callbackFields(try #require(result.callback)).fields
+            let uuid = try #require(value(fields, "transactionId"))
+            let (status, body) = try await second.json("GET", "/v1/transactions/\(uuid)")
+            #expect(status == 200, "transaction \(uuid) announced to the caller is in the ledger")
+            let t = try #require(body as? [String: Any])
+            #expect(t["status"] as? String == "approved")
+            #expect(t["stan"] as? String == value(fields, "referenceNumber"))
+            let callbacks = t["callbacks"] as? [[String: Any]] ?? []
+            #expect(callbacks.contains { $0["payload"] as? String == result.callback }, "its callback is in the outbox")
+        }
+        let (_, listed) = try await second.json("GET", "/v1/transactions?limit=1000")
+        let rows = try #require(listed as? [[String: Any]])
+        for row in rows {
+            let stan = try #require(row["stan"] as? String)
+            #expect(stans.insert(stan).inserted, "STAN \(stan) used twice")
+            #expect(row["status"] as? String != "in_progress", "interrupted transactions are failed at start")
+        }
+        let highest = stans.compactMap(Int.init).max() ?? 0
+        let next = try #require(try await second.open(saleURL(reference: "after-restart")).result)
+        #expect(Int(next.transaction?.stan ?? "") == highest + 1)
+    }
+
+    @Test("installments: in range without a prompt, the keypad when out of range, continue-without for a card without")
+    func installments() async throws {
+        let daemon = try await DaemonProcess(["--demo"])
+        defer { daemon.remove() }
+        let inRange = try #require(try await daemon.open(saleURL(tip: 0, reference: "i1", extra: "&withInstallments=true&preferredInstallments=6")).result)
+        #expect(value(callbackFields(inRange.callback ?? "").fields, "installments") == "6")
+        // 0: the cardholder is asked (options 2…12: option 3 is 4 installments).
+        _ = try cli(["keypad", "bench1", "--select", "3"], socket: daemon.socket)
+        let prompted = try #require(try await daemon.open(saleURL(tip: 0, reference: "i2", extra: "&withInstallments=true&preferredInstallments=0")).result)
+        #expect(value(callbackFields(prompted.callback ?? "").fields, "installments") == "4", "\(prompted.message)")
+        #expect(prompted.transaction?.installments == 4)
+
+        // A card without installments: the cardholder confirms paying at once, or cancels.
+        let plain = try await DaemonProcess(["--demo-card", card("visa-debit-cvn18.yaml")])
+        defer { plain.remove() }
+        _ = try cli(["keypad", "bench1", "--confirm"], socket: plain.socket)
+        let without = try #require(try await plain.open(saleURL(tip: 0, reference: "i3", extra: "&withInstallments=true&preferredInstallments=3")).result)
+        #expect(without.status == "success", "\(without.message)")
+        #expect(value(callbackFields(without.callback ?? "").fields, "installments") == nil)
+        _ = try cli(["keypad", "bench1", "--cancel"], socket: plain.socket)
+        let refused = try #require(try await plain.open(saleURL(tip: 0, reference: "i4", extra: "&withInstallments=true&preferredInstallments=3")).result)
+        #expect(refused.message == "(-4) USER_CANCEL")
+        #expect(refused.transaction?.status == "cancelled")
+    }
+
+    @Test("pre_auth then capture_pre_auth, batch close and open, transactionDetails")
+    func preAuthCaptureBatchDetails() async throws {
+        let daemon = try await DaemonProcess(["--demo"])
+        defer { daemon.remove() }
+        let base = "vivapayclient://pay/v1?callback=cb://r&merchantKey=K&appId=a"
+        let pre = try #require(try await daemon.open(base + "&action=pre_auth&amount=5000&clientTransactionId=p1").result)
+        #expect(pre.status == "success", "\(pre.message)")
+        #expect(pre.transaction?.action == "pre_auth")
+        let capture = try #require(try await daemon.open(base + "&action=capture_pre_auth&referenceNumber=\(pre.transaction?.stan ?? "")&amount=4000").result)
+        #expect(capture.status == "success", "\(capture.message)")
+        #expect(capture.transaction?.action == "capture")
+        #expect(capture.transaction?.amount == 4000)
+        let twice = try #require(try await daemon.open(base + "&action=capture_pre_auth&referenceNumber=\(pre.transaction?.stan ?? "")").result)
+        #expect(twice.message == "Pre-authorisation already captured.")
+
+        let details = try #require(try await daemon.open(base + "&action=transactionDetails&clientTransactionId=p1").result)
+        #expect(details.status == "success")
+        #expect(value(callbackFields(details.callback ?? "").fields, "referenceNumber") == pre.transaction?.stan)
+        let missing = try #require(try await daemon.open(base + "&action=transactionDetails&clientTransactionId=nope").result)
+        #expect(missing.message == "Transaction not found.")
+
+        let close = try #require(try await daemon.open(base + "&action=batch&command=close").result)
+        #expect(close.status == "success", "\(close.message)")
+        let closeAgain = try #require(try await daemon.open(base + "&action=batch&command=close").result)
+        #expect(closeAgain.message == "No open batch.")
+        let open = try #require(try await daemon.open(base + "&action=batch&command=open").result)
+        #expect(open.status == "success")
+        let terminals = try await daemon.json("GET", "/v1/terminals")
+        #expect(((terminals.1 as? [[String: Any]])?.first?["batchNumber"] as? Int) == 2)
+    }
+
+    @Test("the manual clock moves only through the API; the system clock refuses to")
+    func clock() async throws {
+        let manual = try await DaemonProcess(config: "clock:\n  mode: manual\n  start: 2026-11-23T22:59:58-06:00\n")
+        defer { manual.remove() }
+        let set = try cli(["clock", "--advance", "1"], socket: manual.socket)
+        #expect(set.stdout.contains("2026-11-24T04:59:59Z"), "\(set.stdout) \(set.stderr)")
+        let system = try await DaemonProcess()
+        defer { system.remove() }
+        let refused = try cli(["clock", "--advance", "1"], socket: system.socket)
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("system clock"))
+    }
+
+    @Test("a bad configuration value stops the daemon at start with its key and rule")
+    func badConfiguration() async throws {
+        do {
+            let d = try await DaemonProcess(config: "terminals: [bench1]\nterminal:\n  bench1:\n    tid: \"123\"\n")
+            d.remove()
+            Issue.record("the daemon started on a 3-digit TID")
+        } catch let error as HarnessError {
+            #expect(error.description.contains("terminal.bench1.tid: must be 8 digits"), "\(error)")
+        }
+    }
+
+    @Test("SIGTERM: the daemon ends a waiting transaction cleanly, says so, and exits 0")
+    func gracefulStop() async throws {
+        let daemon = try await DaemonProcess()
+        defer { daemon.remove() }
+        let (_, body) = try await daemon.json("POST", "/v1/open", OpenRequest(url: saleURL(reference: "stopping"), wait: false))
+        let id = try #require((body as? [String: Any])?["id"] as? String)
+        try await Task.sleep(for: .milliseconds(200))
+        let waiting = Task { try await daemon.client.send(method: "GET", "/v1/requests/\(id)") }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(daemon.stop() == 0)
+        let reply = try await waiting.value
+        let result = try JSONDecoder().decode(OpenResult.self, from: reply.body)
+        #expect(result.status == "failed")
+        #expect(result.transaction?.status == "cancelled")
+        #expect(daemon.logText.contains("stopping"))
+    }
+}
