@@ -191,3 +191,27 @@ extension Database {
         try cachedStatement(sql: sql).execute(arguments: arguments)
     }
 }
+
+extension Ledger {
+    /// The floor `cardbench bench sale` compares with: `count` bare durable commits (WAL,
+    /// synchronous=FULL, one single-row INSERT each, as the ledger's own settings) on a new file
+    /// at `path`, one after another. Returns each commit's time in microseconds.
+    public static func measureCommitFloor(path: String, count: Int) throws -> [Double] {
+        let pool = try DatabasePool(path: path)
+        defer { try? pool.close() }
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
+        }
+        var times: [Double] = []
+        times.reserveCapacity(count)
+        let clock = ContinuousClock()
+        for i in 0..<count {
+            let start = clock.now
+            try pool.write { db in try db.execute(sql: "INSERT INTO floor (value) VALUES (?)", arguments: ["commit \(i)"]) }
+            let d = clock.now - start
+            times.append(Double(d.components.seconds) * 1e6 + Double(d.components.attoseconds) / 1e12)
+        }
+        return times
+    }
+}
