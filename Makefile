@@ -1,5 +1,5 @@
 # cardbench: the two commands of the README, and what they stand on.
-#   make run   installs what is missing, builds, and runs cardbench on examples
+#   make run   installs what is missing, builds, and runs cardbenchd (demo mode) with a sale through it
 #   make test  installs what is missing, builds, and runs every test (with the pyemv cross-check)
 
 SWIFT ?= swift
@@ -16,7 +16,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 INTEROP_APT := pcscd vsmartcard-vpcd python3-pyscard python3-venv
 INTEROP_VENV ?= .venv-interop
 
-.PHONY: all deps venv build run test unit-test interop bench clean
+.PHONY: all deps venv build run tools test unit-test interop bench clean
 
 all: build
 
@@ -40,8 +40,22 @@ venv: deps
 build: deps
 	$(SWIFT) build
 
-## run: build, then show the cardbench tools on examples
+## run: build, start cardbenchd on its embedded default (./.cardbench, terminal bench1, a virtual
+## reader) in demo mode, show a Viva sale through it, then keep it running until Ctrl-C
+DEMO_URL := vivapayclient://pay/v1?callback=mycallbackscheme://result&merchantKey=SG23323424EXS3&appId=com.example.myapp&action=sale&amount=1200&tipAmount=200&withInstallments=false&clientTransactionId=demo-
 run: build
+	@bin=$$($(SWIFT) build --show-bin-path); url="$(DEMO_URL)$$(date +%s)"; \
+	$$bin/cardbenchd --demo & pid=$$!; \
+	trap 'kill $$pid 2>/dev/null; wait $$pid' INT TERM EXIT; \
+	for i in $$(seq 1 100); do [ -S .cardbench/run/control.sock ] && $$bin/cardbench terminals >/dev/null 2>&1 && break; sleep 0.1; done; \
+	echo; echo "\$$ cardbench open '$$url'"; \
+	$$bin/cardbench open "$$url"; \
+	echo; echo '$$ cardbench tx list --limit 3'; $$bin/cardbench tx list --limit 3; \
+	echo; echo "cardbenchd is running (demo mode): try 'cardbench open <url>', 'cardbench tx show <id>', 'cardbench events' from $$bin; Ctrl-C stops it"; \
+	wait $$pid
+
+## tools: the offline tools on examples (an in-process sale, the EMV tools)
+tools: build
 	@echo '$$ cardbench sale --card Scenarios/cards/visa-credit-cvn10.yaml --amount 100.00'
 	@$(SWIFT) run -q cardbench sale --card Scenarios/cards/visa-credit-cvn10.yaml --amount 100.00
 	@echo

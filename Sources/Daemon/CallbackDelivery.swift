@@ -17,14 +17,15 @@ struct CallbackDelivery: Service {
     func run() async throws {
         let settings = bench.configuration.callbacks
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            let due = (try? bench.ledger.pendingOutbox(now: Self.wallNow(), limit: 50)) ?? []
+            let due = (try? bench.ledger.pendingOutbox(now: Self.wallNow(), limit: 200)) ?? []
+            var delivered: [Int64] = []
             for entry in due {
                 if Task.isShuttingDownGracefully { break }
                 let outcome = await deliver(entry, settings)
                 let at = Self.wallNow()
                 switch outcome {
                 case .success:
-                    _ = try? bench.ledger.markDelivered(id: entry.id, at: at)
+                    delivered.append(entry.id)
                     bench.metrics.recordDelivery(kind: entry.kind.rawValue, delivered: true)
                 case .failure(let error):
                     let backoff = Self.backoff(attempt: entry.attempts + 1, settings)
@@ -36,7 +37,11 @@ struct CallbackDelivery: Service {
                     }
                 }
             }
-            try? await Task.sleep(for: due.isEmpty ? .milliseconds(200) : .milliseconds(1))
+            // One commit for the batch; a crash before it delivers these again (at least once).
+            if (try? bench.ledger.markDelivered(ids: delivered, at: Self.wallNow())) == nil, !delivered.isEmpty {
+                for id in delivered { _ = try? bench.ledger.markDelivered(id: id, at: Self.wallNow()) }
+            }
+            try? await Task.sleep(for: due.count < 200 ? .milliseconds(100) : .milliseconds(1))
         }
     }
 

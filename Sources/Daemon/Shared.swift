@@ -69,8 +69,9 @@ extension EmulatedHost {
 }
 
 /// Opens (creating if needed) a ledger file and its PAN key beside it.
-public func openLedgerFile(_ path: String) throws -> Ledger {
+public func openLedgerFile(_ path: String, outboxMaxAttempts: Int = 10) throws -> Ledger {
     let directory = (path as NSString).deletingLastPathComponent
     if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
-    return try Ledger(path: path, panKey: try Ledger.loadOrCreatePANKey(at: Ledger.defaultPANKeyPath(database: path)))
+    return try Ledger(path: path, panKey: try Ledger.loadOrCreatePANKey(at: Ledger.defaultPANKeyPath(database: path)),
+                      outboxMaxAttempts: outboxMaxAttempts)
 }

@@ -21,6 +21,8 @@ public final class Ledger: Sendable {
     public let outboxMaxAttempts: Int
 
     let pool: DatabasePool
+    /// Merges the writes of concurrent callers into one SQLite transaction (group commit).
+    let group = GroupCommit()
     let panKey: SymmetricKey
 
     /// Opens the ledger at `path`, creating the file (mode 0600) and its schema if needed.
@@ -149,7 +151,7 @@ public final class Ledger: Sendable {
     /// through after the rollback; SQLite errors are named after `operation`.
     func write<T>(_ operation: @autoclosure () -> String, _ body: (Database) throws -> T) throws -> T {
         do {
-            return try pool.write(body)
+            return try group.write(pool, body)
         } catch let error as LedgerError {
             throw error
         } catch {
@@ -213,5 +215,73 @@ extension Ledger {
             times.append(Double(d.components.seconds) * 1e6 + Double(d.components.attoseconds) / 1e12)
         }
         return times
+    }
+}
+
+/// Group commit: concurrent writers share one SQLite transaction, and so one WAL sync.
+///
+/// A durable commit (synchronous=FULL) costs an fsync, and SQLite has one writer at a time; with
+/// many terminals the syncs, not the work, would bound the throughput. Each caller queues its
+/// write; whoever finds no batch running runs every queued write in one transaction, each inside
+/// its own savepoint (a failing write rolls back alone and gets its own error, as it would in a
+/// transaction of its own), commits once, and hands each caller its result. A caller returns only
+/// after the transaction holding its write has committed, so durability is unchanged.
+final class GroupCommit: @unchecked Sendable {
+    private final class Pending {
+        let body: (Database) throws -> Any
+        var result: Result<Any, any Error>?
+        init(_ body: @escaping (Database) throws -> Any) { self.body = body }
+    }
+
+    private let condition = NSCondition()
+    private var queue: [Pending] = []
+    private var running = false
+
+    func write<T>(_ pool: DatabasePool, _ body: (Database) throws -> T) throws -> T {
+        try withoutActuallyEscaping(body) { body in
+            let mine = Pending { try body($0) }
+            condition.lock()
+            queue.append(mine)
+            while mine.result == nil {
+                if running {
+                    condition.wait()
+                    continue
+                }
+                // Lead a batch: every write queued so far, ours among them unless an earlier
+                // leader already took it.
+                running = true
+                let batch = queue
+                queue = []
+                condition.unlock()
+                Self.run(batch, pool)
+                condition.lock()
+                running = false
+                condition.broadcast()
+            }
+            condition.unlock()
+            return try mine.result!.get() as! T
+        }
+    }
+
+    private static func run(_ batch: [Pending], _ pool: DatabasePool) {
+        do {
+            try pool.write { db in
+                for item in batch {
+                    do {
+                        var value: Any? = nil
+                        try db.inSavepoint {
+                            value = try item.body(db)
+                            return .commit
+                        }
+                        item.result = .success(value!)
+                    } catch {
+                        item.result = .failure(error)
+                    }
+                }
+            }
+        } catch {
+            // The commit itself failed: nothing of the batch is on disk.
+            for item in batch { item.result = .failure(error) }
+        }
     }
 }

@@ -33,6 +33,19 @@ extension Ledger {
         }
     }
 
+    /// Records several deliveries in one transaction (one sync for a whole batch of callbacks);
+    /// each message must be pending, as for `markDelivered(id:at:)`, or none is recorded.
+    public func markDelivered(ids: [Int64], at micros: Int64) throws {
+        guard !ids.isEmpty else { return }
+        try write("mark \(ids.count) outbox messages delivered") { db in
+            for id in ids {
+                try Self.pendingOutbox(db, id: id)
+                try db.execute(sql: "UPDATE outbox SET status = 'delivered', attempts = attempts + 1, delivered_at = ?, last_error = NULL WHERE id = ?",
+                               arguments: [micros, id])
+            }
+        }
+    }
+
     /// Records a failed attempt and when to try again; after `outboxMaxAttempts` attempts the
     /// message is `failed` and no longer offered by `pendingOutbox`.
     @discardableResult

@@ -156,3 +156,82 @@ struct DaemonLifecycleTests {
         #expect(daemon.logText.contains("stopping"))
     }
 }
+
+@Suite("callback delivery and metrics", .serialized)
+struct DeliveryTests {
+    @Test("an http callback on an allowed host is requested; a command gets the URL; a disallowed host fails after its attempts")
+    func delivery() async throws {
+        // A real HTTP server on loopback, Python's, which logs each request line.
+        let server = Process()
+        server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        let port = Int.random(in: 20_000...40_000)
+        server.arguments = ["python3", "-u", "-m", "http.server", String(port), "--bind", "127.0.0.1"]
+        let serverLog = Pipe()
+        server.standardError = serverLog
+        server.standardOutput = FileHandle.nullDevice
+        // It serves files: a file named cb answers GET /cb?… with 200.
+        let served = FileManager.default.temporaryDirectory.appendingPathComponent("cbd-www-\(UUID().uuidString.prefix(6))")
+        try FileManager.default.createDirectory(at: served, withIntermediateDirectories: true)
+        try "ok".write(to: served.appendingPathComponent("cb"), atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: served) }
+        server.currentDirectoryURL = served
+        try server.run()
+        defer { server.terminate() }
+        let collected = EventLog()
+        Thread.detachNewThread {
+            while let line = serverLog.fileHandleForReading.availableLine(timeout: 30) { collected.append(line) }
+        }
+        try await Task.sleep(for: .milliseconds(500))
+
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cbd-delivery-\(UUID().uuidString.prefix(6))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let script = directory.appendingPathComponent("record.sh")
+        let received = directory.appendingPathComponent("received.txt")
+        try "#!/bin/sh\nprintf '%s\\n' \"$1\" >> '\(received.path)'\n".write(to: script, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: script.path)
+        let daemon = try await DaemonProcess(["--demo"], config: """
+            callbacks:
+              command: \(script.path)
+              max_attempts: 2
+            """, directory: directory)
+        defer { daemon.remove() }
+
+        let http = try #require(try await daemon.open(saleURL(reference: "web-1", callback: "http://127.0.0.1:\(port)/cb")).result)
+        #expect(http.status == "success")
+        let app = try #require(try await daemon.open(saleURL(reference: "app-1")).result)
+        let blocked = try #require(try await daemon.open(saleURL(reference: "web-2", callback: "http://192.0.2.1/cb")).result)
+        var delivered = false, failed = false, commanded = false
+        for _ in 0..<100 where !(delivered && failed && commanded) {
+            try await Task.sleep(for: .milliseconds(50))
+            let (_, a) = try await daemon.json("GET", "/v1/transactions/\(http.transaction?.id ?? 0)")
+            delivered = ((a as? [String: Any])?["callbacks"] as? [[String: Any]])?.first?["status"] as? String == "delivered"
+            let (_, b) = try await daemon.json("GET", "/v1/transactions/\(blocked.transaction?.id ?? 0)")
+            let row = ((b as? [String: Any])?["callbacks"] as? [[String: Any]])?.first
+            failed = row?["status"] as? String == "failed"
+            if failed { #expect((row?["lastError"] as? String)?.contains("allowed_hosts") == true) }
+            commanded = ((try? String(contentsOf: received, encoding: .utf8)) ?? "").contains(app.callback ?? "-")
+        }
+        #expect(delivered, "the allowed webhook was delivered")
+        let blockedState = try await daemon.json("GET", "/v1/transactions/\(blocked.transaction?.id ?? 0)").1
+        let httpState = try await daemon.json("GET", "/v1/transactions/\(http.transaction?.id ?? 0)").1
+        #expect(failed, "the disallowed host was given up after 2 attempts: \(String(describing: blockedState))")
+        #expect(delivered, "\(String(describing: httpState))")
+        #expect(commanded, "the command got the app callback as its argument")
+        #expect(collected.items.contains { $0.contains("GET /cb?status=success&message=Transaction%20successful.&action=sale") })
+    }
+
+    @Test("/metrics counts transactions by status and API requests by route")
+    func metrics() async throws {
+        let daemon = try await DaemonProcess(["--demo"])
+        defer { daemon.remove() }
+        _ = try await daemon.open(saleURL(reference: "m1"))
+        _ = try await daemon.client.send(method: "POST", "/v1/terminals/bench1/host-queue", json: ["code": "05"])
+        _ = try await daemon.open(saleURL(reference: "m2"))
+        let reply = try await daemon.client.send(method: "GET", "/metrics")
+        let text = String(decoding: reply.body, as: UTF8.self)
+        #expect(text.contains(#"cardbench_transactions_total{status="approved"} 1"#), "\(text)")
+        #expect(text.contains(#"cardbench_transactions_total{status="declined"} 1"#))
+        #expect(text.contains("cardbench_transaction_duration_seconds_bucket"))
+        #expect(text.contains(#"cardbench_api_requests_total{route="open",status="200"} 2"#))
+    }
+}
