@@ -228,7 +228,8 @@ extension Ledger {
 /// after the transaction holding its write has committed, so durability is unchanged.
 final class GroupCommit: @unchecked Sendable {
     private final class Pending {
-        let body: (Database) throws -> Any
+        /// Dropped as soon as it has run: the caller's closure must not outlive its call.
+        var body: ((Database) throws -> Any)?
         var result: Result<Any, any Error>?
         init(_ body: @escaping (Database) throws -> Any) { self.body = body }
     }
@@ -269,8 +270,10 @@ final class GroupCommit: @unchecked Sendable {
                 for item in batch {
                     do {
                         var value: Any? = nil
+                        let body = item.body!
+                        item.body = nil
                         try db.inSavepoint {
-                            value = try item.body(db)
+                            value = try body(db)
                             return .commit
                         }
                         item.result = .success(value!)
@@ -281,7 +284,10 @@ final class GroupCommit: @unchecked Sendable {
             }
         } catch {
             // The commit itself failed: nothing of the batch is on disk.
-            for item in batch { item.result = .failure(error) }
+            for item in batch {
+                item.body = nil
+                item.result = .failure(error)
+            }
         }
     }
 }

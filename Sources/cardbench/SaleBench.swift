@@ -99,7 +99,9 @@ struct SaleBench: AsyncParsableCommand {
         let total = perTerminal * terminals
         let clock = ContinuousClock()
         let start = clock.now
-        let results = try await withThrowingTaskGroup(of: (latencies: [Double], approved: Int).self) { group in
+        let results: [(latencies: [Double], approved: Int)]
+        do {
+        results = try await withThrowingTaskGroup(of: (latencies: [Double], approved: Int).self) { group in
             for name in names {
                 group.addTask {
                     var latencies: [Double] = []
@@ -120,6 +122,10 @@ struct SaleBench: AsyncParsableCommand {
             var all: [(latencies: [Double], approved: Int)] = []
             for try await r in group { all.append(r) }
             return all
+        }
+        } catch {
+            let tail = ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").suffix(20).joined(separator: "\n")
+            throw CLIError(message: "\(error); daemon \(daemon.isRunning ? "running" : "exited with \(daemon.terminationStatus)"), its log:\n\(tail)")
         }
         let elapsed = clock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
