@@ -412,37 +412,39 @@ extension TraceView {
 
 // MARK: Helpers
 
-/// Open requests answered later (`"wait": false`), kept until fetched or an hour old.
+/// Open requests answered later (`"wait": false`): each is kept an hour after it started, so it
+/// can be fetched more than once.
 final class OpenRequests: @unchecked Sendable {
+    private struct Entry {
+        let task: Task<Result<OpenResult, DaemonError>, Never>
+        let started: Date
+        /// Set when the request has finished, so a peek never waits.
+        var result: Result<OpenResult, DaemonError>?
+    }
+
     private let lock = NSLock()
-    private var tasks: [String: (task: Task<Result<OpenResult, DaemonError>, Never>, started: Date)] = [:]
+    private var entries: [String: Entry] = [:]
 
     func start(_ body: @escaping @Sendable () async throws(DaemonError) -> OpenResult) -> String {
         let id = UUID().uuidString.lowercased()
+        // The task records its own result, so `result(wait: false)` only has to look.
         let task = Task { () -> Result<OpenResult, DaemonError> in
-            do throws(DaemonError) { return .success(try await body()) } catch { return .failure(error) }
+            let result: Result<OpenResult, DaemonError>
+            do throws(DaemonError) { result = .success(try await body()) } catch { result = .failure(error) }
+            self.lock.withLock { self.entries[id]?.result = result }
+            return result
         }
         lock.withLock {
-            tasks = tasks.filter { Date().timeIntervalSince($0.value.started) < 3600 }
-            tasks[id] = (task, Date())
+            entries = entries.filter { Date().timeIntervalSince($0.value.started) < 3600 }
+            entries[id] = Entry(task: task, started: Date(), result: nil)
         }
         return id
     }
 
     func result(_ id: String, wait: Bool) async throws -> OpenResult? {
-        guard let entry = lock.withLock({ tasks[id] }) else { throw DaemonError.notFound("no pending request \"\(id)\"") }
-        if !wait {
-            // Peek without blocking: a finished task's value is available at once.
-            let done = await withTaskGroup(of: Result<OpenResult, DaemonError>?.self) { group in
-                group.addTask { await entry.task.value }
-                group.addTask { try? await Task.sleep(for: .milliseconds(1)); return nil }
-                let first = await group.next() ?? nil
-                group.cancelAll()
-                return first
-            }
-            guard let done else { return nil }
-            return try done.get()
-        }
+        guard let entry = lock.withLock({ entries[id] }) else { throw DaemonError.notFound("no pending request \"\(id)\"") }
+        if let done = entry.result { return try done.get() }
+        guard wait else { return nil }
         return try await entry.task.value.get()
     }
 }
@@ -457,7 +459,10 @@ func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) -> Respon
 func respond(_ result: OpenResult) throws -> Response { json(result) }
 
 func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: BasicRequestContext) async throws -> T {
-    let buffer = try await request.body.collect(upTo: 1 << 20)
+    let buffer: ByteBuffer
+    do { buffer = try await request.body.collect(upTo: 1 << 20) } catch {
+        throw DaemonError.payloadTooLarge("the request body is over 1 MiB")
+    }
     do {
         return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
     } catch let DecodingError.keyNotFound(key, _) {

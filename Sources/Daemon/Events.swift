@@ -5,7 +5,7 @@ import Synchronization
 /// `event:` line is `type`, the `data:` line this value as JSON).
 public struct DaemonEvent: Sendable, Codable, Equatable {
     /// `card-inserted`, `card-removed`, `waiting-for-card`, `prompt`, `prompt-answered`,
-    /// `transaction-started`, `outcome`, `keypad-queued`.
+    /// `transaction-started`, `outcome`, `keypad-queued`, `clock`.
     public let type: String
     public let terminal: String?
     /// Microseconds since 1970 on the daemon's clock.

@@ -10,7 +10,8 @@ public enum DaemonError: Error, Sendable, Equatable, CustomStringConvertible {
     case notFound(String)
     /// The terminal is busy, or the keypad is asking for something else.
     case conflict(String)
-    case unavailable(String)
+    /// A request body over the API's limit.
+    case payloadTooLarge(String)
     case failure(String)
 
     public var status: Int {
@@ -18,7 +19,7 @@ public enum DaemonError: Error, Sendable, Equatable, CustomStringConvertible {
         case .badRequest: 400
         case .notFound: 404
         case .conflict: 409
-        case .unavailable: 503
+        case .payloadTooLarge: 413
         case .failure: 500
         }
     }
@@ -26,7 +27,7 @@ public enum DaemonError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .badRequest(let field, let rule): "\(field): \(rule)"
-        case .notFound(let what), .conflict(let what), .unavailable(let what), .failure(let what): what
+        case .notFound(let what), .conflict(let what), .payloadTooLarge(let what), .failure(let what): what
         }
     }
 }

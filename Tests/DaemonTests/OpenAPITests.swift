@@ -429,7 +429,7 @@ struct OpenAPITests {
                                 status: "failed", message: "Aborted", transaction: nil)
         try check(result, "POST", "/v1/open")
         try check(result, "GET", "/v1/requests/{id}")
-        for status in [400, 404, 409, 500] {
+        for status in [400, 404, 409, 413, 500] {
             try check(ErrorBody(error: "limit: must be a whole number from 1 to 1000", field: "limit", rule: "must be a whole number from 1 to 1000"),
                       "POST", "/v1/open", status: status)
         }
@@ -573,6 +573,8 @@ struct OpenAPILiveTests {
         try call("POST", "/v1/clock", body: #"{"advanceSeconds": 5}"#, expect: 409)
         let billpocket = try call("POST", "/v1/open", body: #"{"url": "billpocket://transaction=venta&amount=1.00"}"#, expect: 400)
         #expect(billpocket?["field"] == .string("url"))
+        let oversize = try call("POST", "/v1/open", body: #"{"url": ""# + String(repeating: "x", count: 1_100_000) + #""}"#, expect: 413)
+        #expect(oversize?["error"] == .string("the request body is over 1 MiB"))
         let notJSON = try call("POST", "/v1/open", body: "not json", expect: 400)
         #expect(notJSON?["field"] == .string("body"))
         let noURL = try call("POST", "/v1/open", body: "{}", expect: 400)
@@ -627,14 +629,11 @@ struct OpenAPILiveTests {
                                expect: 202)
         let id = try #require(pending?["id"]?.string)
         #expect(pending?["status"] == .string("pending"))
-        // wait=false should answer 202 at once; in this version it waits for the sale (known
-        // defect, API.swift OpenRequests.result: the task group waits for its un-cancellable child).
-        withKnownIssue("GET /v1/requests/{id}?wait=false blocks until the request ends") {
-            let peek = try unixHTTP(daemon.controlSocket, "GET", "/v1/requests/\(id)?wait=false", timeout: .seconds(2))
-            #expect(peek.status == 202)
-            let problems = document.problems(try JSONValue.parse(peek.body), try #require(document.responseSchema("GET", "/v1/requests/{id}", status: 202)))
-            #expect(problems.isEmpty, "\(problems)")
-        }
+        // wait=false answers 202 at once while the sale waits for its card.
+        let peek = try unixHTTP(daemon.controlSocket, "GET", "/v1/requests/\(id)?wait=false", timeout: .seconds(2))
+        #expect(peek.status == 202)
+        let peekProblems = document.problems(try JSONValue.parse(peek.body), try #require(document.responseSchema("GET", "/v1/requests/{id}", status: 202)))
+        #expect(peekProblems.isEmpty, "\(peekProblems)")
         var busy: JSONValue?
         for _ in 0..<100 {
             busy = try call("GET", "/v1/terminals/bench1", "/v1/terminals/{name}", expect: 200)
