@@ -34,8 +34,30 @@ enum Validate {
     /// The kernel masks traces and fronts render masked URLs; this is the ledger refusing to be
     /// the place a mistake upstream turns into a stored PAN.
     static func noPAN(_ pan: String?, in text: String?, field: String) throws {
-        guard let pan, let text, text.contains(pan) else { return }
+        guard let pan, let text, containsBytes(text, pan) else { return }
         throw LedgerError.invalid(field: field, rule: "contains the full PAN; only masked card data may be stored")
+    }
+
+    /// A byte search: `String.contains` goes through Foundation's locale-aware search, which
+    /// showed in the daemon's profile for a check that only ever looks for ASCII digits.
+    static func containsBytes(_ text: String, _ needle: String) -> Bool {
+        let n = Array(needle.utf8)
+        guard let first = n.first else { return true }
+        var t = text
+        return t.withUTF8 { h in
+            guard h.count >= n.count else { return false }
+            var i = 0
+            let last = h.count - n.count
+            while i <= last {
+                if h[i] == first {
+                    var j = 1
+                    while j < n.count && h[i + j] == n[j] { j += 1 }
+                    if j == n.count { return true }
+                }
+                i += 1
+            }
+            return false
+        }
     }
 
     static func hex(_ value: String?, field: String, bytes: ClosedRange<Int>) throws {

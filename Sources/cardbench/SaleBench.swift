@@ -112,7 +112,7 @@ struct SaleBench: AsyncParsableCommand {
                         let reply = try await client.send(method: "POST", "/v1/open", json: OpenRequest(url: Self.url(n + 1), terminal: name))
                         let d = clock.now - t0
                         latencies.append(Double(d.components.seconds) * 1e3 + Double(d.components.attoseconds) / 1e15)
-                        if reply.status == 200, let r = try? JSONDecoder().decode(OpenResult.self, from: reply.body), r.status == "success" {
+                        if reply.status == 200, let r = try? JSONDecoder().decode(Outcome.self, from: reply.body), r.status == "success" {
                             approved += 1
                         }
                     }
@@ -143,6 +143,9 @@ struct SaleBench: AsyncParsableCommand {
         print(String(format: "floor: one durable SQLite commit (WAL, synchronous=FULL), p50 %.3f ms, p99 %.3f ms", floorP50, floorP99))
         print(String(format: "ratio: sale p50 is %.2fx the commit floor (goal ≤ 2x); goal at 32 terminals: 1,000 sales/s", report.p50RatioToFloor))
     }
+
+    /// All the client needs of the answer.
+    struct Outcome: Decodable { let status: String }
 
     static func url(_ n: Int) -> String {
         "vivapayclient://pay/v1?callback=bench://result&merchantKey=K&appId=bench&action=sale&amount=100&clientTransactionId=bench-\(UUID().uuidString.prefix(8))-\(n)"
