@@ -80,7 +80,17 @@ tools: build
 ## test: every test — the Swift suites (with 700 random cases against pyemv), then PC/SC interop
 test: unit-test interop
 
+## the daemon tests check the systemd unit with systemd-analyze and systemd-sysusers, and run the
+## daemon under systemd's MemoryDenyWriteExecute filter through libseccomp
+TEST_APT := systemd libseccomp2
+
 unit-test: deps venv
+	@missing=""; \
+	for p in $(TEST_APT); do dpkg -s $$p 2>/dev/null | grep -q '^Status: install ok installed' || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
 	$(SWIFT) build --build-tests
 	CARDBENCH_PYTHON=$(abspath $(VENV))/bin/python $(SWIFT) test --skip-build
 
