@@ -117,9 +117,12 @@ interop: deps
 ## and bench ledger (lookups at a million rows against a primary-key lookup)
 bench: deps venv
 	$(SWIFT) build -c release --product cardbench
+	$(SWIFT) build -c release --product cardbenchd
 	CARDBENCH_PYTHON=$(abspath $(VENV))/bin/python .build/release/cardbench bench crypto --seconds $(BENCH_SECONDS)
 	.build/release/cardbench bench card --seconds $(BENCH_SECONDS)
 	.build/release/cardbench bench ledger --rows $(BENCH_LEDGER_ROWS)
+	.build/release/cardbench bench sale --terminals 4 --count 2000
+	.build/release/cardbench bench sale --terminals 32 --count 6400
 
 clean:
 	rm -rf .build $(VENV) $(INTEROP_VENV)
