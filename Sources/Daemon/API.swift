@@ -303,17 +303,30 @@ struct ClockView: Codable {
     }
 }
 
-struct ClockBody: Codable {
-    let set: String?
-    let advanceSeconds: Int64?
+/// `POST /v1/clock`'s body: exactly one of `set` (ISO 8601) and `advanceSeconds`.
+public struct ClockBody: Codable, Sendable {
+    public let set: String?
+    public let advanceSeconds: Int64?
+
+    public init(set: String? = nil, advanceSeconds: Int64? = nil) {
+        self.set = set
+        self.advanceSeconds = advanceSeconds
+    }
 }
 
 /// `{"pin": "1234"}`, `{"select": 2}`, `{"confirm": true}` or `{"cancel": true}`.
-struct KeypadBody: Codable {
-    let pin: String?
-    let select: Int?
-    let confirm: Bool?
-    let cancel: Bool?
+public struct KeypadBody: Codable, Sendable {
+    public let pin: String?
+    public let select: Int?
+    public let confirm: Bool?
+    public let cancel: Bool?
+
+    public init(pin: String? = nil, select: Int? = nil, confirm: Bool? = nil, cancel: Bool? = nil) {
+        self.pin = pin
+        self.select = select
+        self.confirm = confirm
+        self.cancel = cancel
+    }
 
     func input() throws -> KeypadInput {
         let given = [pin != nil, select != nil, confirm == true, cancel == true].filter { $0 }.count
@@ -333,10 +346,19 @@ struct KeypadBody: Codable {
 }
 
 /// `{"code": "51"}`, `{"unavailable": true}` or `{"delayMs": 1500}`.
-struct HostOutcomeBody: Codable {
-    let code: String?
-    let unavailable: Bool?
-    let delayMs: Int?
+public struct HostOutcomeBody: Codable, Sendable {
+    public let code: String?
+    public let unavailable: Bool?
+    public let delayMs: Int?
+
+    public init(code: String? = nil, unavailable: Bool? = nil, delayMs: Int? = nil) {
+        self.code = code
+        self.unavailable = unavailable
+        self.delayMs = delayMs
+    }
+
+    /// How the CLI shows a queued outcome.
+    public var text: String { code.map { "respond \($0)" } ?? (unavailable == true ? "unavailable" : "delay \(delayMs ?? 0) ms") }
 
     init(_ outcome: QueuedOutcome) {
         switch outcome {
@@ -363,19 +385,20 @@ struct HostOutcomeBody: Codable {
     }
 }
 
-struct TerminalView: Codable {
-    let name: String
-    let tid: String
-    let reader: String
-    let cardPresent: Bool
-    let activity: String?
-    let prompt: String?
-    let queuedKeypadInputs: Int
-    let lastSTAN: String?
-    let batchNumber: Int
-    let batchOpen: Bool
-    let batchCount: Int
-    let batchAmount: Int64
+/// How `GET /v1/terminals` shows one.
+public struct TerminalView: Codable, Sendable {
+    public let name: String
+    public let tid: String
+    public let reader: String
+    public let cardPresent: Bool
+    public let activity: String?
+    public let prompt: String?
+    public let queuedKeypadInputs: Int
+    public let lastSTAN: String?
+    public let batchNumber: Int
+    public let batchOpen: Bool
+    public let batchCount: Int
+    public let batchAmount: Int64
 
     init(_ t: TerminalRuntime, _ bench: Bench) throws {
         let record = try bench.ledger.terminal(name: t.settings.name)
@@ -388,13 +411,14 @@ struct TerminalView: Codable {
     }
 }
 
-struct ReaderView: Codable {
-    let name: String
-    let kind: String
-    let terminal: String
-    let socket: String
-    let tcpPort: UInt16?
-    let cardPresent: Bool
+/// How `GET /v1/readers` shows one.
+public struct ReaderView: Codable, Sendable {
+    public let name: String
+    public let kind: String
+    public let terminal: String
+    public let socket: String
+    public let tcpPort: UInt16?
+    public let cardPresent: Bool
 
     init(_ t: TerminalRuntime) {
         name = t.reader.name; kind = "virtual"; terminal = t.settings.name; socket = t.readerSocket

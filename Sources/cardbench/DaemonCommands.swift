@@ -153,15 +153,10 @@ struct TerminalsCommand: AsyncParsableCommand {
 
     @OptionGroup var daemon: DaemonOptions
 
-    struct Row: Decodable {
-        let name: String, tid: String, reader: String, cardPresent: Bool, activity: String?, prompt: String?
-        let lastSTAN: String?, batchNumber: Int, batchOpen: Bool, batchCount: Int, batchAmount: Int64
-    }
-
     func run() async throws {
         let data = try await daemon.call(.GET, "/v1/terminals")
         if json { return printRaw(data) }
-        for t in try decodeReply([Row].self, data) {
+        for t in try decodeReply([TerminalView].self, data) {
             print("\(t.name) TID \(t.tid) reader \(t.reader) card \(t.cardPresent ? "present" : "absent") \(t.activity.map { "busy: \($0)" } ?? "idle")"
                   + "\(t.prompt.map { ", asking for \($0)" } ?? "") last STAN \(t.lastSTAN ?? "-") batch \(t.batchNumber) \(t.batchOpen ? "open" : "closed") "
                   + "(\(t.batchCount) for \(CLIFormat.money(Int(t.batchAmount))))")
@@ -193,13 +188,6 @@ struct KeypadCommand: AsyncParsableCommand {
 
     @OptionGroup var daemon: DaemonOptions
 
-    struct Body: Encodable {
-        var pin: String?
-        var select: Int?
-        var confirm: Bool?
-        var cancel: Bool?
-    }
-
     func validate() throws {
         let given = [pin != nil, select != nil, confirm, cancel].filter { $0 }.count
         guard given == 1 else { throw CLIError(message: "give exactly one of --pin, --select, --confirm and --cancel", code: 2) }
@@ -207,7 +195,7 @@ struct KeypadCommand: AsyncParsableCommand {
 
     func run() async throws {
         let data = try await daemon.call(.POST, "/v1/terminals/\(pathComponent(terminal))/keypad",
-                                         json: Body(pin: pin, select: select, confirm: confirm ? true : nil, cancel: cancel ? true : nil))
+                                         json: KeypadBody(pin: pin, select: select, confirm: confirm ? true : nil, cancel: cancel ? true : nil))
         let answer = try decodeReply([String: String].self, data)
         print(answer["result"] == "answered" ? "answered the prompt on \(terminal)" : "queued for the next prompt on \(terminal)")
     }
@@ -256,33 +244,20 @@ struct HostQueue: AsyncParsableCommand {
 
     @OptionGroup var daemon: DaemonOptions
 
-    struct Body: Encodable {
-        var code: String?
-        var unavailable: Bool?
-        var delayMs: Int?
-    }
-
-    struct Row: Decodable {
-        let code: String?
-        let unavailable: Bool?
-        let delayMs: Int?
-        var text: String { code.map { "respond \($0)" } ?? (unavailable == true ? "unavailable" : "delay \(delayMs ?? 0) ms") }
-    }
-
     func run() async throws {
         let path = "/v1/terminals/\(pathComponent(terminal))/host-queue"
         let data: Data
         if clear {
             data = try await daemon.call(.DELETE, path)
-            print("cleared \(try decodeReply([Row].self, data).count) queued outcome(s) on \(terminal)")
+            print("cleared \(try decodeReply([HostOutcomeBody].self, data).count) queued outcome(s) on \(terminal)")
             return
         }
         if code != nil || unavailable || delayMs != nil {
-            data = try await daemon.call(.POST, path, json: Body(code: code, unavailable: unavailable ? true : nil, delayMs: delayMs))
+            data = try await daemon.call(.POST, path, json: HostOutcomeBody(code: code, unavailable: unavailable ? true : nil, delayMs: delayMs))
         } else {
             data = try await daemon.call(.GET, path)
         }
-        let rows = try decodeReply([Row].self, data)
+        let rows = try decodeReply([HostOutcomeBody].self, data)
         print(rows.isEmpty ? "\(terminal): nothing queued" : "\(terminal) queue, next first: " + rows.map(\.text).joined(separator: ", "))
     }
 }
@@ -331,11 +306,6 @@ struct ClockCommand: AsyncParsableCommand {
 
     @OptionGroup var daemon: DaemonOptions
 
-    struct Body: Encodable {
-        var set: String?
-        var advanceSeconds: Int64?
-    }
-
     struct View: Decodable {
         let mode: String
         let iso: String
@@ -344,7 +314,7 @@ struct ClockCommand: AsyncParsableCommand {
     func run() async throws {
         let data = set == nil && advance == nil
             ? try await daemon.call(.GET, "/v1/clock")
-            : try await daemon.call(.POST, "/v1/clock", json: Body(set: set, advanceSeconds: advance))
+            : try await daemon.call(.POST, "/v1/clock", json: ClockBody(set: set, advanceSeconds: advance))
         let view = try decodeReply(View.self, data)
         print("\(view.iso) (\(view.mode) clock)")
     }
@@ -358,14 +328,10 @@ struct ReadersCommand: AsyncParsableCommand {
 
     @OptionGroup var daemon: DaemonOptions
 
-    struct Row: Decodable {
-        let name: String, kind: String, terminal: String, socket: String, tcpPort: UInt16?, cardPresent: Bool
-    }
-
     func run() async throws {
         let data = try await daemon.call(.GET, "/v1/readers")
         if json { return printRaw(data) }
-        for r in try decodeReply([Row].self, data) {
+        for r in try decodeReply([ReaderView].self, data) {
             print("\(r.name) \(r.kind) \(r.socket)\(r.tcpPort.map { " 127.0.0.1:\($0)" } ?? "") terminal \(r.terminal) card \(r.cardPresent ? "present" : "absent")")
         }
     }

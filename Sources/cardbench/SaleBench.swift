@@ -53,6 +53,9 @@ struct SaleBench: AsyncParsableCommand {
         let floorCommitP50Milliseconds: Double
         let floorCommitP99Milliseconds: Double
         let p50RatioToFloor: Double
+        /// CPU time per sale (user + system) of the daemon (with its demo cards) and of this client.
+        let daemonCPUMillisecondsPerSale: Double
+        let clientCPUMillisecondsPerSale: Double
         let goalRatio = 2.0
         let goalSalesPerSecondAt32Terminals = 1000.0
     }
@@ -95,6 +98,8 @@ struct SaleBench: AsyncParsableCommand {
         // One warm-up sale per terminal (first card insertion, first connection).
         for name in names { _ = try await client.send(method: "POST", "/v1/open", json: OpenRequest(url: Self.url(0), terminal: name)) }
 
+        let daemonCPUBefore = Self.processCPUSeconds(daemon.processIdentifier)
+        let clientCPUBefore = Self.processCPUSeconds(getpid())
         let perTerminal = count / terminals
         let total = perTerminal * terminals
         let clock = ContinuousClock()
@@ -128,6 +133,8 @@ struct SaleBench: AsyncParsableCommand {
             throw CLIError(message: "\(error); daemon \(daemon.isRunning ? "running" : "exited with \(daemon.terminationStatus)"), its log:\n\(tail)")
         }
         let elapsed = clock.now - start
+        let daemonCPU = Self.processCPUSeconds(daemon.processIdentifier) - daemonCPUBefore
+        let clientCPU = Self.processCPUSeconds(getpid()) - clientCPUBefore
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let latencies = results.flatMap(\.latencies).sorted()
         let approved = results.map(\.approved).reduce(0, +)
@@ -136,11 +143,15 @@ struct SaleBench: AsyncParsableCommand {
         let p50 = percentile(latencies, 50), p99 = percentile(latencies, 99)
         let report = Report(terminals: terminals, sales: total, approved: approved, seconds: seconds, salesPerSecond: Double(total) / seconds,
                             p50Milliseconds: p50, p99Milliseconds: p99, floorCommitP50Milliseconds: floorP50,
-                            floorCommitP99Milliseconds: floorP99, p50RatioToFloor: p50 / floorP50)
+                            floorCommitP99Milliseconds: floorP99, p50RatioToFloor: p50 / floorP50,
+                            daemonCPUMillisecondsPerSale: daemonCPU * 1000 / Double(total),
+                            clientCPUMillisecondsPerSale: clientCPU * 1000 / Double(total))
         if json { return try printJSON(report) }
         print("cardbench bench sale: \(total) Viva sales through cardbenchd, \(terminals) terminal(s) with virtual cards, one client each")
         print(String(format: "sales: %.0f/s, %d approved, p50 %.2f ms, p99 %.2f ms", report.salesPerSecond, approved, p50, p99))
         print(String(format: "floor: one durable SQLite commit (WAL, synchronous=FULL), p50 %.3f ms, p99 %.3f ms", floorP50, floorP99))
+        print(String(format: "CPU per sale: daemon (with its cards) %.2f ms, this client %.2f ms", report.daemonCPUMillisecondsPerSale,
+                     report.clientCPUMillisecondsPerSale))
         print(String(format: "ratio: sale p50 is %.2fx the commit floor (goal ≤ 2x); goal at 32 terminals: 1,000 sales/s", report.p50RatioToFloor))
     }
 
@@ -149,6 +160,16 @@ struct SaleBench: AsyncParsableCommand {
 
     static func url(_ n: Int) -> String {
         "vivapayclient://pay/v1?callback=bench://result&merchantKey=K&appId=bench&action=sale&amount=100&clientTransactionId=bench-\(UUID().uuidString.prefix(8))-\(n)"
+    }
+
+    /// User plus system CPU seconds of a process, from /proc/<pid>/stat (fields 14 and 15).
+    static func processCPUSeconds(_ pid: Int32) -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return 0 }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // After the command name: state is field 3, so utime (14) and stime (15) are at 11 and 12.
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     /// A binary installed beside this one.
