@@ -118,17 +118,16 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 throw ConfigurationError(key: "--config", rule: "\(file) is not a YAML mapping of settings: \(error)")
             }
         }
-        var configuration = try DaemonConfiguration(reader: ConfigReader(providers: providers))
+        let reader = ConfigReader(providers: providers)
+        var configuration = try DaemonConfiguration(reader: reader)
         if configuration.runtimeDirectory == nil, let systemd = environment["RUNTIME_DIRECTORY"], !systemd.isEmpty {
             configuration.runtimeDirectory = systemd.split(separator: ":").first.map(String.init)
         }
-        if let state = environment["STATE_DIRECTORY"], !state.isEmpty, reader(providers).string(forKey: "state_directory") == nil {
+        if let state = environment["STATE_DIRECTORY"], !state.isEmpty, reader.string(forKey: "state_directory") == nil {
             configuration.stateDirectory = state.split(separator: ":").first.map(String.init) ?? state
         }
         return configuration
     }
-
-    private static func reader(_ providers: [any ConfigProvider]) -> ConfigReader { ConfigReader(providers: providers) }
 
     /// Every key, checked; an unusable value names its key and rule.
     init(reader: ConfigReader) throws {

@@ -1,0 +1,84 @@
+import Foundation
+import Testing
+@testable import Daemon
+
+@Suite("daemon configuration")
+struct ConfigurationTests {
+    func file(_ yaml: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("cbcfg-\(UUID().uuidString.prefix(8)).yaml").path
+        try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test("no file and no environment: the embedded default")
+    func embeddedDefault() async throws {
+        let c = try await DaemonConfiguration.load(file: nil, environment: [:])
+        #expect(c == DaemonConfiguration())
+        #expect(c.stateDirectory == ".cardbench")
+        #expect(c.effectiveRuntimeDirectory == ".cardbench/run")
+        #expect(c.httpPort == 8780)
+        #expect(c.terminals == [TerminalSettings(name: "bench1", tid: "10000001", reader: "virtual:bench1")])
+    }
+
+    @Test("a YAML file sets terminals and values; CARDBENCH_* environment variables override it; systemd's directories apply")
+    func fileAndEnvironment() async throws {
+        let path = try file("""
+            state_directory: /tmp/cb-state
+            http:
+              port: 9000
+            terminals: [front, back]
+            terminal:
+              front:
+                tid: "20000001"
+                currency: 484
+              back:
+                tid: "20000002"
+            clock:
+              mode: manual
+              start: 2026-11-23T22:59:58-06:00
+            """)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let c = try await DaemonConfiguration.load(file: path, environment: ["CARDBENCH_HTTP_PORT": "0", "RUNTIME_DIRECTORY": "/run/cardbench"])
+        #expect(c.httpPort == 0, "the environment wins over the file")
+        #expect(c.stateDirectory == "/tmp/cb-state")
+        #expect(c.runtimeDirectory == "/run/cardbench")
+        #expect(c.terminals.map(\.name) == ["front", "back"])
+        #expect(c.terminals.map(\.tid) == ["20000001", "20000002"])
+        #expect(c.terminals[0].currencyCode == 484 && c.terminals[1].currencyCode == 978)
+        #expect(c.manualClock)
+        #expect(c.clockStart == 1_795_496_398_000_000, "2026-11-24T04:59:58Z")
+        let systemd = try await DaemonConfiguration.load(file: nil, environment: ["STATE_DIRECTORY": "/var/lib/cardbench"])
+        #expect(systemd.stateDirectory == "/var/lib/cardbench")
+        let off = try await DaemonConfiguration.load(file: nil, environment: ["CARDBENCH_HTTP_PORT": "off"])
+        #expect(off.httpPort == nil)
+    }
+
+    @Test("each bad value names its key and rule", arguments: [
+        ("http:\n  port: 70000\n", "http.port: must be a whole number from 0 to 65535"),
+        ("terminals: [a]\nterminal:\n  a:\n    tid: \"12\"\n", "terminal.a.tid: must be 8 digits"),
+        ("terminals: [a, a]\n", "terminals: \"a\" is listed twice"),
+        ("terminals: [\"a b\"]\n", "must be 1 to 32 letters"),
+        ("terminals: [a, b]\nterminal:\n  a:\n    tid: \"10000001\"\n  b:\n    tid: \"10000001\"\n", "already another terminal's TID"),
+        ("terminals: [a]\nterminal:\n  a:\n    reader: serial:/dev/ttyUSB0\n", "terminal.a.reader: must be virtual:<name>"),
+        ("clock:\n  mode: sometimes\n", "clock.mode: must be system or manual"),
+        ("clock:\n  start: yesterday\n", "clock.start: must be an ISO 8601"),
+        ("timeouts:\n  prompt_seconds: -1\n", "timeouts.prompt_seconds: must be a number of seconds above 0"),
+        ("viva:\n  amount_table: magic\n", "viva.amount_table: must be none, stripe-cents or billpocket"),
+        ("callbacks:\n  xdg_open: maybe\n", "callbacks.xdg_open: must be true or false"),
+    ])
+    func badValues(yaml: String, message: String) async throws {
+        let path = try file(yaml)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        do {
+            _ = try await DaemonConfiguration.load(file: path, environment: [:])
+            Issue.record("accepted: \(yaml)")
+        } catch let error as ConfigurationError {
+            #expect("\(error)".contains(message), "\(error)")
+        }
+    }
+
+    @Test("a missing file is an error naming it")
+    func missingFile() async throws {
+        await #expect(throws: ConfigurationError.self) { try await DaemonConfiguration.load(file: "/nonexistent/cardbenchd.yaml", environment: [:]) }
+    }
+}
