@@ -107,10 +107,7 @@ public final class Bench: @unchecked Sendable {
         publish("transaction-started", terminal: name, ["stan": started.stan.description, "action": new.action.rawValue])
         let result: CardResult = await terminal.perform { [self] in
             let box = InstallmentsBox()
-            var kernelConfiguration = TerminalConfiguration(pinKey: host.pinKey)
-            kernelConfiguration.countryCode = terminal.settings.countryCode
-            kernelConfiguration.currencyCode = terminal.settings.currencyCode
-            kernelConfiguration.promptTimeout = configuration.promptTimeout
+            let kernelConfiguration = self.kernelConfiguration(terminal)
             let date = UTCDateParts(secondsSince1970: new.createdAt / 1_000_000)
             var request = TransactionRequest(amount: Int(new.amount), date: date, stan: started.stan)
             request.kind = kind
@@ -150,6 +147,15 @@ public final class Bench: @unchecked Sendable {
         return (stored, outbox)
     }
 
+    /// The kernel's terminal data for one of our terminals.
+    func kernelConfiguration(_ terminal: TerminalRuntime) -> TerminalConfiguration {
+        var c = TerminalConfiguration(pinKey: host.pinKey)
+        c.countryCode = terminal.settings.countryCode
+        c.currencyCode = terminal.settings.currencyCode
+        c.promptTimeout = configuration.promptTimeout
+        return c
+    }
+
     /// Reads a card without a transaction (to find what to cancel).
     func readCard(on terminal: TerminalRuntime) async -> Result<CardRead, TransactionFailure> {
         let now = clock.nowMicroseconds()
@@ -158,10 +164,7 @@ public final class Bench: @unchecked Sendable {
                 publish("waiting-for-card", terminal: terminal.settings.name)
                 let channel = try terminal.waitForCard(timeout: configuration.cardTimeout)
                 defer { channel.powerOff() }
-                var kernelConfiguration = TerminalConfiguration(pinKey: host.pinKey)
-                kernelConfiguration.countryCode = terminal.settings.countryCode
-                kernelConfiguration.currencyCode = terminal.settings.currencyCode
-                var kernel = Kernel(configuration: kernelConfiguration, card: ChannelCardLink(channel), keypad: terminal.keypad, host: host)
+                var kernel = Kernel(configuration: kernelConfiguration(terminal), card: ChannelCardLink(channel), keypad: terminal.keypad, host: host)
                 do throws(TransactionFailure) {
                     return .success(try kernel.readCard(TransactionRequest(amount: 0, date: UTCDateParts(secondsSince1970: now / 1_000_000), stan: .first)))
                 } catch {
