@@ -102,49 +102,66 @@ public final class Bench: @unchecked Sendable {
     func cardTransaction(on terminal: TerminalRuntime, _ new: NewTransaction, kind: AuthorisationRequest.Kind,
                          amountTable: AmountTable, onCardRead: (@Sendable (CardRead) throws(KernelError) -> Int?)? = nil,
                          finish: @escaping @Sendable (CardResult) -> [OutboxMessage]) async throws -> (StoredTransaction, [OutboxMessage]) {
-        let started = try ledger.begin(new)
         let name = terminal.settings.name
-        publish("transaction-started", terminal: name, ["stan": started.stan.description, "action": new.action.rawValue])
-        let result: CardResult = await terminal.perform { [self] in
-            let box = InstallmentsBox()
-            let kernelConfiguration = self.kernelConfiguration(terminal)
-            let date = UTCDateParts(secondsSince1970: new.createdAt / 1_000_000)
-            var request = TransactionRequest(amount: Int(new.amount), date: date, stan: started.stan)
-            request.kind = kind
-            let outcome: Result<TransactionOutcome, TransactionFailure>
-            do throws(KernelError) {
-                publish("waiting-for-card", terminal: name, ["stan": started.stan.description])
-                let channel = try terminal.waitForCard(timeout: configuration.cardTimeout)
-                defer { channel.powerOff() }
-                var kernel = Kernel(configuration: kernelConfiguration, card: ChannelCardLink(channel), keypad: terminal.keypad,
-                                    host: TimedHost(host, timeout: configuration.hostTimeout, queue: name, amountTable: amountTable))
-                if let onCardRead {
-                    kernel.onCardRead = { card throws(KernelError) in box.value = try onCardRead(card) }
-                }
-                do throws(TransactionFailure) { outcome = .success(try kernel.run(request)) } catch { outcome = .failure(error) }
+        // All of it runs on the terminal's own thread: the ledger's writes block (a durable commit,
+        // shared with other terminals by group commit), and blocking Swift's cooperative threads
+        // would stall every other request on the daemon.
+        let done: Result<(StoredTransaction, [OutboxMessage]), any Error> = await terminal.perform { [self] in
+            let started: Started
+            do { started = try ledger.begin(new) } catch { return .failure(error) }
+            publish("transaction-started", terminal: name, ["stan": started.stan.description, "action": new.action.rawValue])
+            let result = runKernel(on: terminal, new, started: started, kind: kind, amountTable: amountTable, onCardRead: onCardRead)
+            let outbox = finish(result)
+            do {
+                let stored = try ledger.complete(id: started.id, result.completion, trace: result.trace, outbox: outbox)
+                return .success((stored, outbox))
             } catch {
-                outcome = .failure(TransactionFailure(error: error, reversal: nil, maskedPAN: nil, pan: nil, aid: nil, trace: []))
-            }
-            let now = clock.nowMicroseconds()
-            switch outcome {
-            case .success(let o):
-                var completion = Completion(o, completedAt: max(now, new.createdAt))
-                completion.installments = box.value
-                return CardResult(started: started, completion: completion,
-                                  trace: o.trace.map { TraceEntry(command: $0.command, response: $0.response) }, outcome: o, failure: nil)
-            case .failure(let f):
-                var completion = Completion(f, completedAt: max(now, new.createdAt))
-                if case .cancelled = f.error, f.reversal == nil { completion.status = .cancelled }
-                return CardResult(started: started, completion: completion,
-                                  trace: f.trace.map { TraceEntry(command: $0.command, response: $0.response) }, outcome: nil, failure: f)
+                return .failure(error)
             }
         }
-        let outbox = finish(result)
-        let stored = try ledger.complete(id: started.id, result.completion, trace: result.trace, outbox: outbox)
+        let (stored, outbox) = try done.get()
         metrics.recordTransaction(status: stored.status.rawValue, micros: stored.completedAt.map { $0 - stored.createdAt })
         publish("outcome", terminal: name, ["stan": stored.stan.description, "status": stored.status.rawValue,
                                             "responseCode": stored.responseCode ?? "", "message": stored.message ?? ""])
         return (stored, outbox)
+    }
+
+    /// Waits for the card and runs the kernel (on the terminal's thread).
+    private func runKernel(on terminal: TerminalRuntime, _ new: NewTransaction, started: Started, kind: AuthorisationRequest.Kind,
+                           amountTable: AmountTable, onCardRead: (@Sendable (CardRead) throws(KernelError) -> Int?)?) -> CardResult {
+        let name = terminal.settings.name
+        let box = InstallmentsBox()
+        let kernelConfiguration = self.kernelConfiguration(terminal)
+        let date = UTCDateParts(secondsSince1970: new.createdAt / 1_000_000)
+        var request = TransactionRequest(amount: Int(new.amount), date: date, stan: started.stan)
+        request.kind = kind
+        let outcome: Result<TransactionOutcome, TransactionFailure>
+        do throws(KernelError) {
+            publish("waiting-for-card", terminal: name, ["stan": started.stan.description])
+            let channel = try terminal.waitForCard(timeout: configuration.cardTimeout)
+            defer { channel.powerOff() }
+            var kernel = Kernel(configuration: kernelConfiguration, card: ChannelCardLink(channel), keypad: terminal.keypad,
+                                host: TimedHost(host, timeout: configuration.hostTimeout, queue: name, amountTable: amountTable))
+            if let onCardRead {
+                kernel.onCardRead = { card throws(KernelError) in box.value = try onCardRead(card) }
+            }
+            do throws(TransactionFailure) { outcome = .success(try kernel.run(request)) } catch { outcome = .failure(error) }
+        } catch {
+            outcome = .failure(TransactionFailure(error: error))
+        }
+        let now = clock.nowMicroseconds()
+        switch outcome {
+        case .success(let o):
+            var completion = Completion(o, completedAt: max(now, new.createdAt))
+            completion.installments = box.value
+            return CardResult(started: started, completion: completion,
+                              trace: o.trace.map { TraceEntry(command: $0.command, response: $0.response) }, outcome: o, failure: nil)
+        case .failure(let f):
+            var completion = Completion(f, completedAt: max(now, new.createdAt))
+            if case .cancelled = f.error, f.reversal == nil { completion.status = .cancelled }
+            return CardResult(started: started, completion: completion,
+                              trace: f.trace.map { TraceEntry(command: $0.command, response: $0.response) }, outcome: nil, failure: f)
+        }
     }
 
     /// The kernel's terminal data for one of our terminals.
@@ -171,7 +188,7 @@ public final class Bench: @unchecked Sendable {
                     return .failure(error)
                 }
             } catch {
-                return .failure(TransactionFailure(error: error, reversal: nil, maskedPAN: nil, pan: nil, aid: nil, trace: []))
+                return .failure(TransactionFailure(error: error))
             }
         }
     }
