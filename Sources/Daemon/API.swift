@@ -150,7 +150,7 @@ public struct API: Sendable {
                     let id = requests.start { () async throws(DaemonError) -> OpenResult in try await bench.open(body.url, terminal: body.terminal) }
                     return json(["id": id, "status": "pending"], status: .accepted)
                 }
-                return try respond(await bench.open(body.url, terminal: body.terminal))
+                return json(try await bench.open(body.url, terminal: body.terminal))
             }
         }
         router.get("/v1/requests/:id") { request, context in
@@ -160,7 +160,7 @@ public struct API: Sendable {
                 guard let result = try await requests.result(id, wait: wait) else {
                     return json(["id": id, "status": "pending"], status: .accepted)
                 }
-                return try respond(result)
+                return json(result)
             }
         }
         router.get("/v1/transactions") { request, _ in
@@ -479,8 +479,6 @@ func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) -> Respon
     let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
     return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
 }
-
-func respond(_ result: OpenResult) throws -> Response { json(result) }
 
 func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: BasicRequestContext) async throws -> T {
     let buffer: ByteBuffer

@@ -63,6 +63,4 @@ public final class EventHub: Sendable {
         }
         for s in subscribers { s.finish() }
     }
-
-    public var subscriberCount: Int { state.withLock { $0.subscribers.count } }
 }
