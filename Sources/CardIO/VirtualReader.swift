@@ -38,6 +38,7 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
     private let lifecycle = NSLock()
     private var running: Running?
     private var current: CardConnection?
+    private var inProcess: InProcessSlot?
     private var observers: [UInt64: @Sendable (ReaderEvent) -> Void] = [:]
     private var nextObservation: UInt64 = 0
     private var boundTCPPort: UInt16?
@@ -100,7 +101,41 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
 
     /// Whether a card is connected and has not hung up or been ejected.
     public var isCardPresent: Bool {
-        locked { current }?.isAlive ?? false
+        let (socketCard, local) = locked { (current, inProcess) }
+        return local != nil || socketCard?.isAlive == true
+    }
+
+    /// Whether the card present is an in-process one (see `insert(_:)`).
+    public var hasInProcessCard: Bool { locked { inProcess != nil } }
+
+    // MARK: In-process cards
+
+    /// Inserts a card living in this process: observers hear of it as of any insertion, and
+    /// `connect` hands its channel out. Throws when a card (of either kind) is already present,
+    /// since a reader holds one card at a time.
+    public func insert(_ card: any InProcessCard) throws(CardIOError) {
+        let refused: Bool = locked {
+            if inProcess != nil || current?.isAlive == true { return true }
+            inProcess = InProcessSlot(card: card, readerName: name)
+            condition.broadcast()
+            return false
+        }
+        if refused { throw .io(reader: name, detail: "a card is already inserted; a reader holds one card at a time") }
+        emit(.cardInserted(reader: name))
+    }
+
+    /// Removes the in-process card, if there is one: its channels throw `cardRemoved` from now
+    /// on. Returns whether there was one.
+    @discardableResult
+    public func removeInProcessCard() -> Bool {
+        guard let slot = locked({ () -> InProcessSlot? in
+            let slot = inProcess
+            inProcess = nil
+            return slot
+        }) else { return false }
+        slot.remove()
+        emit(.cardRemoved(reader: name))
+        return true
     }
 
     // MARK: Lifecycle
@@ -166,6 +201,7 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
         run.finished.wait()
         closeDescriptor(run.wakeWrite)
         closeDescriptor(run.wakeRead)
+        removeInProcessCard()
     }
 
     // MARK: CardReader
@@ -177,17 +213,27 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
         let deadline = Date(timeIntervalSinceNow: max(0, timeout.seconds))
         condition.lock()
         var card: CardConnection?
+        var local: InProcessSlot?
         while true {
+            if let slot = inProcess {
+                local = slot
+                break
+            }
             if let c = current, c.isAlive {
                 card = c
                 break
             }
             if !condition.wait(until: deadline) {
                 if let c = current, c.isAlive { card = c }
+                local = inProcess
                 break
             }
         }
         condition.unlock()
+        if let local {
+            let (session, atr) = try local.powerOn()
+            return InProcessChannel(slot: local, session: session, atr: atr)
+        }
         guard let card else { throw .noCard(reader: name) }
         let (session, atr) = try card.powerOn()
         return VPCDChannel(connection: card, session: session, atr: atr)
@@ -264,6 +310,11 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
         }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         let peer = tcp ? Self.describe(address) : "a process on the Unix socket"
+        if locked({ inProcess != nil }) {
+            log("reader \(name): refused a card (\(peer)): an in-process card is inserted and a reader holds one card at a time")
+            closeDescriptor(fd)
+            return
+        }
         if let present = card {
             if present.isAlive {
                 log("reader \(name): refused a second card (\(peer)): a card is already inserted and a reader holds one card at a time")

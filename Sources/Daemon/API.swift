@@ -419,10 +419,14 @@ public struct ReaderView: Codable, Sendable {
     public let socket: String
     public let tcpPort: UInt16?
     public let cardPresent: Bool
+    /// Where the present card lives: "socket" (a process on the reader's socket) or "in-process"
+    /// (the demo card, a card inserted through the API); absent when there is none.
+    public let card: String?
 
     init(_ t: TerminalRuntime) {
         name = t.reader.name; kind = "virtual"; terminal = t.settings.name; socket = t.readerSocket
         tcpPort = t.reader.tcpPortBound; cardPresent = t.reader.isCardPresent
+        card = t.reader.hasInProcessCard ? "in-process" : cardPresent ? "socket" : nil
     }
 }
 

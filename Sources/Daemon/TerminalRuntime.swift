@@ -80,7 +80,7 @@ public final class TerminalRuntime: @unchecked Sendable {
             events.publish(DaemonEvent(type: "prompt", terminal: terminal, at: clock.nowMicroseconds(), data: data))
         }
         work = DispatchQueue(label: "cardbench.terminal.\(settings.name)")
-        demo = demoCard.map { DemoCard(profile: $0, socket: readerSocket) }
+        demo = try demoCard.map { try DemoCard(profile: $0) }
         reader.addObserver { event in
             switch event {
             case .cardInserted: events.publish(DaemonEvent(type: "card-inserted", terminal: terminal, at: clock.nowMicroseconds()))
@@ -135,7 +135,7 @@ public final class TerminalRuntime: @unchecked Sendable {
 
     /// Waits for a card (inserting the demo card when there is one) and powers it on.
     func waitForCard(timeout: Duration) throws(KernelError) -> any CardChannel {
-        if let demo, !reader.isCardPresent { demo.insert() }
+        if let demo, !reader.isCardPresent { try? reader.insert(demo) }
         let deadline = ContinuousClock.now + timeout
         while true {
             if isAborted { throw .cancelled(step: "waiting for the card") }
@@ -157,52 +157,34 @@ public final class TerminalRuntime: @unchecked Sendable {
 
     func stop() {
         _ = abort()
-        demo?.remove()
         reader.stop()
     }
 }
 
-/// Demo mode's card: served in this process over the reader's own socket, as `cardbench card
-/// insert` would, so the daemon's real reader path runs.
-final class DemoCard: @unchecked Sendable {
-    let profile: CardProfile
-    let socket: String
+/// Demo mode's card: a virtual card living in the daemon and sitting in the terminal's reader as
+/// an in-process card, so it answers on the kernel's own thread. It keeps its counters (ATC, PIN
+/// tries) across transactions, as the one physical card a demo would use.
+final class DemoCard: InProcessCard, @unchecked Sendable {
+    // Unchecked: `card` is touched only under `lock`.
     private let lock = NSLock()
-    private var link: VPCDCardLink?
-    private var state: CardState?
+    private var card: VirtualCard
 
-    init(profile: CardProfile, socket: String) {
-        self.profile = profile
-        self.socket = socket
+    init(profile: CardProfile) throws(EMVError) {
+        card = try VirtualCard(profile: profile)
     }
 
-    func insert() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard link == nil, let link = try? VPCDCardLink.connect(to: .unix(socket)),
-              let card = try? VirtualCard(profile: profile, state: state) else { return }
-        self.link = link
-        let box = CardBox(card)
-        Thread.detachNewThread { [self] in
-            try? link.serve(atr: box.card.atr, respond: { command in
-                let response = box.card.respond(to: command)
-                self.lock.withLock { self.state = box.card.state }
-                return response
-            }, onPower: { event in
-                if event != .powerOff { box.card.reset() }
-            })
-            self.lock.withLock { if self.link === link { self.link = nil } }
+    func powerOn(warm: Bool) -> [UInt8] {
+        lock.withLock {
+            card.reset()
+            return card.atr
         }
     }
 
-    func remove() {
-        let current = lock.withLock { link }
-        current?.close()
+    func powerOff() {
+        lock.withLock { card.reset() }
     }
-}
 
-/// The demo card's mutable state, touched only by its serving thread.
-private final class CardBox: @unchecked Sendable {
-    var card: VirtualCard
-    init(_ card: VirtualCard) { self.card = card }
+    func respond(to command: [UInt8]) -> [UInt8] {
+        lock.withLock { card.respond(to: command) }
+    }
 }

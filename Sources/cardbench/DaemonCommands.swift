@@ -332,7 +332,7 @@ struct ReadersCommand: AsyncParsableCommand {
         let data = try await daemon.call(.GET, "/v1/readers")
         if json { return printRaw(data) }
         for r in try decodeReply([ReaderView].self, data) {
-            print("\(r.name) \(r.kind) \(r.socket)\(r.tcpPort.map { " 127.0.0.1:\($0)" } ?? "") terminal \(r.terminal) card \(r.cardPresent ? "present" : "absent")")
+            print("\(r.name) \(r.kind) \(r.socket)\(r.tcpPort.map { " 127.0.0.1:\($0)" } ?? "") terminal \(r.terminal) card \(r.cardPresent ? "present" + (r.card.map { " (\($0))" } ?? "") : "absent")")
         }
     }
 }

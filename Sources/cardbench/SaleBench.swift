@@ -9,9 +9,11 @@ struct SaleBench: AsyncParsableCommand {
         abstract: "Sales per second and latency through a real cardbenchd, beside the bare durable SQLite commit.",
         discussion: """
         Starts `cardbenchd` (the binary beside this one) on a temporary state directory with \
-        --terminals terminals in demo mode (each presents a virtual card over its own reader \
-        socket), then sends --count Viva sale URLs through the control socket, one client per \
-        terminal, each waiting for its callback before the next. Latency is the client's: request \
+        --terminals terminals in demo mode (each reader holds an in-process virtual card, as a \
+        card inserted through the API does; with --socket-cards, each holds a card served by its \
+        own `cardbench card insert` process over the reader's Unix socket instead, two thread \
+        wake-ups per APDU), then sends --count Viva sale URLs through the control socket, one \
+        client per terminal, each waiting for its callback before the next. Latency is the client's: request \
         sent to callback received. The floor, measured in the same run on the same disk, is one bare \
         durable SQLite commit (WAL, synchronous=FULL, one INSERT), as the ledger commits; a sale \
         makes two (its STAN before the host is asked, its outcome with its callback). Goals: p50 \
@@ -31,6 +33,9 @@ struct SaleBench: AsyncParsableCommand {
     @Option(help: "Floor commits to time.")
     var floorCommits: Int = 500
 
+    @Flag(help: "Serve each terminal's card from a `cardbench card insert` process over the reader's socket.")
+    var socketCards = false
+
     @Flag(help: "Print the figures as JSON.")
     var json = false
 
@@ -43,6 +48,8 @@ struct SaleBench: AsyncParsableCommand {
 
     struct Report: Encodable {
         let operation = "viva-sale-through-cardbenchd"
+        /// Where the cards live: "in-process" or "socket".
+        let cards: String
         let terminals: Int
         let sales: Int
         let approved: Int
@@ -95,6 +102,30 @@ struct SaleBench: AsyncParsableCommand {
             }
             try await Task.sleep(for: .milliseconds(50))
         }
+        var cardProcesses: [Process] = []
+        defer {
+            for p in cardProcesses where p.isRunning { p.interrupt() }
+            for p in cardProcesses { p.waitUntilExit() }
+        }
+        if socketCards {
+            for name in names {
+                let p = Process()
+                p.executableURL = Self.sibling("cardbench")
+                p.arguments = ["card", "insert", "--profile", card, "--reader", "\(runtime)/readers/\(name).sock"]
+                p.standardOutput = FileHandle.nullDevice
+                try p.run()
+                cardProcesses.append(p)
+            }
+            // The demo card would step in for a reader still empty at the first sale.
+            let deadline = Date().addingTimeInterval(20)
+            while true {
+                let reply = try await client.send(method: "GET", "/v1/readers")
+                let readers = (try? JSONDecoder().decode([ReaderView].self, from: reply.body)) ?? []
+                if readers.count == names.count, readers.allSatisfy({ $0.cardPresent && $0.card == "socket" }) { break }
+                guard Date() < deadline else { throw CLIError(message: "the socket cards did not connect to the readers in 20 s") }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
         // One warm-up sale per terminal (first card insertion, first connection).
         for name in names { _ = try await client.send(method: "POST", "/v1/open", json: OpenRequest(url: Self.url(0), terminal: name)) }
 
@@ -141,16 +172,16 @@ struct SaleBench: AsyncParsableCommand {
         func percentile(_ sorted: [Double], _ p: Int) -> Double { sorted[min(sorted.count - 1, sorted.count * p / 100)] }
         let floorP50 = percentile(floor, 50) / 1000, floorP99 = percentile(floor, 99) / 1000
         let p50 = percentile(latencies, 50), p99 = percentile(latencies, 99)
-        let report = Report(terminals: terminals, sales: total, approved: approved, seconds: seconds, salesPerSecond: Double(total) / seconds,
+        let report = Report(cards: socketCards ? "socket" : "in-process", terminals: terminals, sales: total, approved: approved, seconds: seconds, salesPerSecond: Double(total) / seconds,
                             p50Milliseconds: p50, p99Milliseconds: p99, floorCommitP50Milliseconds: floorP50,
                             floorCommitP99Milliseconds: floorP99, p50RatioToFloor: p50 / floorP50,
                             daemonCPUMillisecondsPerSale: daemonCPU * 1000 / Double(total),
                             clientCPUMillisecondsPerSale: clientCPU * 1000 / Double(total))
         if json { return try printJSON(report) }
-        print("cardbench bench sale: \(total) Viva sales through cardbenchd, \(terminals) terminal(s) with virtual cards, one client each")
+        print("cardbench bench sale: \(total) Viva sales through cardbenchd, \(terminals) terminal(s) with \(socketCards ? "virtual cards on the readers' sockets (one process each)" : "in-process virtual cards"), one client each")
         print(String(format: "sales: %.0f/s, %d approved, p50 %.2f ms, p99 %.2f ms", report.salesPerSecond, approved, p50, p99))
         print(String(format: "floor: one durable SQLite commit (WAL, synchronous=FULL), p50 %.3f ms, p99 %.3f ms", floorP50, floorP99))
-        print(String(format: "CPU per sale: daemon (with its cards) %.2f ms, this client %.2f ms", report.daemonCPUMillisecondsPerSale,
+        print(String(format: "CPU per sale: daemon%@ %.2f ms, this client %.2f ms", socketCards ? "" : " (with its cards)", report.daemonCPUMillisecondsPerSale,
                      report.clientCPUMillisecondsPerSale))
         print(String(format: "ratio: sale p50 is %.2fx the commit floor (goal ≤ 2x); goal at 32 terminals: 1,000 sales/s", report.p50RatioToFloor))
     }

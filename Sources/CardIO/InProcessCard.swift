@@ -1,0 +1,112 @@
+import Foundation
+
+/// A card that lives in the reader's own process (the daemon's demo card, a card a scenario
+/// inserts through the API): the reader hands its C-APDUs straight to it on the caller's thread.
+///
+/// A card behind a socket costs two thread wake-ups per APDU; on a bench running hundreds of
+/// scripted sales that is most of a sale's CPU, and it buys nothing when the card is software in
+/// the same process anyway. The kernel sees the same `CardChannel` either way.
+public protocol InProcessCard: AnyObject, Sendable {
+    /// Powers the card on, or resets it when `warm`, and returns its ATR.
+    func powerOn(warm: Bool) -> [UInt8]
+    /// Powers the card off; the next power-on is a cold start.
+    func powerOff()
+    /// Answers one C-APDU with an R-APDU (data ‖ SW1 SW2). Calls are serialised by the reader.
+    func respond(to command: [UInt8]) -> [UInt8]
+}
+
+/// An in-process card sitting in a reader: it stays until removed; each power-on starts a new
+/// session, so a channel from an earlier one throws, as over vpcd.
+final class InProcessSlot: @unchecked Sendable {
+    // Unchecked: every mutable field is guarded by `lock`, which is also held across the card's
+    // answer so two callers' exchanges never interleave.
+    let card: any InProcessCard
+    let readerName: String
+    private let lock = NSLock()
+    private var removed = false
+    private var session: UInt64 = 0
+    private var powered = false
+
+    init(card: any InProcessCard, readerName: String) {
+        self.card = card
+        self.readerName = readerName
+    }
+
+    var isRemoved: Bool { lock.withLock { removed } }
+
+    /// Marks the card gone; a blocked caller cannot exist (answers are synchronous), later ones throw.
+    func remove() {
+        lock.withLock {
+            removed = true
+            if powered { card.powerOff() }
+            powered = false
+        }
+    }
+
+    func powerOn() throws(CardIOError) -> (session: UInt64, atr: [UInt8]) {
+        try withLiveCard { () -> (UInt64, [UInt8]) in
+            session += 1
+            powered = true
+            return (session, card.powerOn(warm: false))
+        }
+    }
+
+    func transmit(_ command: [UInt8], session expected: UInt64) throws(CardIOError) -> [UInt8] {
+        try withLiveCard(session: expected) { card.respond(to: command) }
+    }
+
+    func reset(session expected: UInt64) throws(CardIOError) -> [UInt8] {
+        try withLiveCard(session: expected) { card.powerOn(warm: true) }
+    }
+
+    func powerOff(session expected: UInt64) {
+        lock.withLock {
+            guard !removed, powered, session == expected else { return }
+            powered = false
+            card.powerOff()
+        }
+    }
+
+    private func withLiveCard<T>(session expected: UInt64? = nil, _ body: () -> T) throws(CardIOError) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !removed else { throw .cardRemoved(reader: readerName) }
+        if let expected {
+            guard powered, session == expected else {
+                throw .io(reader: readerName, detail: "the card was powered off or reconnected; this channel is stale")
+            }
+        }
+        return body()
+    }
+}
+
+/// A powered in-process card's channel: one insertion, one power-on.
+final class InProcessChannel: CardChannel {
+    let readerName: String
+    private let slot: InProcessSlot
+    private let session: UInt64
+    private let currentATR: Locked<[UInt8]>
+
+    init(slot: InProcessSlot, session: UInt64, atr: [UInt8]) {
+        self.readerName = slot.readerName
+        self.slot = slot
+        self.session = session
+        self.currentATR = Locked(atr)
+    }
+
+    var atr: [UInt8] { currentATR.withLock { $0 } }
+
+    func transmit(_ command: [UInt8]) throws(CardIOError) -> [UInt8] {
+        try slot.transmit(command, session: session)
+    }
+
+    func reset() throws(CardIOError) -> [UInt8] {
+        let atr = try slot.reset(session: session)
+        currentATR.withLock { $0 = atr }
+        return atr
+    }
+
+    func powerOff() {
+        slot.powerOff(session: session)
+    }
+}
