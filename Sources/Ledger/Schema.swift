@@ -8,6 +8,9 @@ enum Schema {
         migrator.registerMigration("v1-terminals-transactions-traces-outbox") { db in
             try db.execute(sql: v1)
         }
+        migrator.registerMigration("v2-billpocket-users-tokens-devices") { db in
+            try db.execute(sql: v2)
+        }
         return migrator
     }
 
