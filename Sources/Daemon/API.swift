@@ -135,6 +135,7 @@ public struct API: Sendable {
         let bench = self.bench
         let requests = self.requests
 
+        billpocketRoutes(router)
         router.get("/v1/health") { _, _ in
             json(HealthView(status: "ok", terminals: bench.terminals.count, clock: bench.manualClock == nil ? "system" : "manual",
                             now: bench.clock.nowMicroseconds(), recovered: bench.recovered.count))

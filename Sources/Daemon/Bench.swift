@@ -100,7 +100,8 @@ public final class Bench: @unchecked Sendable {
     /// STAN is durable before the host is asked), waits for the card, runs the kernel, and then
     /// lets `finish` render the callback so the outcome and its outbox rows commit together.
     func cardTransaction(on terminal: TerminalRuntime, _ new: NewTransaction, kind: AuthorisationRequest.Kind,
-                         amountTable: AmountTable, onCardRead: (@Sendable (CardRead) throws(KernelError) -> Int?)? = nil,
+                         amountTable: AmountTable, tableAmount: Int? = nil, country: Int? = nil,
+                         onCardRead: (@Sendable (CardRead) throws(KernelError) -> Int?)? = nil,
                          finish: @escaping @Sendable (CardResult) -> [OutboxMessage]) async throws -> (StoredTransaction, [OutboxMessage]) {
         let name = terminal.settings.name
         // All of it runs on the terminal's own thread: the ledger's writes block (a durable commit,
@@ -110,7 +111,8 @@ public final class Bench: @unchecked Sendable {
             let started: Started
             do { started = try ledger.begin(new) } catch { return .failure(error) }
             publish("transaction-started", terminal: name, ["stan": started.stan.description, "action": new.action.rawValue])
-            let result = runKernel(on: terminal, new, started: started, kind: kind, amountTable: amountTable, onCardRead: onCardRead)
+            let result = runKernel(on: terminal, new, started: started, kind: kind, amountTable: amountTable, tableAmount: tableAmount,
+                                   country: country, onCardRead: onCardRead)
             let outbox = finish(result)
             do {
                 let stored = try ledger.complete(id: started.id, result.completion, trace: result.trace, outbox: outbox)
@@ -128,10 +130,15 @@ public final class Bench: @unchecked Sendable {
 
     /// Waits for the card and runs the kernel (on the terminal's thread).
     private func runKernel(on terminal: TerminalRuntime, _ new: NewTransaction, started: Started, kind: AuthorisationRequest.Kind,
-                           amountTable: AmountTable, onCardRead: (@Sendable (CardRead) throws(KernelError) -> Int?)?) -> CardResult {
+                           amountTable: AmountTable, tableAmount: Int?, country: Int?,
+                           onCardRead: (@Sendable (CardRead) throws(KernelError) -> Int?)?) -> CardResult {
         let name = terminal.settings.name
         let box = InstallmentsBox()
-        let kernelConfiguration = self.kernelConfiguration(terminal)
+        // The transaction's currency is the front's (Billpocket sells in pesos whatever the
+        // terminal's default), and so is the country it is made in.
+        var kernelConfiguration = self.kernelConfiguration(terminal)
+        kernelConfiguration.currencyCode = new.currency
+        if let country { kernelConfiguration.countryCode = country }
         let date = UTCDateParts(secondsSince1970: new.createdAt / 1_000_000)
         var request = TransactionRequest(amount: Int(new.amount), date: date, stan: started.stan)
         request.kind = kind
@@ -141,7 +148,8 @@ public final class Bench: @unchecked Sendable {
             let channel = try terminal.waitForCard(timeout: configuration.cardTimeout)
             defer { channel.powerOff() }
             var kernel = Kernel(configuration: kernelConfiguration, card: ChannelCardLink(channel), keypad: terminal.keypad,
-                                host: TimedHost(host, timeout: configuration.hostTimeout, queue: name, amountTable: amountTable))
+                                host: TimedHost(host, timeout: configuration.hostTimeout, queue: name, amountTable: amountTable,
+                                                tableAmount: tableAmount))
             if let onCardRead {
                 kernel.onCardRead = { card throws(KernelError) in box.value = try onCardRead(card) }
             }

@@ -85,6 +85,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var hostTimeout: Duration = .seconds(30)
     /// The Viva front's scripted declines by amount (`none`, `stripe-cents`, `billpocket`).
     public var vivaAmountTable: AmountTable = .stripeCents
+    /// The Billpocket front's: its development environment's 10XX.00 table by default.
+    public var billpocketAmountTable: AmountTable = .billpocket
     /// `system`, or `manual` (starting at `clockStart`, moved through the API).
     public var manualClock = false
     /// Microseconds since 1970 for a manual clock.
@@ -171,6 +173,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 throw ConfigurationError(key: "viva.amount_table", rule: "must be none, stripe-cents or billpocket, got \"\(table)\"")
             }
             vivaAmountTable = t
+        }
+        if let table = text("billpocket.amount_table") {
+            guard let t = AmountTable(option: table) else {
+                throw ConfigurationError(key: "billpocket.amount_table", rule: "must be none, stripe-cents or billpocket, got \"\(table)\"")
+            }
+            billpocketAmountTable = t
         }
         if let t = try seconds("timeouts.card_seconds") { cardTimeout = t }
         if let t = try seconds("timeouts.prompt_seconds") { promptTimeout = t }

@@ -17,17 +17,20 @@ public struct TimedHost: AuthorisationHost {
     let queue: String
     /// The front's scripted declines by amount.
     let amountTable: AmountTable
+    /// The amount the table is read with, when not the request's total (Billpocket: tip excluded).
+    let tableAmount: Int?
 
     /// Wraps `host`; answers later than `timeout` count as no answer.
-    public init(_ host: EmulatedHost, timeout: Duration, queue: String = "", amountTable: AmountTable? = nil) {
+    public init(_ host: EmulatedHost, timeout: Duration, queue: String = "", amountTable: AmountTable? = nil, tableAmount: Int? = nil) {
         self.host = host
         self.timeout = timeout
         self.queue = queue
         self.amountTable = amountTable ?? host.amountTable
+        self.tableAmount = tableAmount
     }
 
     public func authorise(_ request: AuthorisationRequest) throws(HostError) -> AuthorisationResponse {
-        let answer = try host.authorise(request, queue: queue, amountTable: amountTable)
+        let answer = try host.authorise(request, queue: queue, amountTable: amountTable, tableAmount: tableAmount)
         let delay = Duration.milliseconds(answer.delayMilliseconds)
         if delay > timeout {
             Thread.sleep(forTimeInterval: Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)

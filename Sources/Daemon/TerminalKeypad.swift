@@ -9,6 +9,8 @@ public enum PromptKind: Sendable, Equatable {
     case select(title: String, options: [String])
     /// Yes (confirm) or no (cancel).
     case confirm(question: String)
+    /// Billpocket's photo button: confirm when a photo was taken, cancel when none was.
+    case photo(mandatory: Bool)
 
     /// The prompt's name in events, errors and the API.
     public var name: String {
@@ -16,6 +18,7 @@ public enum PromptKind: Sendable, Equatable {
         case .pin(let online, _): online ? "online PIN" : "PIN"
         case .select(let title, _): title
         case .confirm(let question): question
+        case .photo(let mandatory): mandatory ? "photo (mandatory)" : "photo"
         }
     }
 }
@@ -41,7 +44,7 @@ public enum KeypadInput: Sendable, Equatable, CustomStringConvertible {
     /// Whether this input can answer `prompt`; cancel answers anything.
     func fits(_ prompt: PromptKind) -> Bool {
         switch (self, prompt) {
-        case (.cancel, _), (.pin, .pin), (.select, .select), (.confirm, .confirm): true
+        case (.cancel, _), (.pin, .pin), (.select, .select), (.confirm, .confirm), (.confirm, .photo): true
         default: false
         }
     }
@@ -63,7 +66,7 @@ public final class TerminalKeypad: Keypad, @unchecked Sendable {
     private var queued: [KeypadInput] = []
     private var aborted = false
     private let onPrompt: @Sendable (PromptKind) -> Void
-    /// Demo mode: answers PIN prompts by itself.
+    /// Demo mode: answers PIN prompts (and photo prompts) by itself.
     private let autoPIN: String?
 
     public init(autoPIN: String? = nil, onPrompt: @escaping @Sendable (PromptKind) -> Void = { _ in }) {
@@ -136,6 +139,8 @@ public final class TerminalKeypad: Keypad, @unchecked Sendable {
             return queued.remove(at: index)
         }
         if case .pin = kind, let autoPIN { return .pin(autoPIN) }
+        // Demo mode takes the photo a sale asks for, as an operator would.
+        if case .photo = kind, autoPIN != nil { return .confirm }
         prompt = kind
         answer = nil
         let deadline = Date().addingTimeInterval(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)

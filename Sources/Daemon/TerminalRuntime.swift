@@ -75,7 +75,7 @@ public final class TerminalRuntime: @unchecked Sendable {
             switch prompt {
             case .pin(_, let tries): if let tries { data["triesLeft"] = String(tries) }
             case .select(_, let options): data["options"] = options.joined(separator: "\n")
-            case .confirm: break
+            case .confirm, .photo: break
             }
             events.publish(DaemonEvent(type: "prompt", terminal: terminal, at: clock.nowMicroseconds(), data: data))
         }

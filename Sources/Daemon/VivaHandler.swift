@@ -14,9 +14,9 @@ extension Bench {
         case "vivapayclient":
             return try await viva(url, terminal: name)
         case "billpocket":
-            throw .badRequest(field: "url", rule: "billpocket:// requests are not supported yet (issue [5/7]); vivapayclient:// is")
+            return try await billpocket(url, terminal: name)
         default:
-            throw .badRequest(field: "url", rule: "the scheme must be vivapayclient (Viva Card Terminal app), got \"\(scheme)\"")
+            throw .badRequest(field: "url", rule: "the scheme must be vivapayclient (Viva Card Terminal app) or billpocket (Billpocket app), got \"\(scheme)\"")
         }
     }
 

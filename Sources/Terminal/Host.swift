@@ -224,8 +224,10 @@ public final class EmulatedHost: Sendable {
     }
 
     /// Decides an authorisation taking one-shot outcomes from `queue` and scripted declines from
-    /// `amountTable` (each front has its own: Billpocket's 10XX.00, Viva's cents).
-    public func authorise(_ request: AuthorisationRequest, queue: String, amountTable: AmountTable) throws(HostError)
+    /// `amountTable` (each front has its own: Billpocket's 10XX.00, Viva's cents), looked up by
+    /// `tableAmount` when given (Billpocket's table keys on the amount without the tip, which the
+    /// request's total includes) and by the request's amount otherwise.
+    public func authorise(_ request: AuthorisationRequest, queue: String, amountTable: AmountTable, tableAmount: Int? = nil) throws(HostError)
         -> AuthorisationResponse {
         let result: Result<AuthorisationResponse, HostError> = state.withLock { s in
             var delay = 0
@@ -243,12 +245,12 @@ public final class EmulatedHost: Sendable {
                 case .delay: break
                 }
             }
-            return .success(decide(&s, request, amountTable: amountTable, delay: delay))
+            return .success(decide(&s, request, amountTable: amountTable, tableAmount: tableAmount, delay: delay))
         }
         return try result.get()
     }
 
-    private func decide(_ s: inout State, _ r: AuthorisationRequest, amountTable: AmountTable, delay: Int) -> AuthorisationResponse {
+    private func decide(_ s: inout State, _ r: AuthorisationRequest, amountTable: AmountTable, tableAmount: Int? = nil, delay: Int) -> AuthorisationResponse {
         func decline(_ code: ResponseCode, _ rule: String, _ message: String? = nil) -> AuthorisationResponse {
             finish(&s, r, code, rule: rule, message: message ?? code.meaning, delay: delay)
         }
@@ -274,7 +276,7 @@ public final class EmulatedHost: Sendable {
             let valid = (try? keys.verify(arqc, data)) ?? false
             if !valid { return decline("82", "cryptogram", "ARQC verification failed") }
         }
-        if let code = amountTable.code(for: r.amount) { return decline(code, "amount table") }
+        if let code = amountTable.code(for: tableAmount ?? r.amount) { return decline(code, "amount table") }
         return finish(&s, r, .approved, rule: "approve", message: ResponseCode.approved.meaning, delay: delay)
     }
 

@@ -279,6 +279,10 @@ let schemaBindings: [String: SchemaBinding] = [
     "ClockView": .of(ClockView.self),
     "ClockBody": .of(ClockBody.self),
     "DaemonEvent": .of(DaemonEvent.self),
+    "BillpocketUserBody": .of(BillpocketUserBody.self),
+    "BillpocketUserView": .of(BillpocketUserView.self),
+    "DeviceTokenBody": .of(DeviceTokenBody.self),
+    "DeviceTokenView": .of(DeviceTokenView.self),
 ]
 
 /// Bodies API.swift writes as dictionary literals (`json(["result": …])`): checked against a
@@ -295,7 +299,9 @@ struct OpenAPITests {
 
     /// `router.get("/v1/terminals/:name")` → "GET /v1/terminals/{name}", from API.swift's text.
     static func routesInSource() throws -> Set<String> {
-        let source = try String(contentsOf: Locations.file("Sources/Daemon/API.swift"), encoding: .utf8)
+        let source = try ["API.swift", "BillpocketAPI.swift"].map {
+            try String(contentsOf: Locations.file("Sources/Daemon/\($0)"), encoding: .utf8)
+        }.joined(separator: "\n")
         var routes = Set<String>()
         for match in source.matches(of: #/router\.(get|post|put|patch|delete|head|on)\(\s*"([^"]*)"/#) {
             let path = String(match.output.2).replacing(#/:([A-Za-z_][A-Za-z0-9_]*)/#) { "{\($0.output.1)}" }
@@ -442,10 +448,10 @@ struct OpenAPITests {
         }
     }
 
-    @Test("every event type API.swift, Bench.swift, TerminalRuntime.swift and VivaHandler.swift publish is documented")
+    @Test("every event type API.swift, Bench.swift, TerminalRuntime.swift and the fronts' handlers publish is documented")
     func eventTypes() throws {
         var published = Set<String>()
-        for file in ["API.swift", "Bench.swift", "TerminalRuntime.swift", "VivaHandler.swift"] {
+        for file in ["API.swift", "Bench.swift", "TerminalRuntime.swift", "VivaHandler.swift", "BillpocketHandler.swift"] {
             let source = try String(contentsOf: Locations.file("Sources/Daemon/\(file)"), encoding: .utf8)
             for match in source.matches(of: #/(?:publish\(|DaemonEvent\(type: )"([a-z-]+)"/#) { published.insert(String(match.output.1)) }
             for match in source.matches(of: #/publish\([^)]*\? "([a-z-]+)" : "([a-z-]+)"/#) {
