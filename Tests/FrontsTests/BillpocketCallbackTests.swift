@@ -94,6 +94,19 @@ struct BillpocketCallbackTests {
             let scheme = try #require(error.urlScheme)
             #expect(BillpocketCallback.url(urlScheme: scheme, result: BillpocketResult(rejecting: error))
                     == "myapp://result=error&statusinfo=amount%3A%20max%202%20decimals&identifier=a%26b")
+            #expect(error.callbackURL == "myapp://result=error&statusinfo=amount%3A%20max%202%20decimals&identifier=a%26b")
+        }
+        do {
+            _ = try BillpocketRequest.parse("billpocket://transaction=venta&usertoken=t&amount=1.005&identifier=i&urlScheme=https://pos.example/h")
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.callbackURL == "https://pos.example/h?result=error&statusinfo=amount%3A%20max%202%20decimals&identifier=i")
+        }
+        do {
+            _ = try BillpocketRequest.parse("billpocket://transaction=venta&usertoken=t&amount=1.005&identifier=i")
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.callbackURL == nil)
         }
         do {
             _ = try BillpocketRequest.parse("billpocket://transaction=venta&usertoken=t&amount=1&urlScheme=myapp")

@@ -195,3 +195,11 @@ public enum BillpocketCallback {
         PercentEncoding.encode(value, keeping: isKept)
     }
 }
+
+extension BillpocketRequestError {
+    /// The `result=error` callback that answers this error, as Viva's `error.callback` is used:
+    /// nil when no valid `urlScheme` was found, and then the daemon answers with an HTTP 400.
+    public var callbackURL: String? {
+        urlScheme.map { BillpocketCallback.url(urlScheme: $0, result: BillpocketResult(rejecting: self)) }
+    }
+}
