@@ -22,10 +22,16 @@ enum PercentEncoding {
     /// `value` with every byte of its UTF-8 form that ``isKeptInValue(_:)`` rejects written as `%XX`
     /// (upper-case hex, as RFC 3986 §2.1 recommends); a space is `%20`, never `+`.
     static func encodeValue(_ value: String) -> String {
+        encode(value, keeping: isKeptInValue)
+    }
+
+    /// `value` with every byte of its UTF-8 form that `isKept` rejects written as `%XX` (upper-case
+    /// hex); each front says which bytes its app leaves alone, and everything else is escaped.
+    static func encode(_ value: String, keeping isKept: (UInt8) -> Bool) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(value.utf8.count)
         for byte in value.utf8 {
-            if isKeptInValue(byte) {
+            if isKept(byte) {
                 out.append(byte)
             } else {
                 out.append(UInt8(ascii: "%"))
