@@ -146,7 +146,7 @@ extension Bench {
                         authorization: outcome.authorisationCode ?? "", creditCard: BillpocketFormat.creditCard(pan: outcome.pan),
                         cardType: BillpocketFormat.cardType(brand: outcome.brand) ?? "", url: card.started.uuid,
                         bank: profile?.issuerName ?? "", accountType: profile.map { Self.accountType($0.accountType) } ?? .credit,
-                        arqc: Hex.encode(outcome.arqc), aid: Hex.encode(outcome.aid), appLabel: outcome.applicationLabel)
+                        arqc: outcome.arqc.map(Hex.encode), aid: Hex.encode(outcome.aid), appLabel: outcome.applicationLabel)
                 } else if let outcome = card.outcome {
                     result = BillpocketResult(failing: request, with: BillpocketFailure(outcome) ?? .declinedByCard)
                 } else {

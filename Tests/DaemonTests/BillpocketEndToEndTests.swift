@@ -71,11 +71,11 @@ struct BillpocketEndToEndTests {
         let daemon = try await billpocketDaemon()
         defer { daemon.remove() }
         let user = try createUser(daemon, "Taqueria")
-        let reply = try await daemon.open(ventaURL(token: user.token, amount: "100.00", extra: "&tip=15.00&msi=3&email=a@b.mx&phone=5512345678"))
+        let reply = try await daemon.open(ventaURL(token: user.token, amount: "300.00", extra: "&tip=15.00&msi=3&email=a@b.mx&phone=5512345678"))
         let result = try #require(reply.result, "\(reply.error)")
         #expect(result.status == "aprobada", "\(result.fields)")
         let callback = try #require(result.callback)
-        #expect(callback.hasPrefix("Sender://result=aprobada&statusinfo=&amount=100.00&tip=15.00&transactionid="))
+        #expect(callback.hasPrefix("Sender://result=aprobada&statusinfo=&amount=300.00&tip=15.00&transactionid="))
         let fields = billpocketFields(callback)
         #expect(fields.map(\.0) == ["result", "statusinfo", "amount", "tip", "transactionid", "msi", "authorization", "creditcard",
                                     "cardtype", "email", "phone", "arqc", "aid", "applabel", "url", "identifier", "bank", "accountType"])
@@ -95,7 +95,7 @@ struct BillpocketEndToEndTests {
         #expect(!callback.contains("5061991234567894"), "never the full PAN")
         // The ledger charged amount plus tip, in pesos.
         let t = try #require(result.transaction)
-        #expect(t.amount == 11_500 && t.tipAmount == 1_500 && t.currency == 484 && t.provider == "billpocket" && t.installments == 3)
+        #expect(t.amount == 31_500 && t.tipAmount == 1_500 && t.currency == 484 && t.provider == "billpocket" && t.installments == 3)
 
         let voucher = try await daemon.client.send(method: "GET", "/v1/vouchers/\(values["url"] ?? "")")
         #expect(voucher.status == 200)

@@ -113,7 +113,7 @@ struct BillpocketFormatTests {
             .declinedByHost("02"), .declinedByCard, .pinTriesExceeded, .hostUnavailable, .cardRemoved, .readerError, .cardError,
             .cardNotAccepted, .userCancel, .promptTimeout, .terminalBusy, .photoRequired,
             .badRequest(BillpocketFieldError(field: "amount", shortRule: "max 2 decimals", rule: "…")),
-            .userTokenUnknown, .userTokenRevoked, .deviceTokenUnknown, .deviceTokenInUse,
+            .userTokenUnknown, .userTokenInvalidated, .userTokenRotated, .deviceTokenUnknown, .deviceTokenInUse,
             .msi(.planNotEnabled(months: 12)), .msi(.belowMinimum(months: 12, minimumAmount: 999_999_999_999)),
         ] + BillpocketRefundRefusal.allCases.map { .refund($0) }
         for failure in all {
@@ -122,7 +122,8 @@ struct BillpocketFormatTests {
             #expect(!failure.detail.isEmpty)
         }
         #expect(all.filter { $0.result == .rechazada } == [.declinedByHost("02"), .declinedByCard, .pinTriesExceeded])
-        #expect(BillpocketFailure.userTokenRevoked.statusInfo == "userToken: invalidated or rotated")
+        #expect(BillpocketFailure.userTokenInvalidated.statusInfo == "userToken: invalidated")
+        #expect(BillpocketFailure.userTokenRotated.statusInfo == "userToken: rotated; use the new token")
         #expect(BillpocketFailure.deviceTokenInUse.statusInfo == "devicetoken: in use on another device")
     }
 

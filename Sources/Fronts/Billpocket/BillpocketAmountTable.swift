@@ -79,8 +79,9 @@ public enum BillpocketAmountTable {
     ///
     /// Pass the request's `amount`, tip excluded: it is the figure a tester writes
     /// ("amount=1005.00 declines with 05"), and the document's `amount` is "the amount without
-    /// tip". ``hostTable`` keys on the total, so the two agree on sales without a tip; for a sale
-    /// with one the daemon queues this code for the terminal (`QueuedOutcome.respond`) instead.
+    /// tip". The daemon has the host read ``hostTable`` with this amount too
+    /// (`EmulatedHost.authorise(_:queue:amountTable:tableAmount:)`), not with the total it
+    /// authorises.
     public static func responseCode(amount: Int) -> ResponseCode? {
         hostTable.code(for: amount)
     }

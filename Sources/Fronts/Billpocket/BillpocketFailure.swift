@@ -40,9 +40,11 @@ public enum BillpocketFailure: Sendable, Equatable {
     case badRequest(BillpocketFieldError)
     /// No user has this token.
     case userTokenUnknown
-    /// The user token was invalidated or rotated ("Future calls with this invalidated token will
-    /// be taken as errors").
-    case userTokenRevoked
+    /// The user token was invalidated ("Future calls with this invalidated token will be taken
+    /// as errors").
+    case userTokenInvalidated
+    /// The user token was replaced by a newer one (rotated); the user has a working token.
+    case userTokenRotated
     /// No device of this user has this device token.
     case deviceTokenUnknown
     /// The device token is dead: it configured another device, and "will continue working for
@@ -114,7 +116,8 @@ public enum BillpocketFailure: Sendable, Equatable {
         case .photoRequired: "photo: required (mandatoryPhoto)"
         case .badRequest(let error): error.statusInfo
         case .userTokenUnknown: "userToken: unknown"
-        case .userTokenRevoked: "userToken: invalidated or rotated"
+        case .userTokenInvalidated: "userToken: invalidated"
+        case .userTokenRotated: "userToken: rotated; use the new token"
         case .deviceTokenUnknown: "devicetoken: unknown"
         case .deviceTokenInUse: "devicetoken: in use on another device"
         case .msi(let refusal): refusal.statusInfo
@@ -140,7 +143,8 @@ public enum BillpocketFailure: Sendable, Equatable {
         case .photoRequired: "the sale asks for a photo (showPhotoButton=true and mandatoryPhoto=true) and none was attached"
         case .badRequest(let error): error.description
         case .userTokenUnknown: "userToken: no user has this token"
-        case .userTokenRevoked: "userToken: the token was invalidated or rotated; ask the user for the current one"
+        case .userTokenInvalidated: "userToken: the token was invalidated; no request with it will work until the user's token is rotated"
+        case .userTokenRotated: "userToken: the token was rotated; the user has a newer token, use that one"
         case .deviceTokenUnknown: "devicetoken: no device of this user has this token"
         case .deviceTokenInUse: "devicetoken: the token is dead, it configured another device and works only there"
         case .msi(let refusal): "msi: " + refusal.rule
