@@ -206,16 +206,27 @@ final class CardConnection: @unchecked Sendable {
     }
 }
 
-/// A powered card's channel: one card insertion, one power-on.
-final class VPCDChannel: CardChannel {
+/// What a channel needs of the card behind a reader: exchanges checked against the power-on
+/// session they belong to, so a channel from an earlier power-on or insertion throws.
+protocol CardSessions: AnyObject, Sendable {
+    var readerName: String { get }
+    func transmit(_ command: [UInt8], session: UInt64) throws(CardIOError) -> [UInt8]
+    func reset(session: UInt64) throws(CardIOError) -> [UInt8]
+    func powerOff(session: UInt64)
+}
+
+extension CardConnection: CardSessions {}
+
+/// A powered card's channel, over vpcd or in process: one card insertion, one power-on.
+final class SessionChannel: CardChannel {
     let readerName: String
-    private let connection: CardConnection
+    private let card: any CardSessions
     private let session: UInt64
     private let currentATR: Locked<[UInt8]>
 
-    init(connection: CardConnection, session: UInt64, atr: [UInt8]) {
-        self.readerName = connection.readerName
-        self.connection = connection
+    init(_ card: any CardSessions, session: UInt64, atr: [UInt8]) {
+        self.readerName = card.readerName
+        self.card = card
         self.session = session
         self.currentATR = Locked(atr)
     }
@@ -223,16 +234,16 @@ final class VPCDChannel: CardChannel {
     var atr: [UInt8] { currentATR.withLock { $0 } }
 
     func transmit(_ command: [UInt8]) throws(CardIOError) -> [UInt8] {
-        try connection.transmit(command, session: session)
+        try card.transmit(command, session: session)
     }
 
     func reset() throws(CardIOError) -> [UInt8] {
-        let atr = try connection.reset(session: session)
+        let atr = try card.reset(session: session)
         currentATR.withLock { $0 = atr }
         return atr
     }
 
     func powerOff() {
-        connection.powerOff(session: session)
+        card.powerOff(session: session)
     }
 }

@@ -17,7 +17,7 @@ public protocol InProcessCard: AnyObject, Sendable {
 
 /// An in-process card sitting in a reader: it stays until removed; each power-on starts a new
 /// session, so a channel from an earlier one throws, as over vpcd.
-final class InProcessSlot: @unchecked Sendable {
+final class InProcessSlot: CardSessions, @unchecked Sendable {
     // Unchecked: every mutable field is guarded by `lock`, which is also held across the card's
     // answer so two callers' exchanges never interleave.
     let card: any InProcessCard
@@ -77,36 +77,5 @@ final class InProcessSlot: @unchecked Sendable {
             }
         }
         return body()
-    }
-}
-
-/// A powered in-process card's channel: one insertion, one power-on.
-final class InProcessChannel: CardChannel {
-    let readerName: String
-    private let slot: InProcessSlot
-    private let session: UInt64
-    private let currentATR: Locked<[UInt8]>
-
-    init(slot: InProcessSlot, session: UInt64, atr: [UInt8]) {
-        self.readerName = slot.readerName
-        self.slot = slot
-        self.session = session
-        self.currentATR = Locked(atr)
-    }
-
-    var atr: [UInt8] { currentATR.withLock { $0 } }
-
-    func transmit(_ command: [UInt8]) throws(CardIOError) -> [UInt8] {
-        try slot.transmit(command, session: session)
-    }
-
-    func reset() throws(CardIOError) -> [UInt8] {
-        let atr = try slot.reset(session: session)
-        currentATR.withLock { $0 = atr }
-        return atr
-    }
-
-    func powerOff() {
-        slot.powerOff(session: session)
     }
 }

@@ -232,11 +232,11 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
         condition.unlock()
         if let local {
             let (session, atr) = try local.powerOn()
-            return InProcessChannel(slot: local, session: session, atr: atr)
+            return SessionChannel(local, session: session, atr: atr)
         }
         guard let card else { throw .noCard(reader: name) }
         let (session, atr) = try card.powerOn()
-        return VPCDChannel(connection: card, session: session, atr: atr)
+        return SessionChannel(card, session: session, atr: atr)
     }
 
     /// Adds an observer; it is called on the reader's thread, so it must return promptly and

@@ -310,25 +310,9 @@ struct BillpocketEndToEndTests {
 
     @Test("an http(s) urlScheme is a webhook the outbox delivers")
     func webhook() async throws {
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        let port = Int.random(in: 20_000...40_000)
-        server.arguments = ["python3", "-u", "-m", "http.server", String(port), "--bind", "127.0.0.1"]
-        let serverLog = Pipe()
-        server.standardError = serverLog
-        server.standardOutput = FileHandle.nullDevice
-        let served = FileManager.default.temporaryDirectory.appendingPathComponent("cbd-www-\(UUID().uuidString.prefix(6))")
-        try FileManager.default.createDirectory(at: served, withIntermediateDirectories: true)
-        try "ok".write(to: served.appendingPathComponent("hook"), atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: served) }
-        server.currentDirectoryURL = served
-        try server.run()
-        defer { server.terminate() }
-        let collected = EventLog()
-        Thread.detachNewThread {
-            while let line = serverLog.fileHandleForReading.availableLine(timeout: 30) { collected.append(line) }
-        }
-        try await Task.sleep(for: .milliseconds(500))
+        let server = try await LoopbackHTTPServer(serving: "hook")
+        defer { server.stop() }
+        let port = server.port, collected = server.requests
 
         let daemon = try await billpocketDaemon()
         defer { daemon.remove() }

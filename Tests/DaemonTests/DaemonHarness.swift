@@ -175,3 +175,34 @@ func callbackFields(_ url: String) -> (base: String, fields: [(String, String)])
     let items = URLComponents(string: url)?.queryItems ?? []
     return (base, items.map { ($0.name, $0.value ?? "") })
 }
+
+/// A real HTTP server on loopback (Python's), logging each request line; it serves files, and
+/// `path` (one name) answers GET /<path>?… with 200.
+final class LoopbackHTTPServer: @unchecked Sendable {
+    let port = Int.random(in: 20_000...40_000)
+    let requests = EventLog()
+    private let process = Process()
+    private let served = FileManager.default.temporaryDirectory.appendingPathComponent("cbd-www-\(UUID().uuidString.prefix(6))")
+
+    init(serving path: String) async throws {
+        try FileManager.default.createDirectory(at: served, withIntermediateDirectories: true)
+        try "ok".write(to: served.appendingPathComponent(path), atomically: true, encoding: .utf8)
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-u", "-m", "http.server", String(port), "--bind", "127.0.0.1"]
+        let log = Pipe()
+        process.standardError = log
+        process.standardOutput = FileHandle.nullDevice
+        process.currentDirectoryURL = served
+        try process.run()
+        let requests = self.requests
+        Thread.detachNewThread {
+            while let line = log.fileHandleForReading.availableLine(timeout: 30) { requests.append(line) }
+        }
+        try await Task.sleep(for: .milliseconds(500))
+    }
+
+    func stop() {
+        process.terminate()
+        try? FileManager.default.removeItem(at: served)
+    }
+}

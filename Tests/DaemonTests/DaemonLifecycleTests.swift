@@ -161,27 +161,9 @@ struct DaemonLifecycleTests {
 struct DeliveryTests {
     @Test("an http callback on an allowed host is requested; a command gets the URL; a disallowed host fails after its attempts")
     func delivery() async throws {
-        // A real HTTP server on loopback, Python's, which logs each request line.
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        let port = Int.random(in: 20_000...40_000)
-        server.arguments = ["python3", "-u", "-m", "http.server", String(port), "--bind", "127.0.0.1"]
-        let serverLog = Pipe()
-        server.standardError = serverLog
-        server.standardOutput = FileHandle.nullDevice
-        // It serves files: a file named cb answers GET /cb?… with 200.
-        let served = FileManager.default.temporaryDirectory.appendingPathComponent("cbd-www-\(UUID().uuidString.prefix(6))")
-        try FileManager.default.createDirectory(at: served, withIntermediateDirectories: true)
-        try "ok".write(to: served.appendingPathComponent("cb"), atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: served) }
-        server.currentDirectoryURL = served
-        try server.run()
-        defer { server.terminate() }
-        let collected = EventLog()
-        Thread.detachNewThread {
-            while let line = serverLog.fileHandleForReading.availableLine(timeout: 30) { collected.append(line) }
-        }
-        try await Task.sleep(for: .milliseconds(500))
+        let server = try await LoopbackHTTPServer(serving: "cb")
+        defer { server.stop() }
+        let port = server.port, collected = server.requests
 
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cbd-delivery-\(UUID().uuidString.prefix(6))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

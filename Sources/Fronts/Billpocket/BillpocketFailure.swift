@@ -82,11 +82,10 @@ public enum BillpocketFailure: Sendable, Equatable {
     /// terminal's when the host is unreachable, anything else the issuer's. `reversed` says the
     /// host approved and the card then declined, which is the card's doing.
     public static func declined(responseCode: ResponseCode, reversed: Bool) -> BillpocketFailure {
-        if reversed { return .declinedByCard }
-        switch responseCode.code {
-        case "Z1": return .declinedByCard
-        case "Z3": return .hostUnavailable
-        default: return .declinedByHost(responseCode)
+        switch Decline(responseCode: responseCode, reversed: reversed) {
+        case .byCard: .declinedByCard
+        case .hostUnavailable: .hostUnavailable
+        case .byHost(let code): .declinedByHost(code)
         }
     }
 
