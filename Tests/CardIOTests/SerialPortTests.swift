@@ -1,0 +1,133 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+@testable import CardIO
+
+/// The test holds the pty's master (the card's side); a `SerialPort` opens the slave.
+typealias Pty = PseudoTerminal
+
+extension PseudoTerminal {
+    func read(_ count: Int) -> [UInt8] { read(count, timeout: .seconds(2)) }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+@Suite("Serial port over a pty")
+struct SerialPortTests {
+    @Test("raw bytes pass both ways unchanged, including the ones a line discipline would eat")
+    func rawBytes() throws {
+        let pty = try Pty()
+        defer { pty.close() }
+        let port = try SerialPort(path: pty.slavePath, settings: .pty, readerName: "serial1")
+        defer { port.close() }
+        let all = (0...255).map { UInt8($0) }
+        try port.write(all)
+        #expect(pty.read(256) == all)
+        pty.write(all)
+        var got: [UInt8] = []
+        for _ in 0..<256 { got.append(try port.read(timeout: .seconds(2))) }
+        #expect(got == all)
+    }
+
+    @Test("a read times out after its timeout, discardInput drops what waits, and closing the far side is a removal")
+    func timeoutsAndHangUp() throws {
+        let pty = try Pty()
+        let port = try SerialPort(path: pty.slavePath, settings: .pty, readerName: "serial1")
+        defer { port.close() }
+        let start = ContinuousClock.now
+        #expect(throws: CardIOError.timeout(reader: "serial1", seconds: 0.2)) { try port.read(timeout: .milliseconds(200)) }
+        #expect(ContinuousClock.now - start >= .milliseconds(200))
+        pty.write([1, 2, 3])
+        usleep(50_000)
+        port.discardInput()
+        pty.write([9])
+        #expect(try port.read(timeout: .seconds(1)) == 9)
+        pty.close()
+        #expect(throws: CardIOError.cardRemoved(reader: "serial1")) { try port.read(timeout: .seconds(1)) }
+    }
+
+    @Test("echo cancellation: the echo is checked and dropped; a garbled or missing echo is an error")
+    func echo() throws {
+        let pty = try Pty()
+        defer { pty.close() }
+        var settings = SerialSettings.pty
+        settings.echo = true
+        let port = try SerialPort(path: pty.slavePath, settings: settings, readerName: "serial1")
+        defer { port.close() }
+        // The far side echoes each byte, as a reader with TX tied to RX does, then answers.
+        let echoer = Thread {
+            let got = pty.read(3)
+            pty.write(got)
+            pty.write([0x90, 0x00])
+        }
+        echoer.start()
+        try port.write([0x00, 0xA4, 0x04])
+        #expect(try port.read(timeout: .seconds(2)) == 0x90, "the echo was dropped, the answer is what is read")
+        #expect(try port.read(timeout: .seconds(2)) == 0x00)
+
+        let garbler = Thread {
+            _ = pty.read(2)
+            pty.write([0x00, 0xA5])
+        }
+        garbler.start()
+        guard case .io(_, let detail) = thrown({ try port.write([0x00, 0xA4]) }) else {
+            Issue.record("a garbled echo must be an error")
+            return
+        }
+        #expect(detail.contains("wrote A4, read back A5"), "\(detail)")
+        #expect(thrown { try port.write([0x01]) } != nil, "no echo at all is an error too")
+    }
+
+    @Test("a pty has no modem lines: using them is an error that says what to configure")
+    func noModemLines() throws {
+        let pty = try Pty()
+        defer { pty.close() }
+        var settings = SerialSettings.pty
+        settings.resetLine = .rts
+        settings.presenceLine = .cts
+        let port = try SerialPort(path: pty.slavePath, settings: settings, readerName: "serial1")
+        defer { port.close() }
+        for error in [thrown { try port.resetCard() }, thrown { try port.cardPresent() }] {
+            guard case .io(_, let detail) = error else {
+                Issue.record("expected an io error, got \(String(describing: error))")
+                continue
+            }
+            #expect(detail.contains("no modem lines") && detail.contains("reset line to none"), "\(detail)")
+        }
+        #expect(try SerialPort(path: pty.slavePath, settings: .pty, readerName: "s").cardPresent())
+    }
+
+    @Test("bad settings and paths are refused with the reason")
+    func refusals() throws {
+        var settings = SerialSettings.pty
+        settings.baud = 12345
+        #expect(throws: CardIOError.self) { try SerialPort(path: "/dev/null", settings: settings, readerName: "s") }
+        guard case .io(_, let detail) = thrown({ try SerialPort(path: "/nonexistent/tty", settings: .pty, readerName: "s") }) else {
+            Issue.record("a missing device must be an io error")
+            return
+        }
+        #expect(detail.contains("/nonexistent/tty"))
+        // /dev/null is not a terminal: tcgetattr fails, and says so.
+        guard case .io(_, let null) = thrown({ try SerialPort(path: "/dev/null", settings: .pty, readerName: "s") }) else {
+            Issue.record("a non-tty must be refused")
+            return
+        }
+        #expect(null.contains("tcgetattr"))
+    }
+
+    @Test("wire time is 12 etu a character at the port's speed")
+    func wireTime() throws {
+        let pty = try Pty()
+        defer { pty.close() }
+        let port = try SerialPort(path: pty.slavePath, settings: .pty, readerName: "s")
+        #expect(port.wireTime(800) == .seconds(1))
+        try port.setBaud(19200)
+        #expect(port.baud == 19200)
+        #expect(port.wireTime(1600) == .seconds(1))
+    }
+}
