@@ -39,6 +39,28 @@ struct ISO7816T1Tests {
         #expect(rig.card.commands == [h("00B2010C00"), h("00200080021234")], "T=1 carries the APDU unchanged, Le included")
     }
 
+    @Test("makeTransport picks T=1 from the ATR and raises IFSD first; T=0 from a T=0 ATR")
+    func makeTransport() throws {
+        let rig = try Rig(card())
+        let (atr, convention) = try rig.readATR()
+        rig.tap.clear()
+        let transport = try ISO7816.makeTransport(line: ISO7816.line(rig.tap, for: convention), atr: atr, etu: rig.etu)
+        #expect(transport is T1Transport)
+        #expect(rig.tap.transcript == ["T 00C101FE3E", "C 00E101FE1E"])
+        #expect(try transport.transmit(h("00 B2 01 0C 00")) == Self.records + [0x90, 0x00])
+
+        let t0 = try Rig(.init(.t0(.init())))
+        let (t0ATR, _) = try t0.readATR()
+        #expect(try ISO7816.makeTransport(line: t0.tap, atr: t0ATR, etu: t0.etu) is T0Transport)
+        guard case .protocolError(_, let detail)? = thrown({
+            try ISO7816.makeTransport(line: t0.tap, atr: try ATR.parse([0x3B, 0x80, 0x02, 0x82]), etu: t0.etu)
+        }) else {
+            Issue.record("T=2 must be refused")
+            return
+        }
+        #expect(detail.contains("T=2"), "\(detail)")
+    }
+
     @Test("a C-APDU longer than IFSC goes as chained I-blocks, each acknowledged by an R-block")
     func chainingToTheCard() throws {
         let rig = try Rig(card { $0.ifsc = 16 })
