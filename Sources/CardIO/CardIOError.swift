@@ -13,6 +13,10 @@ public enum CardIOError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A system call failed, or the call cannot be carried out (errno text, size limits, a
     /// powered-off or superseded channel).
     case io(reader: String, detail: String)
+    /// The card broke ISO 7816-3 on a serial line (a bad TS or ATR, a PPS answer that does not
+    /// match, an unexpected T=0 procedure byte, T=1 blocks still wrong after the retries and
+    /// resynchronisation); the detail names the byte or block and the rule.
+    case protocolError(reader: String, detail: String)
     /// A `--reader` value (or an endpoint given to a reader) is not usable; the message names the rule.
     case invalidEndpoint(String)
 
@@ -29,6 +33,8 @@ public enum CardIOError: Error, Equatable, Sendable, CustomStringConvertible {
             "reader \(reader): malformed vpcd frame: \(detail); card ejected"
         case .io(let reader, let detail):
             "reader \(reader): \(detail)"
+        case .protocolError(let reader, let detail):
+            "reader \(reader): ISO 7816-3 protocol error: \(detail)"
         case .invalidEndpoint(let message):
             message
         }
