@@ -56,7 +56,13 @@ let package = Package(
         // Readers and channels: the vpcd virtual-reader link now, serial and udev later.
         .target(
             name: "CardIO",
-            dependencies: ["EMV"]
+            dependencies: ["EMV", "CLibUDev"]
+        ),
+        // libudev from Debian's libudev-dev: serial readers are found and followed through udev.
+        .systemLibrary(
+            name: "CLibUDev",
+            pkgConfig: "libudev",
+            providers: [.apt(["libudev-dev"])]
         ),
         // The durable record: SQLite (WAL) through GRDB — terminals, STANs, transactions, traces, outbox.
         .target(

@@ -39,15 +39,42 @@ public final class PseudoTerminal: @unchecked Sendable {
         slavePath = "/dev/pts/\(number)"
     }
 
+    /// The card's side in errors.
+    public var readerName: String { "pty card" }
+
     /// Writes all of `bytes` to the master (to whoever opened the slave).
-    public func write(_ bytes: [UInt8]) {
+    public func write(_ bytes: [UInt8]) throws(CardIOError) {
         var offset = 0
         while offset < bytes.count {
             let n = bytes[offset...].withUnsafeBytes { Glibc.write(master, $0.baseAddress, $0.count) }
-            if n < 0 { if errno == EINTR || errno == EAGAIN { continue } else { return } }
+            if n < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                throw .cardRemoved(reader: readerName)
+            }
             offset += n
         }
     }
+
+    /// Reads one byte within `timeout`: the card side of a `CardLine`.
+    public func read(timeout: Duration) throws(CardIOError) -> UInt8 {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            var byte: UInt8 = 0
+            let n = Glibc.read(master, &byte, 1)
+            if n == 1 { return byte }
+            if n < 0, errno != EAGAIN, errno != EINTR { throw .cardRemoved(reader: readerName) }
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { throw .timeout(reader: readerName, seconds: timeout.seconds) }
+            var p = pollfd(fd: master, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&p, 1, Int32(max(1, min(1000, left.seconds * 1000))))
+            // A master whose slave is not open reports POLLHUP: the terminal is not there yet, or
+            // closed its port; keep waiting for it within the timeout.
+            if ready > 0, p.revents & Int16(POLLIN) == 0 { usleep(1000) }
+        }
+    }
+
+    /// Drops what the terminal wrote and the card has not read.
+    public func discardInput() { _ = tcflush(master, TCIFLUSH) }
 
     /// Reads up to `count` bytes within `timeout`; fewer when they do not come or the slave closed.
     public func read(_ count: Int, timeout: Duration) -> [UInt8] {
@@ -66,6 +93,16 @@ public final class PseudoTerminal: @unchecked Sendable {
         return out
     }
 
-    /// Closes the master: the slave side sees a hang-up.
-    public func close() { Glibc.close(master) }
+    /// Closes the master: the slave side sees a hang-up. Idempotent.
+    public func close() {
+        closed.withLock { wasClosed in
+            guard !wasClosed else { return }
+            wasClosed = true
+            Glibc.close(master)
+        }
+    }
+
+    private let closed = Locked(false)
 }
+
+extension PseudoTerminal: CardSideLine {}

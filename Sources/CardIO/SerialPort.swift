@@ -59,7 +59,13 @@ public final class SerialPort: @unchecked Sendable {
     private let fd: Int32
     private let lock = NSLock()
     private var currentBaud: Int
+    private var currentParity: SerialSettings.Parity
     private var closed = false
+    private var counts = (written: 0, read: 0)
+
+    /// Bytes written to the line and read from it (echoes included) since the port was opened:
+    /// what `cardbench bench serial` turns into wire time.
+    public var byteCounts: (written: Int, read: Int) { lock.withLock { counts } }
 
     /// Opens `path` (O_NOCTTY, so the port never becomes our controlling terminal; non-blocking,
     /// since every read waits in poll with its own timeout) and configures it.
@@ -79,8 +85,9 @@ public final class SerialPort: @unchecked Sendable {
         }
         self.fd = fd
         currentBaud = settings.baud
+        currentParity = settings.parity
         do throws(CardIOError) {
-            try configure(baud: settings.baud)
+            try configure(baud: settings.baud, parity: settings.parity)
         } catch {
             Glibc.close(fd)
             throw error
@@ -112,9 +119,12 @@ public final class SerialPort: @unchecked Sendable {
 
     static func speed(_ baud: Int) -> speed_t? { speeds.first { $0.baud == baud }?.speed }
 
+    /// The baud rates a port can be set to.
+    public static var supportedBaudRates: [Int] { speeds.map(\.baud) }
+
     /// Raw mode (no line discipline, no translation, no signals), CS8, parity, stop bits, the
     /// receiver on, modem status lines ignored for open/close (CLOCAL).
-    func configure(baud: Int) throws(CardIOError) {
+    func configure(baud: Int, parity: SerialSettings.Parity) throws(CardIOError) {
         guard let speed = Self.speed(baud) else {
             throw .io(reader: readerName, detail: "baud \(baud) is not a termios speed")
         }
@@ -123,7 +133,7 @@ public final class SerialPort: @unchecked Sendable {
         cfmakeraw(&t)
         t.c_cflag &= ~(tcflag_t(CSIZE) | tcflag_t(PARENB) | tcflag_t(PARODD) | tcflag_t(CSTOPB) | tcflag_t(CRTSCTS))
         t.c_cflag |= tcflag_t(CS8) | tcflag_t(CLOCAL) | tcflag_t(CREAD)
-        switch settings.parity {
+        switch parity {
         case .even: t.c_cflag |= tcflag_t(PARENB)
         case .odd: t.c_cflag |= tcflag_t(PARENB) | tcflag_t(PARODD)
         case .none: break
@@ -138,12 +148,22 @@ public final class SerialPort: @unchecked Sendable {
         cfsetispeed(&t, speed)
         cfsetospeed(&t, speed)
         guard tcsetattr(fd, TCSANOW, &t) == 0 else { throw ioError("tcsetattr") }
-        lock.withLock { currentBaud = baud }
+        lock.withLock {
+            currentBaud = baud
+            currentParity = parity
+        }
     }
 
-    /// Changes the speed (after a PPS).
+    /// Changes the speed (after a PPS, or back to the reset speed).
     public func setBaud(_ baud: Int) throws(CardIOError) {
-        try configure(baud: baud)
+        guard baud != self.baud else { return }
+        try configure(baud: baud, parity: lock.withLock { currentParity })
+    }
+
+    /// Changes the parity (odd for an inverse-convention card read by a UART set up for even).
+    public func setParity(_ parity: SerialSettings.Parity) throws(CardIOError) {
+        guard parity != lock.withLock({ currentParity }) else { return }
+        try configure(baud: baud, parity: parity)
     }
 
     // MARK: Bytes
@@ -166,6 +186,7 @@ public final class SerialPort: @unchecked Sendable {
             }
             offset += n
         }
+        lock.withLock { counts.written += bytes.count }
         guard settings.echo else { return }
         let timeout = wireTime(bytes.count) + .milliseconds(100)
         for (i, expected) in bytes.enumerated() {
@@ -189,7 +210,10 @@ public final class SerialPort: @unchecked Sendable {
         while true {
             var byte: UInt8 = 0
             let n = Glibc.read(fd, &byte, 1)
-            if n == 1 { return byte }
+            if n == 1 {
+                lock.withLock { counts.read += 1 }
+                return byte
+            }
             // With VMIN and VTIME 0 a terminal read returns 0 when nothing is there, so 0 is not
             // end of file; a hang-up shows as EIO, or in poll (then bytes still buffered come first).
             if n < 0 {
@@ -227,12 +251,10 @@ public final class SerialPort: @unchecked Sendable {
     // MARK: Modem lines
 
     /// Resets the card: holds the reset line active for `resetPulse`, drops what came meanwhile,
-    /// and releases it; the card's ATR follows. With no reset line it only drops stale input.
+    /// and releases it; the card's ATR follows. With no reset line it does nothing: the card
+    /// sends its ATR when it comes up, and what is waiting on the line may be just that.
     public func resetCard() throws(CardIOError) {
-        guard let bit = resetBit else {
-            discardInput()
-            return
-        }
+        guard let bit = resetBit else { return }
         try setLine(bit, asserted: settings.resetAssertedIsReset)
         Thread.sleep(forTimeInterval: settings.resetPulse.seconds)
         discardInput()

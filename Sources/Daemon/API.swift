@@ -415,19 +415,41 @@ public struct TerminalView: Codable, Sendable {
 /// How `GET /v1/readers` shows one.
 public struct ReaderView: Codable, Sendable {
     public let name: String
+    /// `virtual`, `serial` (a fixed tty) or `udev` (a tty udev names).
     public let kind: String
     public let terminal: String
-    public let socket: String
+    /// A virtual reader's Unix socket.
+    public let socket: String?
     public let tcpPort: UInt16?
+    /// A serial reader's tty (absent while a udev reader is unplugged).
+    public let path: String?
+    /// A serial reader's state: `open`, `absent` or `error`.
+    public let state: String?
     public let cardPresent: Bool
     /// Where the present card lives: "socket" (a process on the reader's socket) or "in-process"
     /// (the demo card, a card inserted through the API); absent when there is none.
     public let card: String?
+    /// The ATR of a serial reader's card at its latest reset, in hex.
+    public let atr: String?
+    /// T=0 or T=1, for a serial reader's card.
+    public let transmissionProtocol: Int?
+    /// Why a serial reader's tty or card failed last.
+    public let error: String?
 
     init(_ t: TerminalRuntime) {
-        name = t.reader.name; kind = "virtual"; terminal = t.settings.name; socket = t.readerSocket
-        tcpPort = t.reader.tcpPortBound; cardPresent = t.reader.isCardPresent
-        card = t.reader.hasInProcessCard ? "in-process" : cardPresent ? "socket" : nil
+        name = t.reader.name; terminal = t.settings.name; cardPresent = t.reader.isCardPresent
+        if let serial = t.serialReader {
+            let status = serial.status
+            kind = t.settings.udevName != nil ? "udev" : "serial"
+            socket = nil; tcpPort = nil; card = nil
+            path = status.path; state = status.state; atr = status.atr; transmissionProtocol = status.transmissionProtocol
+            error = status.error
+        } else {
+            let virtual = t.virtualReader
+            kind = "virtual"; socket = t.readerSocket; tcpPort = virtual?.tcpPortBound
+            card = virtual?.hasInProcessCard == true ? "in-process" : cardPresent ? "socket" : nil
+            path = nil; state = nil; atr = nil; transmissionProtocol = nil; error = nil
+        }
     }
 }
 

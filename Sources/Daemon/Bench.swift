@@ -18,6 +18,9 @@ public final class Bench: @unchecked Sendable {
     public let metrics = BenchMetrics()
     /// In configuration order.
     public let terminals: [TerminalRuntime]
+    /// Follows udev for `udev:` readers, while started.
+    private let udevLock = NSLock()
+    private var udev: UdevReaders?
     /// The issuer's card profiles by PAN: installments and other card facts a front asks about.
     private let profiles: [String: CardProfile]
     /// Transactions found `in_progress` at start (the daemon had stopped mid-transaction).
@@ -57,13 +60,36 @@ public final class Bench: @unchecked Sendable {
         recovered = try ledger.recoverInterrupted(now: clock.nowMicroseconds())
     }
 
-    /// Starts the readers.
+    /// Starts the readers, and for `udev:` readers finds the ones plugged in and follows udev.
     public func start() throws {
         for t in terminals { try t.start() }
+        let hotplug = terminals.filter { $0.settings.udevName != nil }
+        guard !hotplug.isEmpty else { return }
+        let udev = try UdevReaders()
+        udevLock.withLock { self.udev = udev }
+        @Sendable func reader(_ found: DiscoveredReader) -> SerialReader? {
+            hotplug.first { $0.settings.udevName == found.name }?.serialReader
+        }
+        try udev.follow { [self] event in
+            switch event {
+            case .added(let found):
+                guard let r = reader(found) else { return }
+                publish("reader-added", terminal: hotplug.first { $0.settings.udevName == found.name }?.settings.name,
+                        ["reader": found.name, "path": found.devnode])
+                r.attach(path: found.devnode)
+            case .removed(let found):
+                guard let r = reader(found) else { return }
+                r.detach()
+                publish("reader-removed", terminal: hotplug.first { $0.settings.udevName == found.name }?.settings.name,
+                        ["reader": found.name, "path": found.devnode])
+            }
+        }
+        for found in try udev.enumerate() { reader(found)?.attach(path: found.devnode) }
     }
 
     /// Ends what is in progress and stops the readers.
     public func stop() {
+        udevLock.withLock { udev }?.stop()
         for t in terminals { t.stop() }
         events.finish()
     }

@@ -1,3 +1,4 @@
+import CardIO
 import Configuration
 import Foundation
 import SystemPackage
@@ -23,8 +24,12 @@ public struct TerminalSettings: Sendable, Equatable {
     public var name: String
     /// The Viva terminal ID: 8 digits.
     public var tid: String
-    /// `virtual:<name>`: a virtual reader listening on `<runtime>/readers/<name>.sock`.
+    /// `virtual:<name>`: a virtual reader listening on `<runtime>/readers/<name>.sock`;
+    /// `serial:<path>`: a serial reader on that tty; `udev:<name>`: the serial reader udev names
+    /// so (`ENV{CARDBENCH_NAME}`, udev-rules/70-cardbench.rules), whenever it is plugged in.
     public var reader: String
+    /// The line settings of a serial or udev reader.
+    public var serial = SerialSettings()
     /// 9F1A, ISO 3166 numeric.
     public var countryCode: Int
     /// 5F2A, ISO 4217 numeric.
@@ -45,6 +50,16 @@ public struct TerminalSettings: Sendable, Equatable {
     /// The reader's name when it is a virtual one.
     public var virtualReaderName: String? {
         reader.hasPrefix("virtual:") ? String(reader.dropFirst("virtual:".count)) : nil
+    }
+
+    /// The tty when the reader is `serial:<path>`.
+    public var serialPath: String? {
+        reader.hasPrefix("serial:") ? String(reader.dropFirst("serial:".count)) : nil
+    }
+
+    /// The udev name when the reader is `udev:<name>`.
+    public var udevName: String? {
+        reader.hasPrefix("udev:") ? String(reader.dropFirst("udev:".count)) : nil
     }
 }
 
@@ -226,10 +241,23 @@ public struct DaemonConfiguration: Sendable, Equatable {
                     throw ConfigurationError(key: prefix + "tid", rule: "\(tid) is already another terminal's TID")
                 }
                 let reader = text(prefix + "reader") ?? "virtual:\(name)"
-                guard reader.hasPrefix("virtual:"), Self.isValidName(String(reader.dropFirst(8))) else {
-                    throw ConfigurationError(key: prefix + "reader", rule: "must be virtual:<name> (serial readers are not supported yet), got \"\(reader)\"")
-                }
                 var settings = TerminalSettings(name: name, tid: tid, reader: reader)
+                if let virtual = settings.virtualReaderName {
+                    guard Self.isValidName(virtual) else {
+                        throw ConfigurationError(key: prefix + "reader", rule: "virtual:<name> needs a name of 1 to 32 letters, digits, - or _, got \"\(reader)\"")
+                    }
+                } else if let path = settings.serialPath {
+                    guard path.hasPrefix("/"), path.count > 1 else {
+                        throw ConfigurationError(key: prefix + "reader", rule: "serial:<path> needs an absolute path such as /dev/ttyUSB0, got \"\(reader)\"")
+                    }
+                } else if let udev = settings.udevName {
+                    guard Self.isValidName(udev) else {
+                        throw ConfigurationError(key: prefix + "reader", rule: "udev:<name> needs the reader's ENV{CARDBENCH_NAME}: 1 to 32 letters, digits, - or _, got \"\(reader)\"")
+                    }
+                } else {
+                    throw ConfigurationError(key: prefix + "reader", rule: "must be virtual:<name>, serial:<path> or udev:<name>, got \"\(reader)\"")
+                }
+                settings.serial = try Self.serialSettings(prefix + "serial.", text: text, number: number, flag: flag)
                 if let c = try number(prefix + "country", 1...999) { settings.countryCode = c }
                 if let c = try number(prefix + "currency", 1...999) { settings.currencyCode = c }
                 if let p = try number(prefix + "reader_tcp_port", 0...65535) { settings.readerTCPPort = UInt16(p) }
@@ -240,6 +268,43 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 throw ConfigurationError(key: "terminals", rule: "two terminals use the same virtual reader")
             }
         }
+    }
+
+    /// `terminal.<name>.serial.*`: a serial reader's line and wiring.
+    static func serialSettings(_ prefix: String, text: (String) -> String?, number: (String, ClosedRange<Int>) throws -> Int?,
+                               flag: (String) throws -> Bool?) throws -> SerialSettings {
+        var s = SerialSettings()
+        func choice<T: RawRepresentable & CaseIterable>(_ key: String, _ type: T.Type) throws -> T? where T.RawValue == String {
+            guard let value = text(prefix + key) else { return nil }
+            guard let v = T(rawValue: value.lowercased()) else {
+                throw ConfigurationError(key: prefix + key, rule: "must be one of \(T.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(value)\"")
+            }
+            return v
+        }
+        func level(_ key: String) throws -> Bool? {
+            guard let value = text(prefix + key) else { return nil }
+            switch value.lowercased() {
+            case "asserted", "high": return true
+            case "released", "low": return false
+            default: throw ConfigurationError(key: prefix + key, rule: "must be asserted or released, got \"\(value)\"")
+            }
+        }
+        if let baud = try number(prefix + "baud", 1200...230_400) {
+            guard SerialPort.supportedBaudRates.contains(baud) else {
+                throw ConfigurationError(key: prefix + "baud", rule: "must be one of \(SerialPort.supportedBaudRates.map(String.init).joined(separator: ", ")), got \(baud)")
+            }
+            s.baud = baud
+        }
+        if let p = try choice("parity", SerialSettings.Parity.self) { s.parity = p }
+        if let b = try number(prefix + "stop_bits", 1...2) { s.stopBits = b }
+        if let r = try choice("reset", SerialSettings.ResetLine.self) { s.resetLine = r }
+        if let r = try level("reset_level") { s.resetAssertedIsReset = r }
+        if let ms = try number(prefix + "reset_ms", 1...1000) { s.resetPulse = .milliseconds(ms) }
+        if let p = try choice("presence", SerialSettings.PresenceLine.self) { s.presenceLine = p }
+        if let p = try level("presence_level") { s.presenceAssertedIsCard = p }
+        if let e = try flag(prefix + "echo") { s.echo = e }
+        if let hz = try number(prefix + "clock_hz", 1_000_000...20_000_000) { s.cardClock = Double(hz) }
+        return s
     }
 
     static func isValidName(_ name: String) -> Bool {

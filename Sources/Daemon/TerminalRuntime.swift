@@ -55,8 +55,14 @@ final class ChannelCardLink: CardLink {
 /// thread its blocking card work runs on (the kernel talks to the card synchronously).
 public final class TerminalRuntime: @unchecked Sendable {
     public let settings: TerminalSettings
-    public let reader: VirtualReader
+    /// The terminal's reader, whichever kind.
+    public let reader: any CardReader
+    /// The reader when it is a virtual one (virtual cards connect to its socket).
+    public let virtualReader: VirtualReader?
+    /// The reader when it is a serial one (fixed tty or udev).
+    public let serialReader: SerialReader?
     public let keypad: TerminalKeypad
+    /// The virtual reader's socket ("" for a serial reader).
     let readerSocket: String
     private let work: DispatchQueue
     private let lock = NSLock()
@@ -66,9 +72,20 @@ public final class TerminalRuntime: @unchecked Sendable {
 
     init(settings: TerminalSettings, runtimeDirectory: String, demoCard: CardProfile?, events: EventHub, clock: any Terminal.Clock) throws {
         self.settings = settings
-        let name = settings.virtualReaderName ?? settings.name
-        readerSocket = (runtimeDirectory as NSString).appendingPathComponent("readers/\(name).sock")
-        reader = try VirtualReader(name: name, socketPath: readerSocket, tcpPort: settings.readerTCPPort)
+        if settings.serialPath != nil || settings.udevName != nil {
+            let serial = SerialReader(name: settings.udevName ?? settings.name, path: settings.serialPath, settings: settings.serial)
+            serialReader = serial
+            virtualReader = nil
+            reader = serial
+            readerSocket = ""
+        } else {
+            let name = settings.virtualReaderName ?? settings.name
+            readerSocket = (runtimeDirectory as NSString).appendingPathComponent("readers/\(name).sock")
+            let virtual = try VirtualReader(name: name, socketPath: readerSocket, tcpPort: settings.readerTCPPort)
+            virtualReader = virtual
+            serialReader = nil
+            reader = virtual
+        }
         let terminal = settings.name
         keypad = TerminalKeypad(autoPIN: demoCard?.pin) { prompt in
             var data = ["prompt": prompt.name]
@@ -135,7 +152,7 @@ public final class TerminalRuntime: @unchecked Sendable {
 
     /// Waits for a card (inserting the demo card when there is one) and powers it on.
     func waitForCard(timeout: Duration) throws(KernelError) -> any CardChannel {
-        if let demo, !reader.isCardPresent { try? reader.insert(demo) }
+        if let demo, let virtualReader, !virtualReader.isCardPresent { try? virtualReader.insert(demo) }
         let deadline = ContinuousClock.now + timeout
         while true {
             if isAborted { throw .cancelled(step: "waiting for the card") }
@@ -150,14 +167,18 @@ public final class TerminalRuntime: @unchecked Sendable {
     }
 
     func start() throws {
-        try FileManager.default.createDirectory(atPath: (readerSocket as NSString).deletingLastPathComponent,
-                                                withIntermediateDirectories: true)
-        try reader.start()
+        if let virtualReader {
+            try FileManager.default.createDirectory(atPath: (readerSocket as NSString).deletingLastPathComponent,
+                                                    withIntermediateDirectories: true)
+            try virtualReader.start()
+        }
+        serialReader?.start()
     }
 
     func stop() {
         _ = abort()
-        reader.stop()
+        virtualReader?.stop()
+        serialReader?.stop()
     }
 }
 

@@ -28,7 +28,7 @@ struct SerialPortTests {
         let all = (0...255).map { UInt8($0) }
         try port.write(all)
         #expect(pty.read(256) == all)
-        pty.write(all)
+        try pty.write(all)
         var got: [UInt8] = []
         for _ in 0..<256 { got.append(try port.read(timeout: .seconds(2))) }
         #expect(got == all)
@@ -42,10 +42,10 @@ struct SerialPortTests {
         let start = ContinuousClock.now
         #expect(throws: CardIOError.timeout(reader: "serial1", seconds: 0.2)) { try port.read(timeout: .milliseconds(200)) }
         #expect(ContinuousClock.now - start >= .milliseconds(200))
-        pty.write([1, 2, 3])
+        try pty.write([1, 2, 3])
         usleep(50_000)
         port.discardInput()
-        pty.write([9])
+        try pty.write([9])
         #expect(try port.read(timeout: .seconds(1)) == 9)
         pty.close()
         #expect(throws: CardIOError.cardRemoved(reader: "serial1")) { try port.read(timeout: .seconds(1)) }
@@ -62,8 +62,8 @@ struct SerialPortTests {
         // The far side echoes each byte, as a reader with TX tied to RX does, then answers.
         let echoer = Thread {
             let got = pty.read(3)
-            pty.write(got)
-            pty.write([0x90, 0x00])
+            try? pty.write(got)
+            try? pty.write([0x90, 0x00])
         }
         echoer.start()
         try port.write([0x00, 0xA4, 0x04])
@@ -72,7 +72,7 @@ struct SerialPortTests {
 
         let garbler = Thread {
             _ = pty.read(2)
-            pty.write([0x00, 0xA5])
+            try? pty.write([0x00, 0xA5])
         }
         garbler.start()
         guard case .io(_, let detail) = thrown({ try port.write([0x00, 0xA4]) }) else {

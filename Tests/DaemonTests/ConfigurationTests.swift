@@ -1,6 +1,7 @@
 import Foundation
 import Testing
-@testable import Daemon
+@testable import CardIO
+import Daemon
 
 @Suite("daemon configuration")
 struct ConfigurationTests {
@@ -59,7 +60,14 @@ struct ConfigurationTests {
         ("terminals: [a, a]\n", "terminals: \"a\" is listed twice"),
         ("terminals: [\"a b\"]\n", "must be 1 to 32 letters"),
         ("terminals: [a, b]\nterminal:\n  a:\n    tid: \"10000001\"\n  b:\n    tid: \"10000001\"\n", "already another terminal's TID"),
-        ("terminals: [a]\nterminal:\n  a:\n    reader: serial:/dev/ttyUSB0\n", "terminal.a.reader: must be virtual:<name>"),
+        ("terminals: [a]\nterminal:\n  a:\n    reader: pcsc:x\n", "terminal.a.reader: must be virtual:<name>, serial:<path> or udev:<name>"),
+        ("terminals: [a]\nterminal:\n  a:\n    reader: serial:ttyUSB0\n", "terminal.a.reader: serial:<path> needs an absolute path"),
+        ("terminals: [a]\nterminal:\n  a:\n    reader: udev:a/b\n", "terminal.a.reader: udev:<name> needs the reader's ENV{CARDBENCH_NAME}"),
+        ("terminals: [a]\nterminal:\n  a:\n    reader: serial:/dev/ttyUSB0\n    serial:\n      baud: 12345\n", "terminal.a.serial.baud: must be one of 1200"),
+        ("terminals: [a]\nterminal:\n  a:\n    reader: serial:/dev/ttyUSB0\n    serial:\n      parity: mark\n", "terminal.a.serial.parity: must be one of even, odd, none"),
+        ("terminals: [a]\nterminal:\n  a:\n    reader: serial:/dev/ttyUSB0\n    serial:\n      reset: cts\n", "terminal.a.serial.reset: must be one of rts, dtr, none"),
+        ("terminals: [a]\nterminal:\n  a:\n    reader: serial:/dev/ttyUSB0\n    serial:\n      presence_level: up\n", "terminal.a.serial.presence_level: must be asserted or released"),
+        ("terminals: [a]\nterminal:\n  a:\n    reader: serial:/dev/ttyUSB0\n    serial:\n      stop_bits: 3\n", "terminal.a.serial.stop_bits: must be a whole number from 1 to 2"),
         ("clock:\n  mode: sometimes\n", "clock.mode: must be system or manual"),
         ("clock:\n  start: yesterday\n", "clock.start: must be an ISO 8601"),
         ("timeouts:\n  prompt_seconds: -1\n", "timeouts.prompt_seconds: must be a number of seconds above 0"),
@@ -75,6 +83,38 @@ struct ConfigurationTests {
         } catch let error as ConfigurationError {
             #expect("\(error)".contains(message), "\(error)")
         }
+    }
+
+    @Test("serial and udev readers with their line settings; defaults are Phoenix's")
+    func serialReaders() async throws {
+        let path = try file("""
+            terminals: [lab, hot]
+            terminal:
+              lab:
+                reader: serial:/dev/ttyUSB0
+                serial:
+                  baud: 19200
+                  parity: odd
+                  stop_bits: 1
+                  reset: dtr
+                  reset_level: released
+                  reset_ms: 50
+                  presence: dcd
+                  presence_level: released
+                  echo: false
+                  clock_hz: 4000000
+              hot:
+                reader: udev:phoenix1
+            """)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let c = try await DaemonConfiguration.load(file: path, environment: [:])
+        let lab = c.terminals[0], hot = c.terminals[1]
+        #expect(lab.serialPath == "/dev/ttyUSB0" && lab.udevName == nil && lab.virtualReaderName == nil)
+        #expect(lab.serial.baud == 19200 && lab.serial.parity == .odd && lab.serial.stopBits == 1)
+        #expect(lab.serial.resetLine == .dtr && !lab.serial.resetAssertedIsReset && lab.serial.resetPulse == .milliseconds(50))
+        #expect(lab.serial.presenceLine == .dcd && !lab.serial.presenceAssertedIsCard && !lab.serial.echo && lab.serial.cardClock == 4_000_000)
+        #expect(hot.udevName == "phoenix1")
+        #expect(hot.serial == SerialSettings(), "defaults: 9600 8E2, RTS reset asserted, always present, echo on")
     }
 
     @Test("a missing file is an error naming it")
