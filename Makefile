@@ -113,8 +113,9 @@ interop: deps
 		Tests/Interop/run.sh --profile-pan 5413330089604004 --pin 1234 --imk FEDCBA98765432100123456789ABCDEF --cvn 16 --psn 00
 	@echo "interop: 2 passed, 0 failed"
 
-## bench: release build, then bench crypto (against pyemv), bench card (against a socket ping-pong)
-## and bench ledger (lookups at a million rows against a primary-key lookup)
+## bench: release build, then bench crypto (against pyemv), bench card (against a socket ping-pong),
+## bench ledger (lookups at a million rows against a primary-key lookup), bench sale (through the
+## daemon, beside a durable commit) and bench serial (over a pty, beside the wire time at 9600 baud)
 bench: deps venv
 	$(SWIFT) build -c release --product cardbench
 	$(SWIFT) build -c release --product cardbenchd
@@ -122,7 +123,11 @@ bench: deps venv
 	.build/release/cardbench bench card --seconds $(BENCH_SECONDS)
 	.build/release/cardbench bench ledger --rows $(BENCH_LEDGER_ROWS)
 	.build/release/cardbench bench sale --terminals 4 --count 2000
+	.build/release/cardbench bench sale --terminals 1 --count 2000
 	.build/release/cardbench bench sale --terminals 32 --count 6400
+	.build/release/cardbench bench sale --terminals 32 --count 6400 --socket-cards
+	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS)
+	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS) --size 16
 
 clean:
 	rm -rf .build $(VENV) $(INTEROP_VENV)

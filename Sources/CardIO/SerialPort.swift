@@ -62,6 +62,9 @@ public final class SerialPort: @unchecked Sendable {
     private var currentParity: SerialSettings.Parity
     private var closed = false
     private var counts = (written: 0, read: 0)
+    /// Bytes read from the tty and not yet handed out: one read(2) takes all that is there.
+    private var pending: [UInt8] = []
+    private var pendingIndex = 0
 
     /// Bytes written to the line and read from it (echoes included) since the port was opened:
     /// what `cardbench bench serial` turns into wire time.
@@ -205,14 +208,20 @@ public final class SerialPort: @unchecked Sendable {
 
     /// Reads one byte within `timeout`.
     public func read(timeout: Duration) throws(CardIOError) -> UInt8 {
+        if pendingIndex < pending.count {
+            pendingIndex += 1
+            return pending[pendingIndex - 1]
+        }
         let deadline = ContinuousClock.now + timeout
         var hungUp = false
+        var buffer = [UInt8](repeating: 0, count: 512)
         while true {
-            var byte: UInt8 = 0
-            let n = Glibc.read(fd, &byte, 1)
-            if n == 1 {
-                lock.withLock { counts.read += 1 }
-                return byte
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n > 0 {
+                lock.withLock { counts.read += n }
+                pending = Array(buffer[1..<n])
+                pendingIndex = 0
+                return buffer[0]
             }
             // With VMIN and VTIME 0 a terminal read returns 0 when nothing is there, so 0 is not
             // end of file; a hang-up shows as EIO, or in poll (then bytes still buffered come first).
@@ -237,6 +246,8 @@ public final class SerialPort: @unchecked Sendable {
 
     /// Drops whatever was received and not read.
     public func discardInput() {
+        pending = []
+        pendingIndex = 0
         _ = tcflush(fd, TCIFLUSH)
         // A pty's master may still be writing; what arrived before this call is gone either way.
         var byte: UInt8 = 0

@@ -56,6 +56,9 @@ public final class SerialReader: CardReader, @unchecked Sendable {
         public let error: String?
     }
 
+    /// The guard times the current card's transport has waited (line time, not the host's).
+    public var guardWaited: Duration { condition.withLock { session }?.guardWaited ?? .zero }
+
     /// The open tty's byte counts (see `SerialPort.byteCounts`).
     public var byteCounts: (written: Int, read: Int)? { condition.withLock { port }?.byteCounts }
 
@@ -229,7 +232,7 @@ public final class SerialReader: CardReader, @unchecked Sendable {
             // A rate the UART cannot be set to is not proposed: the card stays at the default.
             if SerialPort.supportedBaudRates.contains(faster),
                try ISO7816.negotiatePPS(line: line, protocol: t, ta1: ta1, waitingTime: ISO7816.initialWaitingTime(etu: etu),
-                                        guardTime: etu * 16, slack: slack) {
+                                        guardTime: etu * (16 - ISO7816.receiveTimeInETU), slack: slack) {
                 rate = offered
                 baud = faster
             }
@@ -289,6 +292,12 @@ final class SerialSession: CardSessions, @unchecked Sendable {
     }
 
     var isAlive: Bool { state.withLock { $0 } }
+
+    var guardWaited: Duration {
+        io.lock()
+        defer { io.unlock() }
+        return transport.guardWaited
+    }
 
     func end() { state.withLock { $0 = false } }
 

@@ -4,6 +4,8 @@ import EMV
 public protocol APDUTransport: AnyObject {
     /// Sends a C-APDU and returns data ‖ SW1 SW2.
     func transmit(_ apdu: [UInt8]) throws(CardIOError) -> [UInt8]
+    /// The guard times waited so far: line time, not the host's.
+    var guardWaited: Duration { get }
 }
 
 extension T0Transport: APDUTransport {}

@@ -11,6 +11,11 @@ public enum ISO7816 {
     /// The baud rate every card starts at with the usual 3.5712 MHz clock (F = 372, D = 1).
     public static let initialBaudRate = 9600
 
+    /// How long after a character's leading edge a UART hands it over, at the earliest: start
+    /// bit, 8 data bits and parity. Guard times count from leading edges; a terminal that starts
+    /// counting when its read returns takes this much off.
+    public static let receiveTimeInETU = 10
+
     /// One elementary time unit at `baudRate` bits per second.
     public static func etu(baudRate: Int) -> Duration {
         precondition(baudRate > 0, "a baud rate is positive")
@@ -187,7 +192,7 @@ public enum ISO7816 {
     ///   protocol, another PPS1, or PPS2/PPS3 that were not asked for.
     public static func negotiatePPS(line: any CardLine, protocol t: Int, ta1: UInt8,
                                     waitingTime: Duration = initialWaitingTime(etu: etu(baudRate: initialBaudRate)),
-                                    guardTime: Duration = etu(baudRate: initialBaudRate) * 16,
+                                    guardTime: Duration = etu(baudRate: initialBaudRate) * (16 - receiveTimeInETU),
                                     slack: Duration = defaultSlack) throws(CardIOError) -> Bool {
         guard (0...14).contains(t) else {
             throw .io(reader: line.readerName, detail: "PPS names a protocol T=0 to T=14, got T=\(t); nothing was sent")

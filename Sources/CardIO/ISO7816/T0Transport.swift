@@ -11,6 +11,8 @@ public final class T0Transport {
     public let workWaitingTime: Duration
     /// Added to every wait.
     public var slack: Duration { io.slack }
+    /// The guard waits so far (see `GuardedLine`).
+    public var guardWaited: Duration { io.waited }
 
     private let io: GuardedLine
     private var brokenBy: String?
@@ -45,7 +47,7 @@ public final class T0Transport {
         let fi = atr.fi ?? 372
         let wi = max(atr.waitingIntegerWI, 1)
         let wwt = etu * (960 * wi * fi * rate.d) / rate.f + etu * (480 * rate.d)
-        self.init(line: line, workWaitingTime: wwt, guardTime: etu * 16, slack: slack)
+        self.init(line: line, workWaitingTime: wwt, guardTime: etu * (16 - ISO7816.receiveTimeInETU), slack: slack)
     }
 
     /// Sends a short C-APDU (cases 1 to 4) and returns data ‖ SW1 SW2.

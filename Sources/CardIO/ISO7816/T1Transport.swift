@@ -27,6 +27,8 @@ public final class T1Transport {
     public let characterWaitingTime: Duration
     /// Added to every wait.
     public var slack: Duration { io.slack }
+    /// The guard waits so far (see `GuardedLine`).
+    public var guardWaited: Duration { io.waited }
 
     /// A block is transmitted at most this many times before the terminal resynchronises.
     public static let maximumTransmissions = 3
@@ -72,7 +74,7 @@ public final class T1Transport {
         let bwt = etu * 11 + etu * ((1 << atr.bwi) * 960 * 372 * rate.d) / rate.f + etu * (960 * rate.d)
         let cwt = etu * (11 + (1 << atr.cwi)) + etu * 4
         self.init(line: line, ifsc: ifsc, edc: ISO7816.EDC(atr: atr), blockWaitingTime: bwt,
-                  characterWaitingTime: cwt, guardTime: etu * 22, slack: slack)
+                  characterWaitingTime: cwt, guardTime: etu * (22 - ISO7816.receiveTimeInETU), slack: slack)
     }
 
     // MARK: - IFSD
