@@ -80,9 +80,10 @@ tools: build
 ## test: every test — the Swift suites (with 700 random cases against pyemv), then PC/SC interop
 test: unit-test interop
 
-## the daemon tests check the systemd unit with systemd-analyze and systemd-sysusers, and run the
-## daemon under systemd's MemoryDenyWriteExecute filter through libseccomp
-TEST_APT := systemd libseccomp2
+## the daemon tests check the systemd unit with systemd-analyze and systemd-sysusers, run the
+## daemon under systemd's MemoryDenyWriteExecute filter through libseccomp, and (as root) try the
+## udev rules with udevadm and follow a marked tty through a systemd-udevd they start
+TEST_APT := systemd libseccomp2 udev
 
 unit-test: deps venv
 	@missing=""; \
