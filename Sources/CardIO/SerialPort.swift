@@ -31,8 +31,6 @@ public struct SerialSettings: Sendable, Equatable {
     public var presenceAssertedIsCard: Bool = true
     /// Such readers tie TX to RX, so every byte written comes back: check it and drop it.
     public var echo: Bool = true
-    /// The clock the reader gives the card, in Hz, to turn a PPS's Fi/Di into a baud rate.
-    public var cardClock: Double = 3_579_545
 
     public init() {}
 
@@ -281,9 +279,14 @@ public final class SerialPort: @unchecked Sendable {
         case .dsr: bit = TIOCM_DSR
         case .dcd: bit = TIOCM_CAR
         }
+        return (try modemLines() & bit != 0) == settings.presenceAssertedIsCard
+    }
+
+    /// The modem lines as TIOCMGET reports them (TIOCM_* bits).
+    func modemLines() throws(CardIOError) -> Int32 {
         var status: Int32 = 0
         guard ioctl(fd, UInt(TIOCMGET), &status) == 0 else { throw modemError("TIOCMGET") }
-        return (status & bit != 0) == settings.presenceAssertedIsCard
+        return status
     }
 
     private var resetBit: Int32? {

@@ -226,26 +226,33 @@ public final class SerialReader: CardReader, @unchecked Sendable {
         let t = ISO7816.preferredProtocol(of: atr)
         var rate = ISO7816.Rate.default
         var baud = settings.baud
-        let clock = Int(settings.cardClock)
         if let ta1 = ISO7816.proposedTA1(for: atr), let offered = ISO7816.Rate.fromTA1(of: atr) {
-            let faster = offered.baudRate(clockHz: clock)
             // A rate the UART cannot be set to is not proposed: the card stays at the default.
-            if SerialPort.supportedBaudRates.contains(faster),
+            if let faster = Self.baud(for: offered, from: settings.baud),
                try ISO7816.negotiatePPS(line: line, protocol: t, ta1: ta1, waitingTime: ISO7816.initialWaitingTime(etu: etu),
                                         guardTime: etu * (16 - ISO7816.receiveTimeInETU), slack: slack) {
                 rate = offered
                 baud = faster
             }
         } else if atr.specificMode != nil, let fixed = ISO7816.Rate.fromTA1(of: atr), fixed != .default {
-            baud = fixed.baudRate(clockHz: clock)
-            guard SerialPort.supportedBaudRates.contains(baud) else {
-                throw .protocolError(reader: name, detail: "the card is in specific mode at \(fixed), \(baud) baud with a \(clock) Hz clock, which the UART cannot be set to")
+            guard let fixedBaud = Self.baud(for: fixed, from: settings.baud) else {
+                throw .protocolError(reader: name, detail: "the card is in specific mode at \(fixed), \(settings.baud * 372 * fixed.d / fixed.f) baud, which the UART cannot be set to")
             }
+            baud = fixedBaud
             rate = fixed
         }
         if baud != settings.baud { try port.setBaud(baud) }
         let transport = try ISO7816.makeTransport(line: line, atr: atr, etu: ISO7816.etu(baudRate: baud), rate: rate, slack: slack)
         return SerialSession(readerName: name, atr: atr.bytes, transmissionProtocol: t, transport: transport, io: io)
+    }
+
+    /// The termios speed for `rate` on a reader that runs the default rate (F 372, D 1) at
+    /// `base` baud: the card's clock is whatever makes the default rate `base` (3.5712 MHz for
+    /// 9600; a Phoenix's 3.579545 MHz is 0.2% off, within a UART's tolerance), so the rate scales
+    /// the speed by 372·D/F. Nil when no termios speed is within 2% of it.
+    static func baud(for rate: ISO7816.Rate, from base: Int) -> Int? {
+        let exact = Double(base) * 372 * Double(rate.d) / Double(rate.f)
+        return SerialPort.supportedBaudRates.first { abs(Double($0) - exact) / exact <= 0.02 }
     }
 
     // MARK: Events

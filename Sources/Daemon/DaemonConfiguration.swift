@@ -303,7 +303,6 @@ public struct DaemonConfiguration: Sendable, Equatable {
         if let p = try choice("presence", SerialSettings.PresenceLine.self) { s.presenceLine = p }
         if let p = try level("presence_level") { s.presenceAssertedIsCard = p }
         if let e = try flag(prefix + "echo") { s.echo = e }
-        if let hz = try number(prefix + "clock_hz", 1_000_000...20_000_000) { s.cardClock = Double(hz) }
         return s
     }
 

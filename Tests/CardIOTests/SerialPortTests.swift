@@ -130,4 +130,63 @@ struct SerialPortTests {
         #expect(port.baud == 19200)
         #expect(port.wireTime(1600) == .seconds(1))
     }
+
+    @Test("on a real UART the reset pulse leaves the reset line released at the configured level, and presence follows its level",
+          .enabled(if: access("/dev/ttyS0", R_OK | W_OK) == 0, "needs read-write access to /dev/ttyS0"))
+    func modemLinesOnARealPort() throws {
+        for (line, bit) in [(SerialSettings.ResetLine.rts, TIOCM_RTS), (.dtr, TIOCM_DTR)] {
+            for assertedIsReset in [true, false] {
+                var settings = SerialSettings()
+                settings.resetLine = line
+                settings.resetAssertedIsReset = assertedIsReset
+                settings.resetPulse = .milliseconds(2)
+                let port = try SerialPort(path: "/dev/ttyS0", settings: settings, readerName: "uart")
+                defer { port.close() }
+                try port.resetCard()
+                // After the pulse the card runs: the line is at the level that is not reset.
+                #expect((try port.modemLines() & bit != 0) == !assertedIsReset, "\(line) asserted-is-reset \(assertedIsReset)")
+            }
+        }
+        var settings = SerialSettings()
+        settings.presenceLine = .cts
+        let high = try SerialPort(path: "/dev/ttyS0", settings: settings, readerName: "uart")
+        defer { high.close() }
+        settings.presenceAssertedIsCard = false
+        let low = try SerialPort(path: "/dev/ttyS0", settings: settings, readerName: "uart")
+        defer { low.close() }
+        let cts = try high.modemLines() & TIOCM_CTS != 0
+        #expect(try high.cardPresent() == cts)
+        #expect(try low.cardPresent() == !cts, "the inverted switch reads the other way")
+    }
+
+    @Test("a serial reader over a pty: inverse convention, PPS to 19200 baud, T=1; then the card pulled out")
+    func readerInverseAndPPS() throws {
+        let pty = try Pty()
+        defer { pty.close() }
+        var configuration = CardSimulator.Configuration(.t1(CardSimulator.T1Behaviour()))
+        configuration.convention = .inverse
+        configuration.ta1 = 0x12 // Fi 372, Di 2: 19200 baud with the usual clock
+        let card = CardSimulator(line: pty, configuration: configuration) { command in command.suffix(3) + [0x90, 0x00] }
+        card.start()
+        defer { _ = card.stop(timeout: .seconds(2)) }
+        let events = Locked<[ReaderEvent]>([])
+        let reader = SerialReader(name: "pty1", path: pty.slavePath, settings: .pty, log: { _ in })
+        reader.addObserver { event in events.withLock { $0.append(event) } }
+        reader.start()
+        defer { reader.stop() }
+        let channel = try reader.connect(timeout: .seconds(5))
+        #expect(channel.atr == card.atr)
+        #expect(channel.atr.first == 0x3F, "TS read as 03 and decoded")
+        // The card answers with the command's last 3 bytes: what it got, decoded, after PPS.
+        #expect(try channel.transmit([0x00, 0xB2, 0x01, 0x0C, 0x00]) == [0x01, 0x0C, 0x00, 0x90, 0x00])
+        #expect(try channel.transmit([0x00, 0x88, 0x00, 0x00, 0x02, 0xAB, 0xCD, 0x00]) == [0xAB, 0xCD, 0x00, 0x90, 0x00])
+        #expect(card.ppsRequests == [[0xFF, 0x11, 0x12, 0xFF ^ 0x11 ^ 0x12]], "PPS asked for T=1 at TA1 12")
+        let status = reader.status
+        #expect(status.state == "open" && status.cardPresent && status.transmissionProtocol == 1)
+        #expect(status.atr == card.atr.map { String(format: "%02X", $0) }.joined())
+        #expect(events.withLock { $0 } == [.cardInserted(reader: "pty1")])
+        card.inject(.close(afterBytes: 0))
+        #expect(throws: CardIOError.self) { try channel.transmit([0x00, 0xB2, 0x01, 0x0C, 0x00]) }
+        #expect(throws: CardIOError.self) { try reader.connect(timeout: .milliseconds(300)).transmit([0x00, 0xB2, 0x01, 0x0C, 0x00]) }
+    }
 }

@@ -102,7 +102,6 @@ struct ConfigurationTests {
                   presence: dcd
                   presence_level: released
                   echo: false
-                  clock_hz: 4000000
               hot:
                 reader: udev:phoenix1
             """)
@@ -112,7 +111,7 @@ struct ConfigurationTests {
         #expect(lab.serialPath == "/dev/ttyUSB0" && lab.udevName == nil && lab.virtualReaderName == nil)
         #expect(lab.serial.baud == 19200 && lab.serial.parity == .odd && lab.serial.stopBits == 1)
         #expect(lab.serial.resetLine == .dtr && !lab.serial.resetAssertedIsReset && lab.serial.resetPulse == .milliseconds(50))
-        #expect(lab.serial.presenceLine == .dcd && !lab.serial.presenceAssertedIsCard && !lab.serial.echo && lab.serial.cardClock == 4_000_000)
+        #expect(lab.serial.presenceLine == .dcd && !lab.serial.presenceAssertedIsCard && !lab.serial.echo)
         #expect(hot.udevName == "phoenix1")
         #expect(hot.serial == SerialSettings(), "defaults: 9600 8E2, RTS reset asserted, always present, echo on")
     }

@@ -81,13 +81,20 @@ struct SerialReaderEndToEndTests {
         #expect(t1Card.simulator.commands.count >= 8, "the kernel's APDUs reached the card over the pty")
     }
 
-    @Test("a wrong LRC is recovered; a card gone silent and a pty closed mid-transaction end in failed callbacks; the other terminals go on")
+    @Test("a wrong LRC is recovered; a garbled byte, a card gone silent and a pty closed mid-transaction end in failed callbacks; the other terminals go on")
     func faults() async throws {
         let t1Card = try PtyCard("visa-credit-cvn10.yaml", .init(.t1(CardSimulator.T1Behaviour())))
         let silentCard = try PtyCard("visa-credit-cvn10.yaml", .init(.t0(CardSimulator.T0Behaviour())))
-        defer { t1Card.remove(); silentCard.remove() }
-        let daemon = try await daemon([("serial1", t1Card), ("serial2", silentCard)])
+        let garbledCard = try PtyCard("visa-credit-cvn10.yaml", .init(.t0(CardSimulator.T0Behaviour())))
+        defer { t1Card.remove(); silentCard.remove(); garbledCard.remove() }
+        let daemon = try await daemon([("serial1", t1Card), ("serial2", silentCard), ("serial3", garbledCard)])
         defer { daemon.remove() }
+
+        // A garbled T=0 procedure byte: the exchange fails, the transaction is recorded failed.
+        garbledCard.simulator.inject(.garbleNextByte)
+        let garbled = try #require(try await daemon.open(saleURL(reference: "garbled-1"), terminal: "serial3").result)
+        #expect(garbled.status == "failed", "\(garbled.message)")
+        #expect(garbled.transaction?.status == "failed")
 
         t1Card.simulator.inject(.badEDC(blocks: 1))
         let recovered = try #require(try await daemon.open(saleURL(reference: "lrc-1"), terminal: "serial1").result)
