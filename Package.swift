@@ -95,6 +95,17 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        // Scenario files and their runner: the language (docs/scenarios.md), run through the API of a
+        // daemon core in this process or of a running cardbenchd.
+        .target(
+            name: "Scenario",
+            dependencies: [
+                "Daemon",
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "cardbenchd",
             dependencies: [
@@ -112,10 +123,15 @@ let package = Package(
                 "Ledger",
                 "Fronts",
                 "Daemon",
+                "Scenario",
                 "CLibCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
+        ),
+        .testTarget(
+            name: "ScenarioTests",
+            dependencies: ["Scenario", "Daemon"]
         ),
         .testTarget(
             name: "EMVTests",

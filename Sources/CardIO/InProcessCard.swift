@@ -13,6 +13,13 @@ public protocol InProcessCard: AnyObject, Sendable {
     func powerOff()
     /// Answers one C-APDU with an R-APDU (data ‖ SW1 SW2). Calls are serialised by the reader.
     func respond(to command: [UInt8]) -> [UInt8]
+    /// True once the card has left the reader by itself (a scripted removal after an answer):
+    /// the reader then treats it as removed.
+    var hasLeft: Bool { get }
+}
+
+extension InProcessCard {
+    public var hasLeft: Bool { false }
 }
 
 /// An in-process card sitting in a reader: it stays until removed; each power-on starts a new
@@ -26,6 +33,8 @@ final class InProcessSlot: CardSessions, @unchecked Sendable {
     private var removed = false
     private var session: UInt64 = 0
     private var powered = false
+    /// Told when the card leaves by itself, so the reader can report the removal.
+    var onLeft: (@Sendable () -> Void)?
 
     init(card: any InProcessCard, readerName: String) {
         self.card = card
@@ -52,7 +61,15 @@ final class InProcessSlot: CardSessions, @unchecked Sendable {
     }
 
     func transmit(_ command: [UInt8], session expected: UInt64) throws(CardIOError) -> [UInt8] {
-        try withLiveCard(session: expected) { card.respond(to: command) }
+        let (response, left) = try withLiveCard(session: expected) { () -> ([UInt8], Bool) in
+            let response = card.respond(to: command)
+            guard card.hasLeft else { return (response, false) }
+            removed = true
+            powered = false
+            return (response, true)
+        }
+        if left { onLeft?() }
+        return response
     }
 
     func reset(session expected: UInt64) throws(CardIOError) -> [UInt8] {

@@ -102,7 +102,7 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
     /// Whether a card is connected and has not hung up or been ejected.
     public var isCardPresent: Bool {
         let (socketCard, local) = locked { (current, inProcess) }
-        return local != nil || socketCard?.isAlive == true
+        return local?.isRemoved == false || socketCard?.isAlive == true
     }
 
     /// Whether the card present is an in-process one (see `insert(_:)`).
@@ -115,8 +115,15 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
     /// since a reader holds one card at a time.
     public func insert(_ card: any InProcessCard) throws(CardIOError) {
         let refused: Bool = locked {
-            if inProcess != nil || current?.isAlive == true { return true }
-            inProcess = InProcessSlot(card: card, readerName: name)
+            if inProcess?.isRemoved == false || current?.isAlive == true { return true }
+            let slot = InProcessSlot(card: card, readerName: name)
+            // A card that leaves by itself (after a scripted answer) is removed as if pulled out,
+            // off the caller's thread, which is inside the slot's exchange.
+            slot.onLeft = { [weak self, weak slot] in
+                guard let reader = self, let left = slot else { return }
+                DispatchQueue.global().async { reader.removeInProcessCard(ifStill: left) }
+            }
+            inProcess = slot
             condition.broadcast()
             return false
         }
@@ -128,8 +135,15 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
     /// on. Returns whether there was one.
     @discardableResult
     public func removeInProcessCard() -> Bool {
+        removeInProcessCard(ifStill: nil)
+    }
+
+    /// Removes the in-process card (only `slot`, when given, so a card inserted since is kept).
+    @discardableResult
+    func removeInProcessCard(ifStill expected: InProcessSlot?) -> Bool {
         guard let slot = locked({ () -> InProcessSlot? in
             let slot = inProcess
+            if let expected, slot !== expected { return nil }
             inProcess = nil
             return slot
         }) else { return false }

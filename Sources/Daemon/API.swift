@@ -197,6 +197,31 @@ public struct API: Sendable {
         router.get("/v1/readers") { _, _ in
             json(bench.terminals.map(ReaderView.init))
         }
+        router.post("/v1/terminals/:name/card") { request, context in
+            try await handle("card", bench) {
+                let body = try await decode(CardBody.self, request, context)
+                let name = context.parameters.get("name")
+                try bench.insertCard(terminal: name, profile: body.profile, removeAfter: body.removeAfter, pinTries: body.pinTries)
+                return json(["result": "inserted"], status: .created)
+            }
+        }
+        router.delete("/v1/terminals/:name/card") { _, context in
+            try await handle("card", bench) {
+                json(["result": try bench.removeCard(terminal: context.parameters.get("name")) ? "removed" : "none"])
+            }
+        }
+        router.post("/v1/terminals/:name/reset") { _, context in
+            try await handle("reset", bench) {
+                try bench.resetTerminal(context.parameters.get("name"))
+                return json(["result": "reset"])
+            }
+        }
+        router.post("/v1/host/accounts") { request, context in
+            try await handle("accounts", bench) {
+                let body = try await decode(AccountBody.self, request, context)
+                return json(["result": "registered", "account": try bench.registerAccount(profile: body.profile)], status: .created)
+            }
+        }
         router.post("/v1/terminals/:name/keypad") { request, context in
             try await handle("keypad", bench) {
                 let terminal = try bench.terminal(context.parameters.get("name"))
@@ -313,6 +338,28 @@ public struct ClockBody: Codable, Sendable {
         self.set = set
         self.advanceSeconds = advanceSeconds
     }
+}
+
+/// `POST /v1/terminals/{name}/card`: a card profile file (as the daemon sees paths), and
+/// optionally the command after which the card leaves (`GENERATE AC`, `GENERATE AC#2`) and its
+/// PIN try counter.
+public struct CardBody: Codable, Sendable {
+    public let profile: String
+    public let removeAfter: String?
+    public let pinTries: Int?
+
+    public init(profile: String, removeAfter: String? = nil, pinTries: Int? = nil) {
+        self.profile = profile
+        self.removeAfter = removeAfter
+        self.pinTries = pinTries
+    }
+}
+
+/// `POST /v1/host/accounts`: a card profile whose account the issuer takes afresh.
+public struct AccountBody: Codable, Sendable {
+    public let profile: String
+
+    public init(profile: String) { self.profile = profile }
 }
 
 /// `{"pin": "1234"}`, `{"select": 2}`, `{"confirm": true}` or `{"cancel": true}`.

@@ -108,6 +108,13 @@ public final class TerminalKeypad: Keypad, @unchecked Sendable {
         condition.unlock()
     }
 
+    /// Forgets queued inputs (a new scenario starts clean).
+    func clearQueue() {
+        condition.lock()
+        queued = []
+        condition.unlock()
+    }
+
     /// Ends a transaction: forgets what it did not use.
     func end() {
         condition.lock()

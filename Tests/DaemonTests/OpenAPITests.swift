@@ -283,11 +283,13 @@ let schemaBindings: [String: SchemaBinding] = [
     "BillpocketUserView": .of(BillpocketUserView.self),
     "DeviceTokenBody": .of(DeviceTokenBody.self),
     "DeviceTokenView": .of(DeviceTokenView.self),
+    "CardBody": .of(CardBody.self),
+    "AccountBody": .of(AccountBody.self),
 ]
 
 /// Bodies API.swift writes as dictionary literals (`json(["result": …])`): checked against a
 /// running daemon in `liveReplies`.
-let literalSchemas: Set<String> = ["PendingRequest", "KeypadResult", "AbortResult"]
+let literalSchemas: Set<String> = ["PendingRequest", "KeypadResult", "AbortResult", "ActionResult", "AccountResult"]
 
 // MARK: - Tests
 
@@ -599,6 +601,23 @@ struct OpenAPILiveTests {
         #expect(rotated?["state"] == .string("active"))
         try call("POST", "/v1/billpocket/users/999/rotate", "/v1/billpocket/users/{id}/rotate", expect: 404)
         try call("GET", "/v1/vouchers/nope", "/v1/vouchers/{id}", expect: 404)
+
+        // Daemon-held cards, terminal reset, issuer accounts.
+        let profile = repositoryRoot.appendingPathComponent("Scenarios/cards/visa-credit-cvn10.yaml").path
+        let account = try call("POST", "/v1/host/accounts", body: #"{"profile": "\#(profile)"}"#, expect: 201)
+        #expect(account?["account"] == .string("476173******0010"))
+        try call("POST", "/v1/host/accounts", body: #"{"profile": "/nonexistent.yaml"}"#, expect: 400)
+        let inserted = try call("POST", "/v1/terminals/bench1/card", "/v1/terminals/{name}/card",
+                                body: #"{"profile": "\#(profile)", "removeAfter": "GENERATE AC#2", "pinTries": 3}"#, expect: 201)
+        #expect(inserted?["result"] == .string("inserted"))
+        try call("POST", "/v1/terminals/bench1/card", "/v1/terminals/{name}/card", body: #"{"profile": "\#(profile)"}"#, expect: 409)
+        let badPoint = try call("POST", "/v1/terminals/bench1/card", "/v1/terminals/{name}/card",
+                                body: #"{"profile": "\#(profile)", "removeAfter": "DANCE"}"#, expect: 400)
+        #expect(badPoint?["field"] == .string("removeAfter"))
+        let removed = try call("DELETE", "/v1/terminals/bench1/card", "/v1/terminals/{name}/card", expect: 200)
+        #expect(removed?["result"] == .string("removed"))
+        #expect(try call("DELETE", "/v1/terminals/bench1/card", "/v1/terminals/{name}/card", expect: 200)?["result"] == .string("none"))
+        #expect(try call("POST", "/v1/terminals/bench1/reset", "/v1/terminals/{name}/reset", expect: 200)?["result"] == .string("reset"))
         let oversize = try call("POST", "/v1/open", body: #"{"url": ""# + String(repeating: "x", count: 1_100_000) + #""}"#, expect: 413)
         #expect(oversize?["error"] == .string("the request body is over 1 MiB"))
         let notJSON = try call("POST", "/v1/open", body: "not json", expect: 400)

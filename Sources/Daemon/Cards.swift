@@ -1,0 +1,123 @@
+import CardIO
+import EMV
+import Foundation
+import VirtualCard
+
+/// A point in a card's conversation: the `n`th command with this instruction name
+/// (`GENERATE AC#2`; `GENERATE AC` is the first).
+public struct RemovalPoint: Sendable, Equatable, CustomStringConvertible {
+    public let instruction: String
+    public let occurrence: Int
+
+    /// Parses `NAME` or `NAME#n`; the name must be one the kernel sends.
+    public init(parsing text: String) throws(DaemonError) {
+        let parts = text.split(separator: "#", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+        let name = parts[0].uppercased()
+        guard Self.names.contains(name) else {
+            throw .badRequest(field: "removeAfter", rule: "must name a command (\(Self.names.sorted().joined(separator: ", "))), optionally #n, got \"\(text)\"")
+        }
+        var n = 1
+        if parts.count == 2 {
+            guard let v = Int(parts[1]), v >= 1, v <= 99 else {
+                throw .badRequest(field: "removeAfter", rule: "the occurrence after # must be 1 to 99, got \"\(parts[1])\"")
+            }
+            n = v
+        }
+        instruction = name
+        occurrence = n
+    }
+
+    /// The instruction names of the commands an EMV terminal sends (`CommandAPDU.instructionName`).
+    static let names: Set<String> = ["SELECT", "GET PROCESSING OPTIONS", "READ RECORD", "GET DATA", "VERIFY", "GENERATE AC",
+                                     "EXTERNAL AUTHENTICATE", "GET CHALLENGE", "INTERNAL AUTHENTICATE", "GET RESPONSE"]
+
+    public var description: String { occurrence == 1 ? instruction : "\(instruction)#\(occurrence)" }
+}
+
+/// A virtual card inserted through the API (a scenario's, a tester's): it lives in the daemon,
+/// sits in the terminal's reader as an in-process card, and can leave by itself right after
+/// answering a given command, as a cardholder pulling the card out at that moment.
+final class InsertedVirtualCard: InProcessCard, @unchecked Sendable {
+    // Unchecked: everything mutable is under `lock`.
+    private let lock = NSLock()
+    private var card: VirtualCard
+    private let removeAfter: RemovalPoint?
+    private var seen: [String: Int] = [:]
+    private var left = false
+
+    init(profile: CardProfile, removeAfter: RemovalPoint?, pinTries: Int?) throws(EMVError) {
+        var state = CardState(profile: profile)
+        if let pinTries { state.pinTriesRemaining = pinTries }
+        card = try VirtualCard(profile: profile, state: state)
+        self.removeAfter = removeAfter
+    }
+
+    func powerOn(warm: Bool) -> [UInt8] {
+        lock.withLock {
+            card.reset()
+            return card.atr
+        }
+    }
+
+    func powerOff() { lock.withLock { card.reset() } }
+
+    func respond(to command: [UInt8]) -> [UInt8] {
+        lock.withLock {
+            let response = card.respond(to: command)
+            if let removeAfter, let name = try? CommandAPDU(bytes: command).instructionName {
+                seen[name, default: 0] += 1
+                if name == removeAfter.instruction, seen[name] == removeAfter.occurrence { left = true }
+            }
+            return response
+        }
+    }
+
+    var hasLeft: Bool { lock.withLock { left } }
+}
+
+extension Bench {
+    /// Puts a fresh virtual card from `profile` into the terminal's (virtual) reader; the issuer
+    /// learns its account if it did not know it.
+    public func insertCard(terminal name: String?, profile path: String, removeAfter: String?, pinTries: Int?) throws(DaemonError) {
+        let terminal = try self.terminal(name)
+        guard let reader = terminal.virtualReader else {
+            throw .badRequest(field: "terminal", rule: "terminal \(terminal.settings.name) has a serial reader: its cards are physical")
+        }
+        let profile: CardProfile
+        do { profile = try Self.loadProfile(path) } catch { throw .badRequest(field: "profile", rule: "\(error)") }
+        let point = try removeAfter.map { text throws(DaemonError) in try RemovalPoint(parsing: text) }
+        if let pinTries, !(0...15).contains(pinTries) { throw .badRequest(field: "pinTries", rule: "must be 0 to 15, got \(pinTries)") }
+        if host.account(pan: profile.pan) == nil {
+            do { try host.register(profile) } catch { throw .badRequest(field: "profile", rule: "\(error)") }
+        }
+        let card: InsertedVirtualCard
+        do { card = try InsertedVirtualCard(profile: profile, removeAfter: point, pinTries: pinTries) } catch {
+            throw .badRequest(field: "profile", rule: "\(error)")
+        }
+        do { try reader.insert(card) } catch { throw .conflict("\(error)") }
+    }
+
+    /// Takes the API-inserted card out of the terminal's reader; false when there was none.
+    public func removeCard(terminal name: String?) throws(DaemonError) -> Bool {
+        try self.terminal(name).virtualReader?.removeInProcessCard() ?? false
+    }
+
+    /// Registers (again) the issuer's account of the card in `profile`: balance, blocked, lost,
+    /// stolen, PIN tries as the profile says.
+    public func registerAccount(profile path: String) throws(DaemonError) -> String {
+        let profile: CardProfile
+        do { profile = try Self.loadProfile(path) } catch { throw .badRequest(field: "profile", rule: "\(error)") }
+        do { try host.register(profile) } catch { throw .badRequest(field: "profile", rule: "\(error)") }
+        return PAN.masked(profile.pan)
+    }
+
+    /// A terminal as a new scenario wants it: no queued keypad inputs, no queued host outcomes,
+    /// no API-inserted card. Refused while a transaction runs.
+    public func resetTerminal(_ name: String?) throws(DaemonError) {
+        let terminal = try self.terminal(name)
+        if let activity = terminal.currentActivity { throw .conflict("terminal \(terminal.settings.name) is busy: \(activity)") }
+        terminal.keypad.clearQueue()
+        _ = host.clearQueue(terminal.settings.name)
+        terminal.virtualReader?.removeInProcessCard()
+    }
+}

@@ -1,0 +1,386 @@
+import Foundation
+import Yams
+
+/// A scenario file that cannot be run: the file, the line, and why.
+public struct ScenarioError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let file: String
+    public let line: Int
+    public let reason: String
+
+    public init(file: String, line: Int, reason: String) {
+        self.file = file
+        self.line = line
+        self.reason = reason
+    }
+
+    public var description: String { "\(file):\(line): \(reason)" }
+}
+
+/// One scenario (docs/scenarios.md).
+public struct Scenario: Sendable {
+    public let file: String
+    public let name: String
+    public let description: String?
+    public let terminal: String
+    /// ISO 8601, when the scenario sets the clock.
+    public let clockStart: String?
+    /// Card names to profile files (absolute paths).
+    public let cards: [String: String]
+    public let steps: [Step]
+
+    public struct Step: Sendable {
+        public let line: Int
+        public let action: Action
+        public let save: String?
+        public let expect: Expectation?
+    }
+
+    public enum Action: Sendable {
+        case open(String)
+        case insertCard(card: String, removeAfter: String?, pinTries: Int?)
+        case removeCard
+        case keypad(pin: String?, select: Int?, confirm: Bool, cancel: Bool)
+        case host(code: String?, unavailable: Bool, delayMilliseconds: Int?)
+        case clockAdvance(Int64)
+        case clockSet(String)
+        case wait(Double)
+        case createUser(name: String, msi: [String: Int64]?)
+        case rotateUser(String)
+        case invalidateUser(String)
+        case issueDeviceToken(user: String, alias: String?)
+    }
+
+    public enum Matcher: Sendable, Equatable {
+        case equals(String)
+        case matches(String)
+        case absent
+        case present
+    }
+
+    public struct Expectation: Sendable {
+        public let line: Int
+        public var callback: [(field: String, matcher: Matcher, line: Int)] = []
+        public var callbackURL: Matcher?
+        public var fieldsInOrder: [String]?
+        /// nil: not checked; empty with `noLedgerRow`: no row.
+        public var ledger: [(field: String, value: String)]?
+        public var noLedgerRow = false
+        public var traceContains: [String]?
+        public var traceExcludes: [String]?
+        public var original: [(field: String, value: String)]?
+        /// The API must refuse the request with a message containing this.
+        public var error: String?
+    }
+}
+
+extension Scenario {
+    /// Reads and checks a scenario file. Card names resolve to files in the `cards` folder of the
+    /// nearest directory above the file that has one.
+    public static func load(_ path: String) throws(ScenarioError) -> Scenario {
+        let text: String
+        do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+            throw ScenarioError(file: path, line: 0, reason: "cannot read the file: \(error.localizedDescription)")
+        }
+        return try parse(text, file: path)
+    }
+
+    public static func parse(_ text: String, file: String) throws(ScenarioError) -> Scenario {
+        let root: Node?
+        do { root = try Yams.compose(yaml: text) } catch {
+            let line = (error as? YamlError).flatMap(Self.line(of:)) ?? 1
+            throw ScenarioError(file: file, line: line, reason: "not valid YAML: \(String(describing: error).split(separator: "\n").first ?? "")")
+        }
+        guard let root else { throw ScenarioError(file: file, line: 1, reason: "the file is empty") }
+        let top = try Mapping(root, file: file, what: "a scenario")
+        try top.allow(["name", "description", "terminal", "clock", "cards", "steps"])
+        let name = try top.string("name", required: true)!
+        let terminal = try top.string("terminal") ?? "bench1"
+        var clockStart: String?
+        if let clock = try top.mapping("clock") {
+            try clock.allow(["start"])
+            clockStart = try clock.string("start", required: true)
+        }
+        let cardsDirectory = Self.cardsDirectory(for: file)
+        var cards: [String: String] = [:]
+        if let cardMap = try top.mapping("cards") {
+            for (key, node) in cardMap.entries {
+                guard let profile = node.scalar?.string, !profile.isEmpty else {
+                    throw ScenarioError(file: file, line: Self.line(node), reason: "cards.\(key): must be a profile file name")
+                }
+                cards[key] = Self.resolve(profile, in: cardsDirectory)
+            }
+        }
+        guard let stepsNode = top.node("steps"), case .sequence(let sequence) = stepsNode, !sequence.isEmpty else {
+            throw ScenarioError(file: file, line: top.node("steps").map(Self.line) ?? top.line, reason: "steps: must be a list of at least one step")
+        }
+        var steps: [Step] = []
+        for node in sequence {
+            steps.append(try parseStep(node, file: file, cards: &cards, cardsDirectory: cardsDirectory))
+        }
+        return Scenario(file: file, name: name, description: try top.string("description"), terminal: terminal,
+                        clockStart: clockStart, cards: cards, steps: steps)
+    }
+
+    static func parseStep(_ node: Node, file: String, cards: inout [String: String], cardsDirectory: String) throws(ScenarioError) -> Step {
+        let m = try Mapping(node, file: file, what: "a step")
+        let actions = ["open", "card", "keypad", "host", "clock", "wait", "billpocket"]
+        let present = actions.filter { m.node($0) != nil }
+        guard present.count == 1 else {
+            throw m.error(present.isEmpty ? "a step needs one of \(actions.joined(separator: ", "))" : "a step has one action, this one has \(present.joined(separator: " and "))")
+        }
+        try m.allow([present[0], "save", "expect"])
+        let save = try m.string("save")
+        if let save, save.isEmpty || !save.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }) {
+            throw m.error("save: a name of letters, digits, _ and -")
+        }
+        let action: Action
+        switch present[0] {
+        case "open":
+            action = .open(try m.string("open", required: true)!)
+        case "card":
+            if let text = try? m.string("card"), text == "remove" {
+                action = .removeCard
+            } else {
+                let c = try m.mapping("card")!
+                try c.allow(["insert", "remove_after", "pin_tries"])
+                let card = try c.string("insert", required: true)!
+                if cards[card] == nil { cards[card] = Self.resolve(card, in: cardsDirectory) }
+                guard FileManager.default.fileExists(atPath: cards[card]!) else {
+                    throw c.error("insert: no card named \(card) in cards: and no profile \(cards[card]!)")
+                }
+                action = .insertCard(card: card, removeAfter: try c.string("remove_after"), pinTries: try c.int("pin_tries"))
+            }
+        case "keypad":
+            let k = try m.mapping("keypad")!
+            try k.allow(["pin", "select", "confirm", "cancel"])
+            let pin = try k.string("pin"), select = try k.int("select")
+            let confirm = try k.bool("confirm") ?? false, cancel = try k.bool("cancel") ?? false
+            guard [pin != nil, select != nil, confirm, cancel].filter({ $0 }).count == 1 else {
+                throw k.error("keypad: exactly one of pin, select, confirm: true, cancel: true")
+            }
+            action = .keypad(pin: pin, select: select, confirm: confirm, cancel: cancel)
+        case "host":
+            let h = try m.mapping("host")!
+            try h.allow(["respond", "unavailable", "delay_ms"])
+            let code = try h.string("respond"), unavailable = try h.bool("unavailable") ?? false, delay = try h.int("delay_ms")
+            guard [code != nil, unavailable, delay != nil].filter({ $0 }).count == 1 else {
+                throw h.error("host: exactly one of respond: \"05\", unavailable: true, delay_ms: N")
+            }
+            action = .host(code: code, unavailable: unavailable, delayMilliseconds: delay)
+        case "clock":
+            let c = try m.mapping("clock")!
+            try c.allow(["advance", "set"])
+            if let seconds = try c.int("advance") {
+                action = .clockAdvance(Int64(seconds))
+            } else if let set = try c.string("set") {
+                action = .clockSet(set)
+            } else {
+                throw c.error("clock: advance: <seconds> or set: <ISO 8601 instant>")
+            }
+        case "wait":
+            guard let seconds = m.node("wait")?.scalar.flatMap({ Double($0.string) }), seconds >= 0, seconds <= 60 else {
+                throw m.error("wait: seconds, 0 to 60")
+            }
+            action = .wait(seconds)
+        default:
+            let b = try m.mapping("billpocket")!
+            let kinds = ["create_user", "rotate_user", "invalidate_user", "issue_device_token"]
+            let which = kinds.filter { b.node($0) != nil }
+            guard which.count == 1 else { throw b.error("billpocket: exactly one of \(kinds.joined(separator: ", "))") }
+            try b.allow(Set(which))
+            switch which[0] {
+            case "create_user":
+                let u = try b.mapping("create_user")!
+                try u.allow(["name", "msi"])
+                var msi: [String: Int64]?
+                if let plans = try u.mapping("msi") {
+                    msi = [:]
+                    for (key, node) in plans.entries {
+                        guard let v = node.scalar.flatMap({ Int64($0.string) }) else {
+                            throw ScenarioError(file: file, line: Self.line(node), reason: "msi.\(key): a minimum amount in cents")
+                        }
+                        msi![key] = v
+                    }
+                }
+                action = .createUser(name: try u.string("name", required: true)!, msi: msi)
+            case "rotate_user": action = .rotateUser(try b.string("rotate_user", required: true)!)
+            case "invalidate_user": action = .invalidateUser(try b.string("invalidate_user", required: true)!)
+            default:
+                let d = try b.mapping("issue_device_token")!
+                try d.allow(["user", "alias"])
+                action = .issueDeviceToken(user: try d.string("user", required: true)!, alias: try d.string("alias"))
+            }
+        }
+        var expectation: Expectation?
+        if let e = try m.mapping("expect") {
+            expectation = try parseExpectation(e)
+        }
+        return Step(line: m.line, action: action, save: save, expect: expectation)
+    }
+
+    static func parseExpectation(_ e: Mapping) throws(ScenarioError) -> Expectation {
+        try e.allow(["callback", "callback_url", "fields_in_order", "ledger", "trace", "original", "error"])
+        var x = Expectation(line: e.line)
+        if let callback = try e.mapping("callback") {
+            for (field, node) in callback.entries {
+                x.callback.append((field, try matcher(node, file: e.file, what: "callback.\(field)"), Self.line(node)))
+            }
+        }
+        if let node = e.node("callback_url") { x.callbackURL = try matcher(node, file: e.file, what: "callback_url") }
+        if let node = e.node("fields_in_order") {
+            guard case .sequence(let seq) = node else { throw ScenarioError(file: e.file, line: Self.line(node), reason: "fields_in_order: a list of field names") }
+            x.fieldsInOrder = seq.compactMap { $0.scalar?.string }
+        }
+        if let node = e.node("ledger") {
+            if node.scalar?.string == "none" {
+                x.noLedgerRow = true
+            } else {
+                let l = try Mapping(node, file: e.file, what: "ledger")
+                try l.allow(["status", "responseCode", "action", "amount", "tipAmount", "installments", "currency"])
+                x.ledger = l.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
+            }
+        }
+        if let t = try e.mapping("trace") {
+            try t.allow(["contains", "excludes"])
+            func names(_ key: String) throws(ScenarioError) -> [String]? {
+                guard let node = t.node(key) else { return nil }
+                guard case .sequence(let seq) = node else { throw t.error("trace.\(key): a list of APDU names") }
+                return seq.compactMap { $0.scalar?.string.uppercased() }
+            }
+            x.traceContains = try names("contains")
+            x.traceExcludes = try names("excludes")
+        }
+        if let o = try e.mapping("original") {
+            try o.allow(["status", "action"])
+            x.original = o.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
+        }
+        x.error = try e.string("error")
+        return x
+    }
+
+    static func matcher(_ node: Node, file: String, what: String) throws(ScenarioError) -> Matcher {
+        if let scalar = node.scalar { return .equals(scalar.string) }
+        let m = try Mapping(node, file: file, what: what)
+        try m.allow(["equals", "matches", "absent", "present"])
+        if let v = try m.string("equals") { return .equals(v) }
+        if let v = try m.string("matches") {
+            do { _ = try NSRegularExpression(pattern: v) } catch { throw m.error("\(what).matches: not a regular expression: \(v)") }
+            return .matches(v)
+        }
+        if try m.bool("absent") == true { return .absent }
+        if try m.bool("present") == true { return .present }
+        throw m.error("\(what): a string, or equals:, matches:, absent: true or present: true")
+    }
+
+    // MARK: Files
+
+    /// The `cards` folder of the nearest directory above `file` that has one.
+    static func cardsDirectory(for file: String) -> String {
+        var dir = URL(fileURLWithPath: file).standardizedFileURL.deletingLastPathComponent()
+        while dir.path != "/" {
+            let cards = dir.appendingPathComponent("cards")
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: cards.path, isDirectory: &isDirectory), isDirectory.boolValue { return cards.path }
+            dir = dir.deletingLastPathComponent()
+        }
+        return URL(fileURLWithPath: "Scenarios/cards").standardizedFileURL.path
+    }
+
+    static func resolve(_ profile: String, in directory: String) -> String {
+        if profile.hasPrefix("/") { return profile }
+        let name = profile.hasSuffix(".yaml") || profile.hasSuffix(".yml") ? profile : profile + ".yaml"
+        return (directory as NSString).appendingPathComponent(name)
+    }
+
+    /// Scenario files under `paths` (files as given, directories searched, `cards` folders and
+    /// README files skipped), sorted.
+    public static func files(_ paths: [String]) throws(ScenarioError) -> [String] {
+        var found: [String] = []
+        for path in paths {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+                throw ScenarioError(file: path, line: 0, reason: "no such file or directory")
+            }
+            guard isDirectory.boolValue else {
+                found.append(path)
+                continue
+            }
+            let enumerator = FileManager.default.enumerator(atPath: path)
+            while let entry = enumerator?.nextObject() as? String {
+                let components = entry.split(separator: "/")
+                if components.contains("cards") { continue }
+                if entry.hasSuffix(".yaml") || entry.hasSuffix(".yml") { found.append((path as NSString).appendingPathComponent(entry)) }
+            }
+        }
+        return found.sorted()
+    }
+
+    static func line(_ node: Node) -> Int { (node.mark?.line).map { $0 } ?? 0 }
+
+    static func line(of error: YamlError) -> Int? {
+        switch error {
+        case .scanner(_, _, let mark, _), .parser(_, _, let mark, _), .composer(_, _, let mark, _): mark.line
+        default: nil
+        }
+    }
+}
+
+/// A YAML mapping read strictly: keys it is not told about are errors with their line.
+struct Mapping {
+    let file: String
+    let line: Int
+    let entries: [(String, Node)]
+
+    init(_ node: Node, file: String, what: String) throws(ScenarioError) {
+        self.file = file
+        line = Scenario.line(node)
+        guard case .mapping(let mapping) = node else {
+            throw ScenarioError(file: file, line: line, reason: "\(what) must be a mapping")
+        }
+        var entries: [(String, Node)] = []
+        for (key, value) in mapping {
+            guard let name = key.scalar?.string else { throw ScenarioError(file: file, line: Scenario.line(key), reason: "keys must be names") }
+            entries.append((name, value))
+        }
+        self.entries = entries
+    }
+
+    func node(_ key: String) -> Node? { entries.first { $0.0 == key }?.1 }
+
+    func error(_ reason: String) -> ScenarioError { ScenarioError(file: file, line: line, reason: reason) }
+
+    func allow(_ keys: Set<String>) throws(ScenarioError) {
+        for (key, node) in entries where !keys.contains(key) {
+            throw ScenarioError(file: file, line: Scenario.line(node), reason: "unknown key \"\(key)\" (expected one of \(keys.sorted().joined(separator: ", ")))")
+        }
+    }
+
+    func string(_ key: String, required: Bool = false) throws(ScenarioError) -> String? {
+        guard let node = node(key) else {
+            if required { throw error("\(key): is required") }
+            return nil
+        }
+        guard let scalar = node.scalar else { throw ScenarioError(file: file, line: Scenario.line(node), reason: "\(key): must be a single value") }
+        return scalar.string
+    }
+
+    func int(_ key: String) throws(ScenarioError) -> Int? {
+        guard let text = try string(key) else { return nil }
+        guard let v = Int(text) else { throw ScenarioError(file: file, line: Scenario.line(node(key)!), reason: "\(key): must be a whole number, got \"\(text)\"") }
+        return v
+    }
+
+    func bool(_ key: String) throws(ScenarioError) -> Bool? {
+        guard let text = try string(key) else { return nil }
+        switch text.lowercased() {
+        case "true", "yes": return true
+        case "false", "no": return false
+        default: throw ScenarioError(file: file, line: Scenario.line(node(key)!), reason: "\(key): must be true or false, got \"\(text)\"")
+        }
+    }
+
+    func mapping(_ key: String) throws(ScenarioError) -> Mapping? {
+        guard let node = node(key) else { return nil }
+        return try Mapping(node, file: file, what: key)
+    }
+}

@@ -1,0 +1,357 @@
+import Daemon
+import Foundation
+import Hummingbird
+import Logging
+
+/// Where scenarios run: a daemon core started in this process for each scenario, on a
+/// temporary ledger (the default), or a running `cardbenchd` at a control socket or http:// URL.
+public enum ScenarioTarget: Sendable {
+    case inProcess
+    case daemon(String)
+}
+
+/// The outcome of one scenario.
+public struct ScenarioResult: Sendable, Encodable {
+    public let file: String
+    public let name: String
+    public let passed: Bool
+    public let seconds: Double
+    /// What went wrong: the step's line, the expectation, expected versus actual, and the end
+    /// of the transaction's APDU trace.
+    public let failure: String?
+}
+
+/// Runs scenario files (docs/scenarios.md) through the daemon's API.
+public struct ScenarioRunner: Sendable {
+    public let target: ScenarioTarget
+
+    public init(target: ScenarioTarget) { self.target = target }
+
+    /// Runs one loaded scenario.
+    public func run(_ scenario: Scenario) async -> ScenarioResult {
+        let start = ContinuousClock.now
+        var failure: String?
+        do {
+            switch target {
+            case .inProcess:
+                let daemon = try await InProcessDaemon(scenario: scenario)
+                defer { daemon.stop() }
+                var execution = Execution(scenario: scenario, client: daemon.client)
+                try await execution.run()
+            case .daemon(let endpoint):
+                var execution = Execution(scenario: scenario, client: DaemonClient(endpoint: endpoint))
+                try await execution.run()
+            }
+        } catch let error as StepFailure {
+            failure = error.description
+        } catch {
+            failure = "\(scenario.file): \(error)"
+        }
+        let elapsed = ContinuousClock.now - start
+        return ScenarioResult(file: scenario.file, name: scenario.name, passed: failure == nil,
+                              seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+                              failure: failure)
+    }
+}
+
+/// A failed step: where, what, expected versus actual.
+struct StepFailure: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// A daemon core for one scenario: a `Bench` on a temporary state directory, the API on a Unix
+/// socket of its own, a manual clock.
+final class InProcessDaemon: @unchecked Sendable {
+    let directory: URL
+    let bench: Bench
+    let client: DaemonClient
+    private let server: Task<Void, any Error>
+
+    init(scenario: Scenario) async throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("cardbench-scenario-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var configuration = DaemonConfiguration()
+        configuration.stateDirectory = directory.appendingPathComponent("state").path
+        configuration.runtimeDirectory = directory.appendingPathComponent("run").path
+        configuration.httpPort = nil
+        configuration.manualClock = true
+        if let start = scenario.clockStart {
+            guard let micros = ISO8601.microseconds(start) else {
+                throw StepFailure(description: "\(scenario.file): clock.start: not an ISO 8601 instant: \(start)")
+            }
+            configuration.clockStart = micros
+        }
+        configuration.cardProfiles = [Scenario.cardsDirectory(for: scenario.file)]
+        configuration.terminals = [TerminalSettings(name: scenario.terminal, tid: "10000001", reader: "virtual:\(scenario.terminal)")]
+        configuration.callbacks.allowedHosts = []
+        bench = try Bench(configuration: configuration)
+        try bench.start()
+        let runtime = configuration.effectiveRuntimeDirectory
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
+        let socket = DaemonServer.controlSocket(runtimeDirectory: runtime)
+        var logger = Logger(label: "cardbench-scenario")
+        logger.logLevel = .critical
+        let app = Application(responder: API(bench: bench).router().buildResponder(),
+                              configuration: ApplicationConfiguration(address: .unixDomainSocket(path: socket)), logger: logger)
+        server = Task { try await app.runService() }
+        client = DaemonClient(endpoint: socket)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while (try? await client.send(method: "GET", "/v1/health", timeout: .seconds(1)))?.status != 200 {
+            guard ContinuousClock.now < deadline else { throw StepFailure(description: "the in-process daemon did not answer on \(socket)") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    func stop() {
+        server.cancel()
+        bench.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// One scenario's run through the API.
+struct Execution {
+    let scenario: Scenario
+    let client: DaemonClient
+    var saved: [String: [String: String]] = [:]
+
+    init(scenario: Scenario, client: DaemonClient) {
+        self.scenario = scenario
+        self.client = client
+    }
+
+    var terminalPath: String { "/v1/terminals/\(scenario.terminal.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? scenario.terminal)" }
+
+    mutating func run() async throws {
+        // Fresh state: nothing queued, no card left over, the accounts as their profiles say.
+        try await call("POST", terminalPath + "/reset", line: 0)
+        for path in Set(scenario.cards.values).sorted() {
+            try await call("POST", "/v1/host/accounts", AccountBody(profile: path), line: 0)
+        }
+        if let start = scenario.clockStart {
+            try await call("POST", "/v1/clock", ClockBody(set: start), line: 0, what: "setting the scenario's clock (the daemon's clock must be manual)")
+        }
+        for step in scenario.steps { try await perform(step) }
+    }
+
+    mutating func perform(_ step: Scenario.Step) async throws {
+        switch step.action {
+        case .open(let template):
+            let url = try fill(template, step)
+            let reply = try await client.send(method: "POST", "/v1/open", json: OpenRequest(url: url, terminal: scenario.terminal),
+                                              timeout: .seconds(120))
+            try await check(step, url: url, reply: reply)
+        case .insertCard(let card, let removeAfter, let pinTries):
+            try await call("POST", terminalPath + "/card", CardBody(profile: scenario.cards[card]!, removeAfter: removeAfter, pinTries: pinTries),
+                           line: step.line)
+        case .removeCard:
+            try await call("DELETE", terminalPath + "/card", line: step.line)
+        case .keypad(let pin, let select, let confirm, let cancel):
+            try await call("POST", terminalPath + "/keypad",
+                           KeypadBody(pin: try pin.map { try fill($0, step) }, select: select, confirm: confirm ? true : nil, cancel: cancel ? true : nil),
+                           line: step.line)
+        case .host(let code, let unavailable, let delay):
+            try await call("POST", terminalPath + "/host-queue",
+                           HostOutcomeBody(code: code, unavailable: unavailable ? true : nil, delayMs: delay), line: step.line)
+        case .clockAdvance(let seconds):
+            try await call("POST", "/v1/clock", ClockBody(advanceSeconds: seconds), line: step.line)
+        case .clockSet(let instant):
+            try await call("POST", "/v1/clock", ClockBody(set: try fill(instant, step)), line: step.line)
+        case .wait(let seconds):
+            try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+        case .createUser(let name, let msi):
+            let data = try await call("POST", "/v1/billpocket/users", BillpocketUserBody(name: try fill(name, step), msi: msi), line: step.line)
+            try save(step, data)
+        case .rotateUser(let user):
+            let data = try await call("POST", "/v1/billpocket/users/\(try fill(user, step))/rotate", line: step.line)
+            try save(step, data)
+        case .invalidateUser(let user):
+            let data = try await call("POST", "/v1/billpocket/users/\(try fill(user, step))/invalidate", line: step.line)
+            try save(step, data)
+        case .issueDeviceToken(let user, let alias):
+            guard let id = Int64(try fill(user, step)) else { throw fail(step, "issue_device_token.user: not a user id") }
+            let data = try await call("POST", "/v1/billpocket/device-tokens", DeviceTokenBody(user: id, alias: alias), line: step.line)
+            try save(step, data)
+        }
+    }
+
+    // MARK: Checks
+
+    mutating func check(_ step: Scenario.Step, url: String, reply: DaemonClient.Reply) async throws {
+        let expect = step.expect
+        guard reply.status == 200 else {
+            if let wanted = expect?.error {
+                guard reply.errorMessage.contains(wanted) else {
+                    throw fail(step, "error: expected the API to refuse with \"\(wanted)\", it refused with \"\(reply.errorMessage)\"")
+                }
+                return
+            }
+            throw fail(step, "open \(url): the API refused it (HTTP \(reply.status)): \(reply.errorMessage)")
+        }
+        if let wanted = expect?.error {
+            throw fail(step, "error: expected the API to refuse with \"\(wanted)\", it answered with a callback: \(String(decoding: reply.body, as: UTF8.self))")
+        }
+        let result: OpenResult
+        do { result = try JSONDecoder().decode(OpenResult.self, from: reply.body) } catch {
+            throw fail(step, "the daemon's answer is not an OpenResult: \(String(decoding: reply.body, as: UTF8.self))")
+        }
+        var detail: TransactionView?
+        if let id = result.transaction?.id {
+            let data = try await call("GET", "/v1/transactions/\(id)", line: step.line)
+            detail = try? JSONDecoder().decode(TransactionView.self, from: data)
+        }
+        if let name = step.save {
+            var values = Dictionary(result.fields.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first })
+            values["callback"] = result.callback ?? ""
+            if let t = detail {
+                values["transaction.id"] = String(t.id)
+                values["transaction.transactionId"] = t.transactionId
+                values["transaction.stan"] = t.stan
+                values["transaction.status"] = t.status
+            }
+            saved[name] = values
+        }
+        guard let expect else { return }
+        let trace = detail?.trace ?? []
+        func failure(_ what: String) -> StepFailure {
+            let names = trace.suffix(8).map(\.name).joined(separator: ", ")
+            return fail(step, "\(what)\n    callback: \(result.callback ?? "(none)")\n    trace (last \(min(8, trace.count)) of \(trace.count)): \(names.isEmpty ? "(no APDUs)" : names)")
+        }
+        let fields = result.fields
+        for (field, matcher, line) in expect.callback {
+            let actual = fields.first { $0.name == field }?.value
+            if let problem = try mismatch(matcher, actual, step) {
+                throw failure("line \(line): callback.\(field): \(problem)")
+            }
+        }
+        if let matcher = expect.callbackURL, let problem = try mismatch(matcher, result.callback, step) {
+            throw failure("callback_url: \(problem)")
+        }
+        if let order = expect.fieldsInOrder, order != fields.map(\.name) {
+            throw failure("fields_in_order: expected \(order.joined(separator: ",")), got \(fields.map(\.name).joined(separator: ","))")
+        }
+        if expect.noLedgerRow, let t = detail {
+            throw failure("ledger: expected no transaction, got transaction \(t.id) (\(t.action) \(t.status))")
+        }
+        if let ledger = expect.ledger {
+            guard let t = detail else { throw failure("ledger: expected a transaction, none was recorded") }
+            for (field, wanted) in ledger {
+                let actual = Self.value(t, field)
+                if actual != wanted { throw failure("ledger.\(field): expected \"\(wanted)\", got \"\(actual ?? "(none)")\"") }
+            }
+        }
+        if let wanted = expect.traceContains {
+            var remaining = wanted[...]
+            for entry in trace where remaining.first == entry.name.uppercased() { remaining = remaining.dropFirst() }
+            if let missing = remaining.first {
+                throw failure("trace.contains: \(wanted.joined(separator: ", ")) in this order; \(missing) is missing")
+            }
+        }
+        if let excluded = expect.traceExcludes, let found = trace.first(where: { excluded.contains($0.name.uppercased()) }) {
+            throw failure("trace.excludes: \(found.name) is in the trace")
+        }
+        if let original = expect.original {
+            guard let originalID = detail?.originalId else { throw failure("original: the transaction acts on no earlier one") }
+            let data = try await call("GET", "/v1/transactions/\(originalID)", line: step.line)
+            guard let o = try? JSONDecoder().decode(TransactionView.self, from: data) else { throw failure("original: cannot read transaction \(originalID)") }
+            for (field, wanted) in original where Self.value(o, field) != wanted {
+                throw failure("original.\(field): expected \"\(wanted)\", got \"\(Self.value(o, field) ?? "(none)")\"")
+            }
+        }
+    }
+
+    func mismatch(_ matcher: Scenario.Matcher, _ actual: String?, _ step: Scenario.Step) throws -> String? {
+        switch matcher {
+        case .absent:
+            return actual == nil ? nil : "expected absent, got \"\(actual!)\""
+        case .present:
+            return actual != nil ? nil : "expected present, it is absent"
+        case .equals(let template):
+            let wanted = try fill(template, step)
+            guard let actual else { return "expected \"\(wanted)\", it is absent" }
+            return actual == wanted ? nil : "expected \"\(wanted)\", got \"\(actual)\""
+        case .matches(let template):
+            let pattern = try fill(template, step)
+            guard let actual else { return "expected to match /\(pattern)/, it is absent" }
+            let regex = try NSRegularExpression(pattern: pattern)
+            let found = regex.firstMatch(in: actual, range: NSRange(actual.startIndex..., in: actual)) != nil
+            return found ? nil : "expected to match /\(pattern)/, got \"\(actual)\""
+        }
+    }
+
+    static func value(_ t: TransactionView, _ field: String) -> String? {
+        switch field {
+        case "status": t.status
+        case "responseCode": t.responseCode
+        case "action": t.action
+        case "amount": String(t.amount)
+        case "tipAmount": String(t.tipAmount)
+        case "installments": t.installments.map(String.init)
+        case "currency": String(t.currency)
+        default: nil
+        }
+    }
+
+    // MARK: Plumbing
+
+    /// `{{name.field}}` from saved values; an unknown one fails the step.
+    func fill(_ text: String, _ step: Scenario.Step) throws -> String {
+        var out = ""
+        var rest = text[...]
+        while let open = rest.range(of: "{{") {
+            out += rest[..<open.lowerBound]
+            guard let close = rest[open.upperBound...].range(of: "}}") else { throw fail(step, "an unclosed {{ in \"\(text)\"") }
+            let key = rest[open.upperBound..<close.lowerBound].trimmingCharacters(in: .whitespaces)
+            let parts = key.split(separator: ".", maxSplits: 1).map(String.init)
+            guard parts.count == 2, let values = saved[parts[0]] else { throw fail(step, "{{\(key)}}: no step saved \"\(parts[0])\" before this one") }
+            guard let value = values[parts[1]] else {
+                throw fail(step, "{{\(key)}}: \"\(parts[0])\" has no \(parts[1]) (it has \(values.keys.sorted().joined(separator: ", ")))")
+            }
+            out += value
+            rest = rest[close.upperBound...]
+        }
+        return out + rest
+    }
+
+    mutating func save(_ step: Scenario.Step, _ data: Data) throws {
+        guard let name = step.save else { return }
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return }
+        saved[name] = object.mapValues { "\($0)" }
+    }
+
+    @discardableResult
+    func call(_ method: String, _ path: String, _ body: (any Encodable)? = nil, line: Int, what: String? = nil) async throws -> Data {
+        let reply = try await client.send(method: method, path, json: body, timeout: .seconds(60))
+        guard (200..<300).contains(reply.status) else {
+            throw StepFailure(description: "\(scenario.file):\(line): \(what ?? "\(method) \(path)"): HTTP \(reply.status): \(reply.errorMessage)")
+        }
+        return reply.body
+    }
+
+    func fail(_ step: Scenario.Step, _ what: String) -> StepFailure {
+        StepFailure(description: "\(scenario.file):\(step.line): \(what)")
+    }
+}
+
+/// A JUnit XML report: one testsuite, a testcase per scenario.
+public enum JUnitReport {
+    public static func xml(_ results: [ScenarioResult]) -> String {
+        func escape(_ s: String) -> String {
+            s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+                .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+        }
+        let failures = results.filter { !$0.passed }.count
+        let total = results.reduce(0) { $0 + $1.seconds }
+        var out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        out += "<testsuite name=\"cardbench scenarios\" tests=\"\(results.count)\" failures=\"\(failures)\" errors=\"0\" time=\"\(String(format: "%.3f", total))\">\n"
+        for r in results {
+            out += "  <testcase classname=\"\(escape(r.file))\" name=\"\(escape(r.name))\" time=\"\(String(format: "%.3f", r.seconds))\""
+            if let failure = r.failure {
+                out += ">\n    <failure message=\"\(escape(failure.split(separator: "\n").first.map(String.init) ?? ""))\">\(escape(failure))</failure>\n  </testcase>\n"
+            } else {
+                out += "/>\n"
+            }
+        }
+        return out + "</testsuite>\n"
+    }
+}
