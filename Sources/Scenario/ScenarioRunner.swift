@@ -93,9 +93,11 @@ final class InProcessDaemon: @unchecked Sendable {
         logger.logLevel = .critical
         let app = Application(responder: API(bench: bench).router().buildResponder(),
                               configuration: ApplicationConfiguration(address: .unixDomainSocket(path: socket)), logger: logger)
-        server = Task { try await app.runService() }
+        // On a thread of its own: tests running beside it may hold every cooperative thread in
+        // blocking calls, and the daemon must answer regardless, as a separate process would.
+        server = Task(executorPreference: ThreadExecutor.shared) { try await app.runService() }
         client = DaemonClient(endpoint: socket)
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(60)
         while (try? await client.send(method: "GET", "/v1/health", timeout: .seconds(1)))?.status != 200 {
             guard ContinuousClock.now < deadline else { throw StepFailure(description: "the in-process daemon did not answer on \(socket)") }
             try await Task.sleep(for: .milliseconds(5))
@@ -106,6 +108,36 @@ final class InProcessDaemon: @unchecked Sendable {
         server.cancel()
         bench.stop()
         try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// Runs the jobs of tasks that prefer it on one dedicated thread.
+final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
+    // Unchecked: `jobs` is under `condition`.
+    static let shared = ThreadExecutor()
+    private let condition = NSCondition()
+    private var jobs: [UnownedJob] = []
+
+    private init() {
+        let thread = Thread { [self] in
+            while true {
+                condition.lock()
+                while jobs.isEmpty { condition.wait() }
+                let job = jobs.removeFirst()
+                condition.unlock()
+                job.runSynchronously(on: asUnownedTaskExecutor())
+            }
+        }
+        thread.name = "cardbench scenario daemon"
+        thread.start()
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let unowned = UnownedJob(job)
+        condition.lock()
+        jobs.append(unowned)
+        condition.signal()
+        condition.unlock()
     }
 }
 
