@@ -16,7 +16,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 INTEROP_APT := pcscd vsmartcard-vpcd python3-pyscard python3-venv
 INTEROP_VENV ?= .venv-interop
 
-.PHONY: all deps venv build run tools test unit-test interop bench clean
+.PHONY: all deps venv build run tools test unit-test interop scenarios bench clean
 
 all: build
 
@@ -53,6 +53,18 @@ run: build
 	echo; echo '$$ cardbench tx list --limit 3'; $$bin/cardbench tx list --limit 3; \
 	echo; echo "cardbenchd is running (demo mode): try 'cardbench open <url>', 'cardbench tx show <id>', 'cardbench events' from $$bin; Ctrl-C stops it"; \
 	wait $$pid
+
+## scenarios: the scenario library against a real cardbenchd (manual clock, on a temporary state
+## directory), with a JUnit report in scenarios-junit.xml; `make test` runs the same library in process
+SCENARIO_DIR := $(shell echo $${TMPDIR:-/tmp})/cardbench-scenarios
+scenarios: build
+	@bin=$$($(SWIFT) build --show-bin-path); rm -rf $(SCENARIO_DIR); mkdir -p $(SCENARIO_DIR); \
+	printf 'http:\n  port: off\nclock:\n  mode: manual\ncallbacks:\n  allowed_hosts: []\n' > $(SCENARIO_DIR)/cardbenchd.yaml; \
+	$$bin/cardbenchd --config $(SCENARIO_DIR)/cardbenchd.yaml --state-directory $(SCENARIO_DIR)/state \
+		--runtime-directory $(SCENARIO_DIR)/run 2> $(SCENARIO_DIR)/cardbenchd.log & pid=$$!; \
+	trap 'kill $$pid 2>/dev/null; wait $$pid' INT TERM EXIT; \
+	for i in $$(seq 1 100); do [ -S $(SCENARIO_DIR)/run/control.sock ] && break; sleep 0.1; done; \
+	$$bin/cardbench scenario run Scenarios --socket $(SCENARIO_DIR)/run/control.sock --junit scenarios-junit.xml
 
 ## tools: the offline tools on examples (an in-process sale, the EMV tools)
 tools: build

@@ -129,7 +129,12 @@ extension Scenario {
             throw m.error(present.isEmpty ? "a step needs one of \(actions.joined(separator: ", "))" : "a step has one action, this one has \(present.joined(separator: " and "))")
         }
         try m.allow([present[0], "save", "expect"])
-        let save = try m.string("save")
+        var save = try m.string("save")
+        // docs/scenarios.md writes a Billpocket step's `save` inside its mapping too.
+        if present[0] == "billpocket", let inner = try m.mapping("billpocket")?.string("save") {
+            guard save == nil else { throw m.error("save: given twice") }
+            save = inner
+        }
         if let save, save.isEmpty || !save.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }) {
             throw m.error("save: a name of letters, digits, _ and -")
         }
@@ -187,7 +192,7 @@ extension Scenario {
             let kinds = ["create_user", "rotate_user", "invalidate_user", "issue_device_token"]
             let which = kinds.filter { b.node($0) != nil }
             guard which.count == 1 else { throw b.error("billpocket: exactly one of \(kinds.joined(separator: ", "))") }
-            try b.allow(Set(which))
+            try b.allow(Set(which + ["save"]))
             switch which[0] {
             case "create_user":
                 let u = try b.mapping("create_user")!
@@ -292,8 +297,8 @@ extension Scenario {
         return (directory as NSString).appendingPathComponent(name)
     }
 
-    /// Scenario files under `paths` (files as given, directories searched, `cards` folders and
-    /// README files skipped), sorted.
+    /// Scenario files under `paths` (files as given, directories searched for *.yaml; `cards`
+    /// folders and hidden ones skipped), sorted.
     public static func files(_ paths: [String]) throws(ScenarioError) -> [String] {
         var found: [String] = []
         for path in paths {
@@ -308,7 +313,7 @@ extension Scenario {
             let enumerator = FileManager.default.enumerator(atPath: path)
             while let entry = enumerator?.nextObject() as? String {
                 let components = entry.split(separator: "/")
-                if components.contains("cards") { continue }
+                if components.contains("cards") || components.contains(where: { $0.hasPrefix(".") }) { continue }
                 if entry.hasSuffix(".yaml") || entry.hasSuffix(".yml") { found.append((path as NSString).appendingPathComponent(entry)) }
             }
         }

@@ -150,6 +150,8 @@ struct Execution {
     init(scenario: Scenario, client: DaemonClient) {
         self.scenario = scenario
         self.client = client
+        // A daemon's ledger outlives a scenario: {{run.id}} keeps references apart between runs.
+        saved["run"] = ["id": String(UUID().uuidString.prefix(8)).lowercased()]
     }
 
     var terminalPath: String { "/v1/terminals/\(scenario.terminal.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? scenario.terminal)" }

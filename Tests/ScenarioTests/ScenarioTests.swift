@@ -99,3 +99,27 @@ struct ScenarioTests {
         }
     }
 }
+
+/// Every scenario of the shipped library.
+let library: [String] = (try? Scenario.files([repositoryRoot.appendingPathComponent("Scenarios").path])) ?? []
+
+@Suite("The scenario library, in process")
+struct ScenarioLibraryTests {
+    @Test("the library has at least 60 scenarios, in folders by topic, each listed in Scenarios/README.md")
+    func size() throws {
+        #expect(library.count >= 60, "\(library.count) scenarios")
+        let index = try String(contentsOf: repositoryRoot.appendingPathComponent("Scenarios/README.md"), encoding: .utf8)
+        for file in library {
+            let relative = file.replacingOccurrences(of: repositoryRoot.appendingPathComponent("Scenarios").path + "/", with: "")
+            #expect(relative.contains("/"), "\(relative) is not in a topic folder")
+            #expect(index.contains(relative), "Scenarios/README.md does not list \(relative)")
+        }
+    }
+
+    @Test("each scenario passes", arguments: library)
+    func passes(_ file: String) async throws {
+        let scenario = try Scenario.load(file)
+        let result = await ScenarioRunner(target: .inProcess).run(scenario)
+        #expect(result.passed, "\(result.failure ?? "")")
+    }
+}
