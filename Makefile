@@ -141,6 +141,7 @@ bench: deps venv
 	.build/release/cardbench bench sale --terminals 32 --count 6400 --socket-cards
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS)
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS) --size 16
+	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS) --workload sale
 
 clean:
 	rm -rf .build $(VENV) $(INTEROP_VENV)

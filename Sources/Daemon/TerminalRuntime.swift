@@ -33,14 +33,14 @@ public enum DaemonError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// A CardIO channel as the kernel's card link: reader failures become the kernel's precise errors.
-final class ChannelCardLink: CardLink {
-    let channel: any CardChannel
+public final class ChannelCardLink: CardLink {
+    public let channel: any CardChannel
 
-    init(_ channel: any CardChannel) { self.channel = channel }
+    public init(_ channel: any CardChannel) { self.channel = channel }
 
-    func powerOn() throws(KernelError) -> [UInt8] { channel.atr }
+    public func powerOn() throws(KernelError) -> [UInt8] { channel.atr }
 
-    func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8] {
+    public func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8] {
         do { return try channel.transmit(command) } catch {
             let step = (try? CommandAPDU(bytes: command).instructionName) ?? "an APDU"
             switch error {

@@ -1,7 +1,10 @@
 import ArgumentParser
 import CardIO
+import Daemon
 import EMV
 import Foundation
+import Terminal
+import VirtualCard
 
 struct SerialBench: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -23,8 +26,14 @@ struct SerialBench: ParsableCommand {
     @Option(help: "Seconds per protocol.")
     var seconds: Double = 2
 
-    @Option(help: "Data bytes in each command and in each response (0–250).")
+    @Option(help: "Data bytes in each command and in each response (0–250), for --workload apdu.")
     var size: Int = 64
+
+    @Option(help: "apdu: one case 4 command over and over; sale: whole EMV sales by the kernel against a virtual card.")
+    var workload: String = "apdu"
+
+    @Option(help: "The card profile of --workload sale.")
+    var card: String = "Scenarios/cards/visa-credit-cvn10.yaml"
 
     @Flag(help: "Print the figures as JSON.")
     var json = false
@@ -32,6 +41,7 @@ struct SerialBench: ParsableCommand {
     func validate() throws {
         guard seconds > 0, seconds <= 600 else { throw CLIError(message: "--seconds: must be above 0 and at most 600", code: 2) }
         guard (0...250).contains(size) else { throw CLIError(message: "--size: must be 0 to 250", code: 2) }
+        guard ["apdu", "sale"].contains(workload) else { throw CLIError(message: "--workload: must be apdu or sale", code: 2) }
     }
 
     struct Row: Encodable {
@@ -49,7 +59,9 @@ struct SerialBench: ParsableCommand {
         var rows: [Row] = []
         for t in [0, 1] { rows.append(try measure(t)) }
         if json { return try printJSON(rows) }
-        print("cardbench bench serial: APDUs of \(size) data bytes each way over a pty, card simulated on the master side")
+        print(workload == "sale"
+              ? "cardbench bench serial: whole EMV sales (kernel, \(card)) over a pty, the virtual card behind a simulator on the master side"
+              : "cardbench bench serial: APDUs of \(size) data bytes each way over a pty, card simulated on the master side")
         for r in rows {
             print(String(format: "T=%d: %d APDUs, %.1f µs each over the pty, of which %.1f µs guard times; %.1f bytes on the line = %.0f µs at 9600 baud; host overhead %.3f%% of wire time (goal ≤ 1%%)",
                          r.transmissionProtocol, r.apdus, r.microsecondsPerAPDU, r.guardMicrosecondsPerAPDU, r.bytesPerAPDU,
@@ -57,18 +69,58 @@ struct SerialBench: ParsableCommand {
         }
     }
 
+    /// Whole sales: the kernel (cardholder verification with the profile's PIN, the host's
+    /// ARQC check and ARPC) over the pty; the APDUs counted at the card.
+    func measureSales(_ t: Int, reader: SerialReader, channel: any CardChannel, card: CardSimulator, profile: CardProfile) throws -> Row {
+        let pinKey = try TDESKey(SecureRandom.bytes(16))
+        let host = EmulatedHost(pinKey: pinKey, amountTable: .none)
+        try host.register(profile)
+        func sale() throws {
+            var kernel = Kernel(configuration: TerminalConfiguration(pinKey: pinKey), card: ChannelCardLink(channel),
+                                keypad: ScriptedPINPad(pins: profile.pin.map { [$0] } ?? [], selection: 0), host: host)
+            let outcome = try kernel.run(TransactionRequest(amount: 100, date: UTCDateParts(secondsSince1970: 1_800_000_000), stan: .first))
+            guard outcome.decision == .approved else { throw CLIError(message: "T=\(t): the sale was declined (\(outcome.responseCode))") }
+        }
+        try sale()
+        let before = reader.byteCounts ?? (0, 0)
+        let guardBefore = reader.guardWaited
+        let commandsBefore = card.commands.count
+        let clock = ContinuousClock()
+        let start = clock.now
+        let end = start + .milliseconds(Int64(seconds * 1000))
+        var sales = 0
+        while clock.now < end || sales == 0 {
+            try sale()
+            sales += 1
+        }
+        let elapsed = clock.now - start
+        let apdus = card.commands.count - commandsBefore
+        let after = reader.byteCounts ?? (0, 0)
+        let bytes = Double(after.written - before.written + after.read - before.read) / Double(apdus)
+        let perAPDU = (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) / Double(apdus) * 1e6
+        let guarded = reader.guardWaited - guardBefore
+        let guardPerAPDU = (Double(guarded.components.seconds) + Double(guarded.components.attoseconds) / 1e18) / Double(apdus) * 1e6
+        let wire = bytes * 12 / 9600 * 1e6
+        return Row(transmissionProtocol: t, apdus: apdus, microsecondsPerAPDU: perAPDU, guardMicrosecondsPerAPDU: guardPerAPDU,
+                   bytesPerAPDU: bytes, wireMicrosecondsPerAPDU: wire, overheadPercentOfWireTime: (perAPDU - guardPerAPDU) / wire * 100)
+    }
+
     func measure(_ t: Int) throws -> Row {
         let pty = try PseudoTerminal()
         defer { pty.close() }
         let reply = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) } + [0x90, 0x00]
         let configuration = CardSimulator.Configuration(t == 0 ? .t0(CardSimulator.T0Behaviour()) : .t1(CardSimulator.T1Behaviour()))
-        let card = CardSimulator(line: pty, configuration: configuration) { _ in reply }
+        let profile = try loadCardProfile(self.card, option: "--card")
+        let holder = CardHolder(try VirtualCard(profile: profile))
+        let sale = workload == "sale"
+        let card = CardSimulator(line: pty, configuration: configuration) { command in sale ? holder.respond(command) : reply }
         card.start()
         defer { _ = card.stop(timeout: .seconds(2)) }
         let reader = SerialReader(name: "bench", path: pty.slavePath, settings: .pty)
         reader.start()
         defer { reader.stop() }
         let channel = try reader.connect(timeout: .seconds(5))
+        if sale { return try measureSales(t, reader: reader, channel: channel, card: card, profile: profile) }
         // A case 4 command (INTERNAL AUTHENTICATE): data to the card, data back (over T=0 through GET RESPONSE).
         let command: [UInt8] = [0x00, 0x88, 0x00, 0x00, UInt8(size)] + Array(repeating: 0x5A, count: size) + [0x00]
         let sized = size == 0 ? [0x00, 0x88, 0x00, 0x00, 0x00] : command
@@ -94,4 +146,11 @@ struct SerialBench: ParsableCommand {
         return Row(transmissionProtocol: t, apdus: count, microsecondsPerAPDU: perAPDU, guardMicrosecondsPerAPDU: guardPerAPDU,
                    bytesPerAPDU: bytes, wireMicrosecondsPerAPDU: wire, overheadPercentOfWireTime: (perAPDU - guardPerAPDU) / wire * 100)
     }
+}
+
+/// The bench's virtual card, answered on the simulator's thread only.
+final class CardHolder: @unchecked Sendable {
+    private var card: VirtualCard
+    init(_ card: VirtualCard) { self.card = card }
+    func respond(_ command: [UInt8]) -> [UInt8] { card.respond(to: command) }
 }
