@@ -93,13 +93,18 @@ struct SerialBench: ParsableCommand {
             try sale()
             sales += 1
         }
-        let elapsed = clock.now - start
-        let apdus = card.commands.count - commandsBefore
+        return Self.row(t, apdus: card.commands.count - commandsBefore, elapsed: clock.now - start, reader: reader,
+                        bytesBefore: before, guardBefore: guardBefore)
+    }
+
+    /// The figures of `apdus` exchanges that took `elapsed`, from the reader's counters.
+    static func row(_ t: Int, apdus: Int, elapsed: Duration, reader: SerialReader, bytesBefore: (written: Int, read: Int),
+                    guardBefore: Duration) -> Row {
+        func micros(_ d: Duration) -> Double { (Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18) * 1e6 }
         let after = reader.byteCounts ?? (0, 0)
-        let bytes = Double(after.written - before.written + after.read - before.read) / Double(apdus)
-        let perAPDU = (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) / Double(apdus) * 1e6
-        let guarded = reader.guardWaited - guardBefore
-        let guardPerAPDU = (Double(guarded.components.seconds) + Double(guarded.components.attoseconds) / 1e18) / Double(apdus) * 1e6
+        let bytes = Double(after.written - bytesBefore.written + after.read - bytesBefore.read) / Double(apdus)
+        let perAPDU = micros(elapsed) / Double(apdus)
+        let guardPerAPDU = micros(reader.guardWaited - guardBefore) / Double(apdus)
         let wire = bytes * 12 / 9600 * 1e6
         return Row(transmissionProtocol: t, apdus: apdus, microsecondsPerAPDU: perAPDU, guardMicrosecondsPerAPDU: guardPerAPDU,
                    bytesPerAPDU: bytes, wireMicrosecondsPerAPDU: wire, overheadPercentOfWireTime: (perAPDU - guardPerAPDU) / wire * 100)
@@ -136,15 +141,7 @@ struct SerialBench: ParsableCommand {
             guard response == reply else { throw CLIError(message: "T=\(t): the simulated card answered \(Hex.encode(response))") }
             count += 1
         }
-        let elapsed = clock.now - start
-        let after = reader.byteCounts ?? (0, 0)
-        let bytes = Double(after.written - before.written + after.read - before.read) / Double(count)
-        let perAPDU = (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) / Double(count) * 1e6
-        let wire = bytes * 12 / 9600 * 1e6
-        let guarded = reader.guardWaited - guardBefore
-        let guardPerAPDU = (Double(guarded.components.seconds) + Double(guarded.components.attoseconds) / 1e18) / Double(count) * 1e6
-        return Row(transmissionProtocol: t, apdus: count, microsecondsPerAPDU: perAPDU, guardMicrosecondsPerAPDU: guardPerAPDU,
-                   bytesPerAPDU: bytes, wireMicrosecondsPerAPDU: wire, overheadPercentOfWireTime: (perAPDU - guardPerAPDU) / wire * 100)
+        return Self.row(t, apdus: count, elapsed: clock.now - start, reader: reader, bytesBefore: before, guardBefore: guardBefore)
     }
 }
 
