@@ -100,7 +100,7 @@ let package = Package(
         .target(
             name: "Scenario",
             dependencies: [
-                "Daemon",
+                "Daemon", "EMV",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

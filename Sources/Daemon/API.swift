@@ -201,7 +201,8 @@ public struct API: Sendable {
             try await handle("card", bench) {
                 let body = try await decode(CardBody.self, request, context)
                 let name = context.parameters.get("name")
-                try bench.insertCard(terminal: name, profile: body.profile, removeAfter: body.removeAfter, pinTries: body.pinTries)
+                try bench.insertCard(terminal: name, profile: body.profile, removeAfter: body.removeAfter, pinTries: body.pinTries,
+                                     corruptCryptogram: body.corruptCryptogram ?? false)
                 return json(["result": "inserted"], status: .created)
             }
         }
@@ -347,11 +348,14 @@ public struct CardBody: Codable, Sendable {
     public let profile: String
     public let removeAfter: String?
     public let pinTries: Int?
+    /// The card's first cryptogram comes out with a bit flipped: an ARQC the issuer rejects.
+    public let corruptCryptogram: Bool?
 
-    public init(profile: String, removeAfter: String? = nil, pinTries: Int? = nil) {
+    public init(profile: String, removeAfter: String? = nil, pinTries: Int? = nil, corruptCryptogram: Bool? = nil) {
         self.profile = profile
         self.removeAfter = removeAfter
         self.pinTries = pinTries
+        self.corruptCryptogram = corruptCryptogram
     }
 }
 

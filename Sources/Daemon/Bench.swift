@@ -204,6 +204,7 @@ public final class Bench: @unchecked Sendable {
         c.countryCode = terminal.settings.countryCode
         c.currencyCode = terminal.settings.currencyCode
         c.promptTimeout = configuration.promptTimeout
+        if let tac = terminal.settings.tacDefault { c.tacDefault = tac }
         return c
     }
 

@@ -44,12 +44,28 @@ final class InsertedVirtualCard: InProcessCard, @unchecked Sendable {
     private let removeAfter: RemovalPoint?
     private var seen: [String: Int] = [:]
     private var left = false
+    /// Flip a bit of the cryptogram in the first GENERATE AC answer: an ARQC the issuer cannot verify.
+    private var corruptCryptogram: Bool
 
-    init(profile: CardProfile, removeAfter: RemovalPoint?, pinTries: Int?) throws(EMVError) {
+    init(profile: CardProfile, removeAfter: RemovalPoint?, pinTries: Int?, corruptCryptogram: Bool = false) throws(EMVError) {
         var state = CardState(profile: profile)
         if let pinTries { state.pinTriesRemaining = pinTries }
         card = try VirtualCard(profile: profile, state: state)
         self.removeAfter = removeAfter
+        self.corruptCryptogram = corruptCryptogram
+    }
+
+    /// The response with one bit of its application cryptogram flipped: in format 1 (80 …) the
+    /// AC follows CID and ATC; in format 2 (77 …) it is the value of 9F26.
+    static func corrupted(_ response: [UInt8]) -> [UInt8] {
+        var r = response
+        guard r.count > 2, r.suffix(2) == [0x90, 0x00] else { return r }
+        if r[0] == 0x80, r.count > 2 + 5 + 8 {
+            r[2 + 3] ^= 0x01
+        } else if let i = (0..<max(0, r.count - 3)).first(where: { r[$0] == 0x9F && r[$0 + 1] == 0x26 && r[$0 + 2] == 0x08 }) {
+            r[i + 3] ^= 0x01
+        }
+        return r
     }
 
     func powerOn(warm: Bool) -> [UInt8] {
@@ -63,11 +79,14 @@ final class InsertedVirtualCard: InProcessCard, @unchecked Sendable {
 
     func respond(to command: [UInt8]) -> [UInt8] {
         lock.withLock {
-            let response = card.respond(to: command)
-            if let removeAfter, let name = try? CommandAPDU(bytes: command).instructionName {
-                seen[name, default: 0] += 1
-                if name == removeAfter.instruction, seen[name] == removeAfter.occurrence { left = true }
+            var response = card.respond(to: command)
+            guard let name = try? CommandAPDU(bytes: command).instructionName else { return response }
+            seen[name, default: 0] += 1
+            if corruptCryptogram, name == "GENERATE AC" {
+                corruptCryptogram = false
+                response = Self.corrupted(response)
             }
+            if let removeAfter, name == removeAfter.instruction, seen[name] == removeAfter.occurrence { left = true }
             return response
         }
     }
@@ -78,7 +97,8 @@ final class InsertedVirtualCard: InProcessCard, @unchecked Sendable {
 extension Bench {
     /// Puts a fresh virtual card from `profile` into the terminal's (virtual) reader; the issuer
     /// learns its account if it did not know it.
-    public func insertCard(terminal name: String?, profile path: String, removeAfter: String?, pinTries: Int?) throws(DaemonError) {
+    public func insertCard(terminal name: String?, profile path: String, removeAfter: String?, pinTries: Int?,
+                           corruptCryptogram: Bool = false) throws(DaemonError) {
         let terminal = try self.terminal(name)
         guard let reader = terminal.virtualReader else {
             throw .badRequest(field: "terminal", rule: "terminal \(terminal.settings.name) has a serial reader: its cards are physical")
@@ -91,7 +111,7 @@ extension Bench {
             do { try host.register(profile) } catch { throw .badRequest(field: "profile", rule: "\(error)") }
         }
         let card: InsertedVirtualCard
-        do { card = try InsertedVirtualCard(profile: profile, removeAfter: point, pinTries: pinTries) } catch {
+        do { card = try InsertedVirtualCard(profile: profile, removeAfter: point, pinTries: pinTries, corruptCryptogram: corruptCryptogram) } catch {
             throw .badRequest(field: "profile", rule: "\(error)")
         }
         do { try reader.insert(card) } catch { throw .conflict("\(error)") }

@@ -1,4 +1,5 @@
 import CardIO
+import EMV
 import Configuration
 import Foundation
 import SystemPackage
@@ -36,6 +37,9 @@ public struct TerminalSettings: Sendable, Equatable {
     public var currencyCode: Int
     /// Also listen for virtual cards on 127.0.0.1 at this port (0: any free port).
     public var readerTCPPort: UInt16?
+    /// The terminal action code "default" (5 bytes), when not the kernel's DC4000A800: what the
+    /// terminal decides when it cannot go online (00…00 lets it approve offline, as Y3).
+    public var tacDefault: [UInt8]?
 
     public init(name: String, tid: String, reader: String, countryCode: Int = 300, currencyCode: Int = 978,
                 readerTCPPort: UInt16? = nil) {
@@ -261,6 +265,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 if let c = try number(prefix + "country", 1...999) { settings.countryCode = c }
                 if let c = try number(prefix + "currency", 1...999) { settings.currencyCode = c }
                 if let p = try number(prefix + "reader_tcp_port", 0...65535) { settings.readerTCPPort = UInt16(p) }
+                if let hex = text(prefix + "tac_default") {
+                    guard let bytes = try? Hex.decode(hex), bytes.count == 5 else {
+                        throw ConfigurationError(key: prefix + "tac_default", rule: "must be 10 hex digits (5 bytes), got \"\(hex)\"")
+                    }
+                    settings.tacDefault = bytes
+                }
                 return settings
             }
             let readers = terminals.compactMap(\.virtualReaderName)

@@ -22,6 +22,9 @@ public struct Scenario: Sendable {
     public let name: String
     public let description: String?
     public let terminal: String
+    /// The terminal action code "default" the terminal is created with (in process); a daemon's
+    /// terminal must be configured so (`terminal.<name>.tac_default`).
+    public let tacDefault: String?
     /// ISO 8601, when the scenario sets the clock.
     public let clockStart: String?
     /// Card names to profile files (absolute paths).
@@ -37,7 +40,7 @@ public struct Scenario: Sendable {
 
     public enum Action: Sendable {
         case open(String)
-        case insertCard(card: String, removeAfter: String?, pinTries: Int?)
+        case insertCard(card: String, removeAfter: String?, pinTries: Int?, corruptCryptogram: Bool)
         case removeCard
         case keypad(pin: String?, select: Int?, confirm: Bool, cancel: Bool)
         case host(code: String?, unavailable: Bool, delayMilliseconds: Int?)
@@ -94,7 +97,21 @@ extension Scenario {
         let top = try Mapping(root, file: file, what: "a scenario")
         try top.allow(["name", "description", "terminal", "clock", "cards", "steps"])
         let name = try top.string("name", required: true)!
-        let terminal = try top.string("terminal") ?? "bench1"
+        var terminal = "bench1"
+        var tacDefault: String?
+        if let node = top.node("terminal") {
+            if let name = node.scalar?.string {
+                terminal = name
+            } else {
+                let t = try Mapping(node, file: file, what: "terminal")
+                try t.allow(["name", "tac_default"])
+                terminal = try t.string("name", required: true)!
+                tacDefault = try t.string("tac_default")
+                if let tac = tacDefault, tac.count != 10 || !tac.allSatisfy(\.isHexDigit) {
+                    throw t.error("terminal.tac_default: 10 hex digits, got \"\(tac)\"")
+                }
+            }
+        }
         var clockStart: String?
         if let clock = try top.mapping("clock") {
             try clock.allow(["start"])
@@ -117,7 +134,7 @@ extension Scenario {
         for node in sequence {
             steps.append(try parseStep(node, file: file, cards: &cards, cardsDirectory: cardsDirectory))
         }
-        return Scenario(file: file, name: name, description: try top.string("description"), terminal: terminal,
+        return Scenario(file: file, name: name, description: try top.string("description"), terminal: terminal, tacDefault: tacDefault,
                         clockStart: clockStart, cards: cards, steps: steps)
     }
 
@@ -147,13 +164,14 @@ extension Scenario {
                 action = .removeCard
             } else {
                 let c = try m.mapping("card")!
-                try c.allow(["insert", "remove_after", "pin_tries"])
+                try c.allow(["insert", "remove_after", "pin_tries", "corrupt_arqc"])
                 let card = try c.string("insert", required: true)!
                 if cards[card] == nil { cards[card] = Self.resolve(card, in: cardsDirectory) }
                 guard FileManager.default.fileExists(atPath: cards[card]!) else {
                     throw c.error("insert: no card named \(card) in cards: and no profile \(cards[card]!)")
                 }
-                action = .insertCard(card: card, removeAfter: try c.string("remove_after"), pinTries: try c.int("pin_tries"))
+                action = .insertCard(card: card, removeAfter: try c.string("remove_after"), pinTries: try c.int("pin_tries"),
+                                     corruptCryptogram: try c.bool("corrupt_arqc") ?? false)
             }
         case "keypad":
             let k = try m.mapping("keypad")!

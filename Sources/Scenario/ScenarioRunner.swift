@@ -1,4 +1,5 @@
 import Daemon
+import EMV
 import Foundation
 import Hummingbird
 import Logging
@@ -82,7 +83,9 @@ final class InProcessDaemon: @unchecked Sendable {
             configuration.clockStart = micros
         }
         configuration.cardProfiles = [Scenario.cardsDirectory(for: scenario.file)]
-        configuration.terminals = [TerminalSettings(name: scenario.terminal, tid: "10000001", reader: "virtual:\(scenario.terminal)")]
+        var terminal = TerminalSettings(name: scenario.terminal, tid: "10000001", reader: "virtual:\(scenario.terminal)")
+        terminal.tacDefault = try scenario.tacDefault.map { try Hex.decode($0) }
+        configuration.terminals = [terminal]
         configuration.callbacks.allowedHosts = []
         bench = try Bench(configuration: configuration)
         try bench.start()
@@ -175,8 +178,9 @@ struct Execution {
             let reply = try await client.send(method: "POST", "/v1/open", json: OpenRequest(url: url, terminal: scenario.terminal),
                                               timeout: .seconds(120))
             try await check(step, url: url, reply: reply)
-        case .insertCard(let card, let removeAfter, let pinTries):
-            try await call("POST", terminalPath + "/card", CardBody(profile: scenario.cards[card]!, removeAfter: removeAfter, pinTries: pinTries),
+        case .insertCard(let card, let removeAfter, let pinTries, let corrupt):
+            try await call("POST", terminalPath + "/card",
+                           CardBody(profile: scenario.cards[card]!, removeAfter: removeAfter, pinTries: pinTries, corruptCryptogram: corrupt ? true : nil),
                            line: step.line)
         case .removeCard:
             try await call("DELETE", terminalPath + "/card", line: step.line)
