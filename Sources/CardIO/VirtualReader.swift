@@ -229,7 +229,7 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
         var card: CardConnection?
         var local: InProcessSlot?
         while true {
-            if let slot = inProcess {
+            if let slot = inProcess, !slot.isRemoved {
                 local = slot
                 break
             }
@@ -239,7 +239,7 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
             }
             if !condition.wait(until: deadline) {
                 if let c = current, c.isAlive { card = c }
-                local = inProcess
+                local = inProcess.flatMap { $0.isRemoved ? nil : $0 }
                 break
             }
         }
