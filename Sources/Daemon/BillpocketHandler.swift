@@ -199,7 +199,7 @@ extension Bench {
             if let code = original.authorisationCode { host.void(authorisationCode: code, amount: Int(original.amount)) }
             // What the sale's callback said of the card (bank, account type) is what the refund's says.
             let saleFields = try ledger.outbox(transactionID: original.id).first { $0.kind == .callback }
-                .map { Self.billpocketFields($0.payload) } ?? [:]
+                .map { Dictionary(Self.callbackFields($0.payload).map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first }) } ?? [:]
             let result = BillpocketResult(
                 result: .aprobada, amount: Int(original.amount - original.tipAmount),
                 tip: original.tipAmount > 0 ? Int(original.tipAmount) : nil, reference: saleExtra.reference, transactionId: transactionID,
@@ -299,24 +299,6 @@ extension Bench {
         OpenResult(callback: urlScheme.map { BillpocketCallback.url(urlScheme: $0, result: result) },
                    fields: BillpocketCallback.fields(result).map { OpenResult.Field(name: $0.name, value: $0.value) },
                    status: result.result.rawValue, message: result.statusInfo, transaction: transaction.map(TransactionView.init))
-    }
-
-    /// The fields of a callback we rendered: after `://` (an app scheme) or `?` (a webhook).
-    static func billpocketFields(_ url: String) -> [String: String] {
-        let query: Substring
-        if let mark = url.firstIndex(of: "?") {
-            query = url[url.index(after: mark)...]
-        } else if let range = url.range(of: "://") {
-            query = url[range.upperBound...]
-        } else {
-            return [:]
-        }
-        var fields: [String: String] = [:]
-        for pair in query.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            fields[percentDecoded(parts[0])] = parts.count > 1 ? percentDecoded(parts[1]) : ""
-        }
-        return fields
     }
 
     static func accountType(_ type: AccountType) -> BillpocketAccountType {

@@ -366,7 +366,7 @@ extension Bench {
     /// The reply for a transaction whose callback was committed with it.
     func openResult(stored: StoredTransaction, outbox: [OutboxMessage], replayed: Bool) -> OpenResult {
         let url = outbox.first { $0.kind == .callback }?.payload
-        let fields = url.map(Self.queryFields) ?? []
+        let fields = url.map(Self.callbackFields) ?? []
         let status = fields.first { $0.name == "status" }?.value ?? stored.status.rawValue
         let message = fields.first { $0.name == "message" }?.value ?? stored.message ?? ""
         return OpenResult(callback: url, fields: fields, status: status, message: message, transaction: TransactionView(stored),
@@ -385,9 +385,18 @@ extension Bench {
         CardBrand.allCases.first { $0.displayName == t.brand }
     }
 
-    static func queryFields(_ url: String) -> [OpenResult.Field] {
-        guard let query = url.split(separator: "?", maxSplits: 1).dropFirst().first else { return [] }
-        return query.split(separator: "&", omittingEmptySubsequences: false).map { pair in
+    /// The fields of a callback we rendered, in order: after `?` (Viva, a Billpocket webhook) or,
+    /// with no `?`, after `://` (a Billpocket app scheme).
+    static func callbackFields(_ url: String) -> [OpenResult.Field] {
+        let query: Substring
+        if let mark = url.firstIndex(of: "?") {
+            query = url[url.index(after: mark)...]
+        } else if let range = url.range(of: "://") {
+            query = url[range.upperBound...]
+        } else {
+            return []
+        }
+        return query.split(separator: "&").map { pair in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             return OpenResult.Field(name: percentDecoded(parts[0]), value: parts.count > 1 ? percentDecoded(parts[1]) : "")
         }

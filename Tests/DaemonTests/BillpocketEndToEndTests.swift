@@ -194,6 +194,7 @@ struct BillpocketEndToEndTests {
         #expect(refunded.status == "aprobada", "\(refunded.fields)")
         #expect(field(refunded, "amount") == "100.00")
         #expect(field(refunded, "identifier") == "refund-1")
+        #expect(field(refunded, "bank") == "Banco Cardbench" && field(refunded, "accountType") == "debit", "the sale's card, from its callback")
         #expect(refunded.transaction?.action == "refund")
         let again = try await refund(id)
         #expect(again.status == "error")
