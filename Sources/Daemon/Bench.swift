@@ -91,6 +91,8 @@ public final class Bench: @unchecked Sendable {
     public func stop() {
         udevLock.withLock { udev }?.stop()
         for t in terminals { t.stop() }
+        // A clean stop gives back the STANs reserved ahead, so a reboot skips none.
+        try? ledger.releaseSTANReservations()
         events.finish()
     }
 

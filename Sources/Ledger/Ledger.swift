@@ -62,6 +62,7 @@ public final class Ledger: Sendable {
             throw LedgerError.database(operation: "open \(path)", message: Self.describe(error))
         }
         try checkPANKey()
+        try skipSTANsReservedBeforeReboot()
     }
 
     /// Closes the database connections; later calls fail.
@@ -140,18 +141,19 @@ public final class Ledger: Sendable {
     func setLastSTAN(terminal name: String, _ value: Int) throws {
         try write("set last STAN") { db in
             _ = try Self.terminal(db, name: name)
-            try db.execute(sql: "UPDATE terminal SET last_stan = ? WHERE name = ?", arguments: [value, name])
+            try db.execute(sql: "UPDATE terminal SET last_stan = ?1, stan_reserved = ?1 WHERE name = ?2", arguments: [value, name])
         }
     }
 
     // MARK: - Plumbing
 
     /// One write transaction (BEGIN IMMEDIATE, so two writers queue on the busy timeout instead
-    /// of failing when a read lock cannot be upgraded). Ledger errors thrown by `body` pass
+    /// of failing when a read lock cannot be upgraded), committed durably unless `durable` is
+    /// false (see `GroupCommit`). Ledger errors thrown by `body` pass
     /// through after the rollback; SQLite errors are named after `operation`.
-    func write<T>(_ operation: @autoclosure () -> String, _ body: (Database) throws -> T) throws -> T {
+    func write<T>(_ operation: @autoclosure () -> String, durable: Bool = true, _ body: (Database) throws -> T) throws -> T {
         do {
-            return try group.write(pool, body)
+            return try group.write(pool, durable: durable, body)
         } catch let error as LedgerError {
             throw error
         } catch {
@@ -226,21 +228,31 @@ extension Ledger {
 /// its own savepoint (a failing write rolls back alone and gets its own error, as it would in a
 /// transaction of its own), commits once, and hands each caller its result. A caller returns only
 /// after the transaction holding its write has committed, so durability is unchanged.
+///
+/// A write may say it need not be durable (`durable: false`): a batch of only such writes commits
+/// with synchronous=NORMAL, which survives the process dying but not the machine, and costs no
+/// fsync. The next durable commit syncs the WAL, and with it every earlier commit.
 final class GroupCommit: @unchecked Sendable {
     private final class Pending {
         /// Dropped as soon as it has run: the caller's closure must not outlive its call.
         var body: ((Database) throws -> Any)?
         var result: Result<Any, any Error>?
-        init(_ body: @escaping (Database) throws -> Any) { self.body = body }
+        let durable: Bool
+        init(durable: Bool, _ body: @escaping (Database) throws -> Any) {
+            self.durable = durable
+            self.body = body
+        }
     }
 
     private let condition = NSCondition()
     private var queue: [Pending] = []
     private var running = false
+    /// The writer connection's synchronous setting; only the leader of a batch touches it.
+    private var synchronousFull = true
 
-    func write<T>(_ pool: DatabasePool, _ body: (Database) throws -> T) throws -> T {
+    func write<T>(_ pool: DatabasePool, durable: Bool = true, _ body: (Database) throws -> T) throws -> T {
         try withoutActuallyEscaping(body) { body in
-            let mine = Pending { try body($0) }
+            let mine = Pending(durable: durable) { try body($0) }
             condition.lock()
             queue.append(mine)
             while mine.result == nil {
@@ -254,7 +266,7 @@ final class GroupCommit: @unchecked Sendable {
                 let batch = queue
                 queue = []
                 condition.unlock()
-                Self.run(batch, pool)
+                run(batch, pool)
                 condition.lock()
                 running = false
                 condition.broadcast()
@@ -264,22 +276,31 @@ final class GroupCommit: @unchecked Sendable {
         }
     }
 
-    private static func run(_ batch: [Pending], _ pool: DatabasePool) {
+    private func run(_ batch: [Pending], _ pool: DatabasePool) {
+        let full = batch.contains { $0.durable }
         do {
-            try pool.write { db in
-                for item in batch {
-                    do {
-                        var value: Any? = nil
-                        let body = item.body!
-                        item.body = nil
-                        try db.inSavepoint {
-                            value = try body(db)
-                            return .commit
+            try pool.writeWithoutTransaction { db in
+                // SQLite refuses to change the setting inside a transaction.
+                if full != synchronousFull {
+                    try db.execute(sql: full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
+                    synchronousFull = full
+                }
+                try db.inTransaction(.immediate) {
+                    for item in batch {
+                        do {
+                            var value: Any? = nil
+                            let body = item.body!
+                            item.body = nil
+                            try db.inSavepoint {
+                                value = try body(db)
+                                return .commit
+                            }
+                            item.result = .success(value!)
+                        } catch {
+                            item.result = .failure(error)
                         }
-                        item.result = .success(value!)
-                    } catch {
-                        item.result = .failure(error)
                     }
+                    return .commit
                 }
             }
         } catch {

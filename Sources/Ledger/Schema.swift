@@ -11,8 +11,18 @@ enum Schema {
         migrator.registerMigration("v2-billpocket-users-tokens-devices") { db in
             try db.execute(sql: v2)
         }
+        migrator.registerMigration("v3-stan-reservations") { db in
+            try db.execute(sql: v3)
+        }
         return migrator
     }
+
+    /// A terminal's STANs are reserved durably in blocks (see `Ledger.begin`): `stan_reserved`
+    /// is the last STAN of the block, equal to `last_stan` when nothing is reserved ahead.
+    static let v3 = """
+        ALTER TABLE terminal ADD COLUMN stan_reserved INTEGER NOT NULL DEFAULT 0 CHECK (stan_reserved BETWEEN 0 AND 999999);
+        UPDATE terminal SET stan_reserved = last_stan;
+        """
 
     /// Enumerated values are checked by the database too, so a row written by a buggy or older
     /// build cannot hold a status the code cannot read back.

@@ -105,7 +105,7 @@ extension Ledger {
                 done += n
             }
             for (t, terminal) in terminals.enumerated() {
-                try db.execute(sql: "UPDATE terminal SET last_stan = ? WHERE id = ?", arguments: [stans[t]?.value ?? 0, terminal.id])
+                try db.execute(sql: "UPDATE terminal SET last_stan = ?1, stan_reserved = ?1 WHERE id = ?2", arguments: [stans[t]?.value ?? 0, terminal.id])
             }
         }
     }

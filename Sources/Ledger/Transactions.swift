@@ -9,34 +9,45 @@ extension Ledger {
     /// Starts a transaction: allocates the terminal's next STAN, computes the RRN and inserts the
     /// row `in_progress`, all in one write transaction.
     ///
-    /// This is the durable STAN allocation: call it before the host is asked. Once it returns,
-    /// the STAN is on disk and is never handed out again, even if the process dies the next
-    /// instant (the row is then failed by `recoverInterrupted`). A crash before it returns
-    /// rolls the allocation back, and nothing outside the process has seen that STAN.
+    /// Call it before the host is asked. The STAN is never handed out again, even if the process
+    /// or the machine dies the next instant: STANs come from a block reserved ahead with a
+    /// durable commit (`stanBlock` at a time), so this write itself need not wait for an fsync.
+    /// A process that dies leaves the row on disk (the operating system still holds it), and
+    /// `recoverInterrupted` fails it at the next start; a machine that dies may lose the row,
+    /// and the next open skips the rest of the block (see `skipSTANsReservedBeforeReboot`). The
+    /// sale's one durable commit is `complete`, which syncs this row with it.
     public func begin(_ new: NewTransaction) throws -> Started {
         try Self.validate(new)
         let panHash = try new.pan.map(panHash)
         let uuid = UUID().uuidString.lowercased()
-        return try write("begin \(new.action.rawValue) on terminal \(new.terminal)") { db in
-            let terminal = try Self.terminal(db, name: new.terminal)
-            if let originalID = new.originalID {
-                try Self.checkOriginal(db, id: originalID, for: new.action, amount: new.amount, currency: new.currency)
+        // At most twice: the second attempt follows a fresh reservation (unless another writer
+        // used that up in between, which a third attempt would not fix either).
+        for _ in 0..<3 {
+            let started = try write("begin \(new.action.rawValue) on terminal \(new.terminal)", durable: false) { db -> Started? in
+                let terminal = try Self.terminal(db, name: new.terminal)
+                if let originalID = new.originalID {
+                    try Self.checkOriginal(db, id: originalID, for: new.action, amount: new.amount, currency: new.currency)
+                }
+                guard let stan = try Self.allocateSTAN(db, terminalID: terminal.id, durable: false) else { return nil }
+                let rrn = Self.rrn(stan: stan, micros: new.createdAt)
+                try db.executeCached(sql: """
+                    INSERT INTO txn (uuid, terminal_id, provider, action, status, amount, tip_amount, currency,
+                                     client_reference, stan, rrn, pan_hash, installments, original_id, extra, created_at)
+                    VALUES (:uuid, :terminal, :provider, :action, 'in_progress', :amount, :tip, :currency,
+                            :reference, :stan, :rrn, :panHash, :installments, :original, :extra, :createdAt)
+                    """, arguments: [
+                        "uuid": uuid, "terminal": terminal.id, "provider": new.provider.rawValue, "action": new.action.rawValue,
+                        "amount": new.amount, "tip": new.tipAmount, "currency": new.currency, "reference": new.clientReference,
+                        "stan": stan.value, "rrn": rrn, "panHash": panHash, "installments": new.installments,
+                        "original": new.originalID, "extra": new.extra, "createdAt": new.createdAt,
+                    ])
+                return Started(id: db.lastInsertedRowID, uuid: uuid, stan: stan, rrn: rrn)
             }
-            let stan = try Self.allocateSTAN(db, terminalID: terminal.id)
-            let rrn = Self.rrn(stan: stan, micros: new.createdAt)
-            try db.executeCached(sql: """
-                INSERT INTO txn (uuid, terminal_id, provider, action, status, amount, tip_amount, currency,
-                                 client_reference, stan, rrn, pan_hash, installments, original_id, extra, created_at)
-                VALUES (:uuid, :terminal, :provider, :action, 'in_progress', :amount, :tip, :currency,
-                        :reference, :stan, :rrn, :panHash, :installments, :original, :extra, :createdAt)
-                """, arguments: [
-                    "uuid": uuid, "terminal": terminal.id, "provider": new.provider.rawValue, "action": new.action.rawValue,
-                    "amount": new.amount, "tip": new.tipAmount, "currency": new.currency, "reference": new.clientReference,
-                    "stan": stan.value, "rrn": rrn, "panHash": panHash, "installments": new.installments,
-                    "original": new.originalID, "extra": new.extra, "createdAt": new.createdAt,
-                ])
-            return Started(id: db.lastInsertedRowID, uuid: uuid, stan: stan, rrn: rrn)
+            if let started { return started }
+            try reserveSTANs(terminal: new.terminal)
         }
+        throw LedgerError.database(operation: "begin \(new.action.rawValue) on terminal \(new.terminal)",
+                                   message: "other writers used up three STAN reservations in a row")
     }
 
     /// Records a transaction's outcome, in one write transaction: the row's final status and card
@@ -112,13 +123,84 @@ extension Ledger {
 
     // MARK: - Inside the write transactions
 
+    /// How many STANs a reservation sets aside: the most a machine crash can skip.
+    static let stanBlock = 100
+
     /// The terminal's next STAN: 999999 wraps to 000001, 000000 is never used. Runs inside the
     /// caller's write transaction, so the counter and the row that uses it commit together.
-    static func allocateSTAN(_ db: Database, terminalID: Int64) throws -> STAN {
-        let last = try Int.fetchOne(db.cachedStatement(sql: "SELECT last_stan FROM terminal WHERE id = ?"), arguments: [terminalID]) ?? 0
+    ///
+    /// A STAN must be inside the durable reservation before anyone outside sees it. When the
+    /// reservation is used up, a durable caller extends it in the same transaction; any other
+    /// caller gets nil, and must reserve (`reserveSTANs`) and try again.
+    static func allocateSTAN(_ db: Database, terminalID: Int64, durable: Bool) throws -> STAN? {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT last_stan, stan_reserved FROM terminal WHERE id = ?"),
+                                         arguments: [terminalID]) else {
+            throw LedgerError.database(operation: "allocate a STAN", message: "no terminal with id \(terminalID)")
+        }
+        let last: Int = row[0], reserved: Int = row[1]
         let next = STAN(last)?.next ?? .first
+        if STANRing.ahead(of: last, to: reserved) == 0 {
+            guard durable else { return nil }
+            try db.executeCached(sql: "UPDATE terminal SET stan_reserved = ? WHERE id = ?",
+                                 arguments: [STANRing.advance(last, by: stanBlock), terminalID])
+            try recordReservationBoot(db)
+        }
         try db.executeCached(sql: "UPDATE terminal SET last_stan = ? WHERE id = ?", arguments: [next.value, terminalID])
         return next
+    }
+
+    /// Reserves the next `stanBlock` STANs of `terminal`, durably, unless some are still reserved.
+    func reserveSTANs(terminal name: String) throws {
+        try write("reserve STANs on terminal \(name)") { db in
+            let terminal = try Self.terminal(db, name: name)
+            let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT last_stan, stan_reserved FROM terminal WHERE id = ?"),
+                                       arguments: [terminal.id])
+            let last: Int = row?[0] ?? 0, reserved: Int = row?[1] ?? 0
+            guard STANRing.ahead(of: last, to: reserved) == 0 else { return }
+            try db.executeCached(sql: "UPDATE terminal SET stan_reserved = ? WHERE id = ?",
+                                 arguments: [STANRing.advance(last, by: Self.stanBlock), terminal.id])
+            try Self.recordReservationBoot(db)
+        }
+    }
+
+    /// Gives back what is reserved ahead (durably, which also syncs every begun row), so a clean
+    /// stop followed by a reboot skips no STAN. The daemon calls it when it stops.
+    public func releaseSTANReservations() throws {
+        try write("release STAN reservations") { db in
+            try db.execute(sql: "UPDATE terminal SET stan_reserved = last_stan WHERE stan_reserved != last_stan")
+        }
+    }
+
+    /// Reservations remember the boot they were made in: within one boot, a commit that did not
+    /// wait for its fsync is still in the operating system's cache even if this process died, so
+    /// the counters on disk are right. After a reboot they may not be.
+    static func recordReservationBoot(_ db: Database) throws {
+        try db.executeCached(sql: "INSERT INTO meta (key, value) VALUES ('stan_reservation_boot', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                             arguments: [currentBootID])
+    }
+
+    /// This boot's id (`/proc/sys/kernel/random/boot_id`); empty where there is none, which makes
+    /// every open count as a new boot (a skip of at most a block per terminal, never a reuse).
+    static let currentBootID: String = {
+        guard let text = try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8) else { return "" }
+        return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }()
+
+    /// At open: if STANs were reserved in an earlier boot, the machine may have died holding
+    /// begun rows it had not synced, and the host may have seen their STANs. Each terminal's
+    /// counter moves to the end of its reservation, so none of them is handed out again.
+    func skipSTANsReservedBeforeReboot() throws {
+        try write("skip STANs reserved before a reboot") { db in
+            let boot = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'stan_reservation_boot'")
+            guard let boot, boot != Self.currentBootID || boot.isEmpty else { return }
+            for row in try Row.fetchAll(db, sql: "SELECT id, last_stan, stan_reserved FROM terminal") {
+                let id: Int64 = row[0], last: Int = row[1], reserved: Int = row[2]
+                let skip = STANRing.ahead(of: last, to: reserved)
+                let counter = skip > 0 ? reserved : last
+                try db.execute(sql: "UPDATE terminal SET last_stan = ?1, stan_reserved = ?1 WHERE id = ?2", arguments: [counter, id])
+            }
+            try db.execute(sql: "DELETE FROM meta WHERE key = 'stan_reservation_boot'")
+        }
     }
 
     static func rrn(stan: STAN, micros: Int64) -> String {
@@ -200,7 +282,9 @@ extension Ledger {
     /// is undone with a separate message that needs its own STAN.
     static func insertReversal(_ db: Database, of id: Int64, uuid: String, at micros: Int64) throws {
         let original = try transaction(db, id: id, field: "id")
-        let stan = try allocateSTAN(db, terminalID: original.terminalID)
+        guard let stan = try allocateSTAN(db, terminalID: original.terminalID, durable: true) else {
+            throw LedgerError.database(operation: "allocate the reversal's STAN", message: "no STAN from a durable allocation")
+        }
         try db.executeCached(sql: """
             INSERT INTO txn (uuid, terminal_id, provider, action, status, amount, tip_amount, currency, client_reference,
                              stan, rrn, response_code, message, masked_pan, pan_hash, brand, aid, application_label,
@@ -289,4 +373,25 @@ extension Ledger {
             try Validate.noPAN(pan, in: message.payload, field: "outbox[\(i)].payload")
         }
     }
+}
+
+/// STAN counters as positions on the ring 000001…999999, where a counter of 0 (nothing used
+/// yet) stands where 999999 does: the next STAN after either is 000001.
+enum STANRing {
+    static let size = 999_999
+
+    /// How many STANs after `last` are reserved up to `reserved` (0 when none are). A
+    /// reservation is never more than a block ahead; a `reserved` further on is behind `last`
+    /// (a counter written without it), which reserves nothing.
+    static func ahead(of last: Int, to reserved: Int) -> Int {
+        let ahead = ((position(reserved) - position(last)) % size + size) % size
+        return ahead <= Ledger.stanBlock ? ahead : 0
+    }
+
+    /// The counter `count` STANs after `last`.
+    static func advance(_ last: Int, by count: Int) -> Int {
+        (position(last) - 1 + count) % size + 1
+    }
+
+    private static func position(_ counter: Int) -> Int { counter == 0 ? size : counter }
 }
