@@ -238,14 +238,19 @@ final class GroupCommit: @unchecked Sendable {
         var body: ((Database) throws -> Any)?
         var result: Result<Any, any Error>?
         let durable: Bool
+        /// Signalled once: when the write has committed (`result` set), or when its caller is
+        /// to lead the next batch (`result` still nil). Each waiter has its own, so a commit
+        /// wakes only the writers it holds and the next leader, not every thread that waits.
+        let wake = DispatchSemaphore(value: 0)
         init(durable: Bool, _ body: @escaping (Database) throws -> Any) {
             self.durable = durable
             self.body = body
         }
     }
 
-    private let condition = NSCondition()
+    private let lock = NSLock()
     private var queue: [Pending] = []
+    /// A leader is running a batch (or has been chosen and is about to).
     private var running = false
     /// The writer connection's synchronous setting; only the leader of a batch touches it.
     private var synchronousFull = true
@@ -253,25 +258,29 @@ final class GroupCommit: @unchecked Sendable {
     func write<T>(_ pool: DatabasePool, durable: Bool = true, _ body: (Database) throws -> T) throws -> T {
         try withoutActuallyEscaping(body) { body in
             let mine = Pending(durable: durable) { try body($0) }
-            condition.lock()
+            lock.lock()
             queue.append(mine)
-            while mine.result == nil {
-                if running {
-                    condition.wait()
-                    continue
-                }
-                // Lead a batch: every write queued so far, ours among them unless an earlier
-                // leader already took it.
-                running = true
+            let lead = !running
+            running = true
+            lock.unlock()
+            if !lead {
+                mine.wake.wait()
+            }
+            if mine.result == nil {
+                // Lead a batch: every write queued so far, ours among them.
+                lock.lock()
                 let batch = queue
                 queue = []
-                condition.unlock()
+                lock.unlock()
                 run(batch, pool)
-                condition.lock()
-                running = false
-                condition.broadcast()
+                for item in batch where item !== mine { item.wake.signal() }
+                lock.lock()
+                let next = queue.first
+                if next == nil { running = false }
+                lock.unlock()
+                // Whoever queued while this batch ran leads the next one.
+                next?.wake.signal()
             }
-            condition.unlock()
             return try mine.result!.get() as! T
         }
     }
