@@ -22,7 +22,8 @@ public final class Ledger: Sendable {
 
     let pool: DatabasePool
     /// Merges the writes of concurrent callers into one SQLite transaction (group commit).
-    let group = GroupCommit()
+    let group: GroupCommit
+    let walFile: WALFile
     let panKey: SymmetricKey
 
     /// Opens the ledger at `path`, creating the file (mode 0600) and its schema if needed.
@@ -42,6 +43,9 @@ public final class Ledger: Sendable {
         self.path = path
         self.outboxMaxAttempts = outboxMaxAttempts
         self.panKey = SymmetricKey(data: panKey)
+        let wal = WALFile(path: path + "-wal")
+        walFile = wal
+        group = GroupCommit(syncWAL: { try wal.sync() })
 
         // The file holds masked PANs and hashes: private from the start.
         KeyFile.createPrivateFile(path)
@@ -51,11 +55,11 @@ public final class Ledger: Sendable {
         configuration.busyMode = .timeout(busyTimeout)
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
-            // GRDB's WAL default is synchronous=NORMAL, which survives a process crash but may
-            // lose the last commits to a power cut, and with them STANs the host has already
-            // seen. FULL syncs the WAL at every commit.
+            // synchronous=NORMAL does not sync the WAL at a commit, which would lose the last
+            // commits to a power cut, and with them STANs the host has already seen: the group
+            // commit syncs the WAL itself before a durable write returns (see `GroupCommit`).
             try pool.writeWithoutTransaction { db in
-                try db.execute(sql: "PRAGMA synchronous = FULL")
+                try db.execute(sql: "PRAGMA synchronous = NORMAL")
             }
             try Schema.migrator.migrate(pool)
         } catch {
@@ -67,6 +71,7 @@ public final class Ledger: Sendable {
 
     /// Closes the database connections; later calls fail.
     public func close() throws {
+        defer { walFile.close() }
         do { try pool.close() } catch {
             throw LedgerError.database(operation: "close \(path)", message: Self.describe(error))
         }
@@ -222,25 +227,27 @@ extension Ledger {
 
 /// Group commit: concurrent writers share one SQLite transaction, and so one WAL sync.
 ///
-/// A durable commit (synchronous=FULL) costs an fsync, and SQLite has one writer at a time; with
-/// many terminals the syncs, not the work, would bound the throughput. Each caller queues its
-/// write; whoever finds no batch running runs every queued write in one transaction, each inside
-/// its own savepoint (a failing write rolls back alone and gets its own error, as it would in a
-/// transaction of its own), commits once, and hands each caller its result. A caller returns only
-/// after the transaction holding its write has committed, so durability is unchanged.
+/// A durable commit costs an fsync, and SQLite has one writer at a time; with many terminals the
+/// syncs, not the work, would bound the throughput. Each caller queues its write; whoever finds
+/// no batch running runs every queued write in one transaction, each inside its own savepoint (a
+/// failing write rolls back alone and gets its own error, as it would in a transaction of its
+/// own), commits once, and hands each caller its result.
 ///
-/// A write may say it need not be durable (`durable: false`): a batch of only such writes commits
-/// with synchronous=NORMAL, which survives the process dying but not the machine, and costs no
-/// fsync. The next durable commit syncs the WAL, and with it every earlier commit.
+/// The connection commits with synchronous=NORMAL and the leader then syncs the WAL itself
+/// (`syncWAL`), after handing the writer to the next batch: the next batch runs while this one's
+/// fsync is in flight, instead of every terminal waiting on it. A caller whose write is durable
+/// (the default) returns only after that sync, so what it was told is on disk is on disk. A
+/// write that says it need not be (`durable: false`) returns at its commit: it survives the
+/// process dying (the operating system has it) but not the machine, until the next sync.
 final class GroupCommit: @unchecked Sendable {
     private final class Pending {
         /// Dropped as soon as it has run: the caller's closure must not outlive its call.
         var body: ((Database) throws -> Any)?
         var result: Result<Any, any Error>?
         let durable: Bool
-        /// Signalled once: when the write has committed (`result` set), or when its caller is
-        /// to lead the next batch (`result` still nil). Each waiter has its own, so a commit
-        /// wakes only the writers it holds and the next leader, not every thread that waits.
+        /// Signalled once: when the write is done (`result` set), or when its caller is to lead
+        /// the next batch (`result` still nil). Each waiter has its own, so a commit wakes only
+        /// the writers it holds and the next leader, not every thread that waits.
         let wake = DispatchSemaphore(value: 0)
         init(durable: Bool, _ body: @escaping (Database) throws -> Any) {
             self.durable = durable
@@ -252,64 +259,81 @@ final class GroupCommit: @unchecked Sendable {
     private var queue: [Pending] = []
     /// A leader is running a batch (or has been chosen and is about to).
     private var running = false
-    /// The writer connection's synchronous setting; only the leader of a batch touches it.
-    private var synchronousFull = true
+    private var syncCount = 0
+    private let syncWAL: () throws -> Void
+
+    /// - Parameter syncWAL: makes every commit so far durable (an fdatasync of the WAL file).
+    init(syncWAL: @escaping () throws -> Void) {
+        self.syncWAL = syncWAL
+    }
+
+    /// How many times a batch has synced the WAL (for tests).
+    var syncs: Int { lock.withLock { syncCount } }
 
     func write<T>(_ pool: DatabasePool, durable: Bool = true, _ body: (Database) throws -> T) throws -> T {
         try withoutActuallyEscaping(body) { body in
             let mine = Pending(durable: durable) { try body($0) }
             lock.lock()
             queue.append(mine)
-            let lead = !running
+            let leads = !running
             running = true
             lock.unlock()
-            if !lead {
+            if !leads {
                 mine.wake.wait()
             }
             if mine.result == nil {
-                // Lead a batch: every write queued so far, ours among them.
-                lock.lock()
-                let batch = queue
-                queue = []
-                lock.unlock()
-                run(batch, pool)
-                for item in batch where item !== mine { item.wake.signal() }
-                lock.lock()
-                let next = queue.first
-                if next == nil { running = false }
-                lock.unlock()
-                // Whoever queued while this batch ran leads the next one.
-                next?.wake.signal()
+                lead(batchOf: mine, pool)
             }
             return try mine.result!.get() as! T
         }
     }
 
-    private func run(_ batch: [Pending], _ pool: DatabasePool) {
-        let full = batch.contains { $0.durable }
+    private func lead(batchOf mine: Pending, _ pool: DatabasePool) {
+        // Every write queued so far, ours among them.
+        lock.lock()
+        let batch = queue
+        queue = []
+        lock.unlock()
+        Self.run(batch, pool)
+
+        // Whoever queued while this batch ran leads the next one, now.
+        lock.lock()
+        let next = queue.first
+        if next == nil { running = false }
+        lock.unlock()
+        next?.wake.signal()
+
+        let durable = batch.filter { item in
+            guard item.durable, case .success = item.result else { return false }
+            return true
+        }
+        for item in batch where item !== mine && !durable.contains(where: { $0 === item }) { item.wake.signal() }
+        guard !durable.isEmpty else { return }
         do {
-            try pool.writeWithoutTransaction { db in
-                // SQLite refuses to change the setting inside a transaction.
-                if full != synchronousFull {
-                    try db.execute(sql: full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
-                    synchronousFull = full
-                }
-                try db.inTransaction(.immediate) {
-                    for item in batch {
-                        do {
-                            var value: Any? = nil
-                            let body = item.body!
-                            item.body = nil
-                            try db.inSavepoint {
-                                value = try body(db)
-                                return .commit
-                            }
-                            item.result = .success(value!)
-                        } catch {
-                            item.result = .failure(error)
+            try syncWAL()
+            lock.withLock { syncCount += 1 }
+        } catch {
+            for item in durable { item.result = .failure(error) }
+        }
+        for item in durable where item !== mine { item.wake.signal() }
+    }
+
+    private static func run(_ batch: [Pending], _ pool: DatabasePool) {
+        do {
+            try pool.write { db in
+                for item in batch {
+                    do {
+                        var value: Any? = nil
+                        let body = item.body!
+                        item.body = nil
+                        try db.inSavepoint {
+                            value = try body(db)
+                            return .commit
                         }
+                        item.result = .success(value!)
+                    } catch {
+                        item.result = .failure(error)
                     }
-                    return .commit
                 }
             }
         } catch {
@@ -318,6 +342,39 @@ final class GroupCommit: @unchecked Sendable {
                 item.body = nil
                 item.result = .failure(error)
             }
+        }
+    }
+}
+
+/// The ledger's WAL file, opened once for `fdatasync`: SQLite writes it, the group commit syncs
+/// it. The WAL exists from the first write on and stays while a connection is open.
+final class WALFile: @unchecked Sendable {
+    let path: String
+    private let lock = NSLock()
+    private var fd: Int32 = -1
+
+    init(path: String) { self.path = path }
+
+    /// Makes everything written to the WAL so far durable.
+    func sync() throws {
+        let fd = try lock.withLock {
+            if self.fd < 0 {
+                self.fd = open(path, O_RDONLY | O_CLOEXEC)
+                guard self.fd >= 0 else {
+                    throw LedgerError.database(operation: "open \(path) to sync it", message: String(cString: strerror(errno)))
+                }
+            }
+            return self.fd
+        }
+        guard fdatasync(fd) == 0 else {
+            throw LedgerError.database(operation: "sync \(path)", message: String(cString: strerror(errno)))
+        }
+    }
+
+    func close() {
+        lock.withLock {
+            if fd >= 0 { _ = Glibc.close(fd) }
+            fd = -1
         }
     }
 }
