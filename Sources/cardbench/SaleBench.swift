@@ -59,6 +59,8 @@ struct SaleBench: AsyncParsableCommand {
         let p99Milliseconds: Double
         let floorCommitP50Milliseconds: Double
         let floorCommitP99Milliseconds: Double
+        /// One HTTP round trip from this client to the daemon doing nothing (GET /v1/health).
+        let httpRoundTripP50Milliseconds: Double
         let p50RatioToFloor: Double
         /// CPU time per sale (user + system) of the daemon (with its demo cards) and of this client.
         let daemonCPUMillisecondsPerSale: Double
@@ -129,6 +131,17 @@ struct SaleBench: AsyncParsableCommand {
         // One warm-up sale per terminal (first card insertion, first connection).
         for name in names { _ = try await client.send(method: "POST", "/v1/open", json: OpenRequest(url: Self.url(0), terminal: name)) }
 
+        // A second floor: the same client's round trip to the daemon for a request that does
+        // nothing (GET /v1/health), one at a time.
+        var roundTrips: [Double] = []
+        for _ in 0..<floorCommits {
+            let t0 = ContinuousClock.now
+            _ = try await client.send(method: "GET", "/v1/health")
+            let d = ContinuousClock.now - t0
+            roundTrips.append(Double(d.components.seconds) * 1e3 + Double(d.components.attoseconds) / 1e15)
+        }
+        roundTrips.sort()
+
         let daemonCPUBefore = Self.processCPUSeconds(daemon.processIdentifier)
         let clientCPUBefore = Self.processCPUSeconds(getpid())
         let perTerminal = count / terminals
@@ -174,13 +187,16 @@ struct SaleBench: AsyncParsableCommand {
         let p50 = percentile(latencies, 50), p99 = percentile(latencies, 99)
         let report = Report(cards: socketCards ? "socket" : "in-process", terminals: terminals, sales: total, approved: approved, seconds: seconds, salesPerSecond: Double(total) / seconds,
                             p50Milliseconds: p50, p99Milliseconds: p99, floorCommitP50Milliseconds: floorP50,
-                            floorCommitP99Milliseconds: floorP99, p50RatioToFloor: p50 / floorP50,
+                            floorCommitP99Milliseconds: floorP99, httpRoundTripP50Milliseconds: percentile(roundTrips, 50),
+                            p50RatioToFloor: p50 / floorP50,
                             daemonCPUMillisecondsPerSale: daemonCPU * 1000 / Double(total),
                             clientCPUMillisecondsPerSale: clientCPU * 1000 / Double(total))
         if json { return try printJSON(report) }
         print("cardbench bench sale: \(total) Viva sales through cardbenchd, \(terminals) terminal(s) with \(socketCards ? "virtual cards on the readers' sockets (one process each)" : "in-process virtual cards"), one client each")
         print(String(format: "sales: %.0f/s, %d approved, p50 %.2f ms, p99 %.2f ms", report.salesPerSecond, approved, p50, p99))
         print(String(format: "floor: one durable SQLite commit (WAL, synchronous=FULL), p50 %.3f ms, p99 %.3f ms", floorP50, floorP99))
+        print(String(format: "an HTTP round trip to the daemon that does nothing (GET /v1/health), one at a time: p50 %.3f ms (%.2fx the commit floor)",
+                     report.httpRoundTripP50Milliseconds, report.httpRoundTripP50Milliseconds / floorP50))
         print(String(format: "CPU per sale: daemon%@ %.2f ms, this client %.2f ms", socketCards ? "" : " (with its cards)", report.daemonCPUMillisecondsPerSale,
                      report.clientCPUMillisecondsPerSale))
         print(String(format: "ratio: sale p50 is %.2fx the commit floor (goal ≤ 2x); goal at 32 terminals: 1,000 sales/s", report.p50RatioToFloor))
