@@ -1,10 +1,6 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
-/// Release builds optimise across our own modules: the hot paths of a sale call small generic
-/// helpers in other modules (hex, TLV, ledger lookups), which otherwise run unspecialised.
-let crossModule: [SwiftSetting] = [.unsafeFlags(["-cross-module-optimization"], .when(configuration: .release))]
-
 let package = Package(
     name: "cardbench",
     platforms: [.macOS(.v14)],
@@ -45,26 +41,22 @@ let package = Package(
                 "CLibCrypto",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
-            ],
-            swiftSettings: crossModule
+            ]
         ),
         // A profile-driven emulated EMV card answering APDUs; pure (profiles are parsed from text).
         .target(
             name: "VirtualCard",
-            dependencies: ["EMV", .product(name: "Yams", package: "Yams")],
-            swiftSettings: crossModule
+            dependencies: ["EMV", .product(name: "Yams", package: "Yams")]
         ),
         // The terminal: kernel, emulated host, counters and clock. Pure.
         .target(
             name: "Terminal",
-            dependencies: ["EMV"],
-            swiftSettings: crossModule
+            dependencies: ["EMV"]
         ),
         // Readers and channels: the vpcd virtual-reader link now, serial and udev later.
         .target(
             name: "CardIO",
-            dependencies: ["EMV", "CLibUDev"],
-            swiftSettings: crossModule
+            dependencies: ["EMV", "CLibUDev"]
         ),
         // libudev from Debian's libudev-dev: serial readers are found and followed through udev.
         .systemLibrary(
@@ -80,14 +72,12 @@ let package = Package(
                 "Terminal",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
-            ],
-            swiftSettings: crossModule
+            ]
         ),
         // The apps cardbench stands in for: request URLs parsed and checked, callbacks rendered. Pure.
         .target(
             name: "Fronts",
-            dependencies: ["EMV", "Terminal"],
-            swiftSettings: crossModule
+            dependencies: ["EMV", "Terminal"]
         ),
         // The daemon: configuration, terminals and their readers, the HTTP API (Unix socket and
         // loopback), callback delivery, sd_notify, metrics and events. All the I/O of a request.
@@ -103,8 +93,7 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "SystemPackage", package: "swift-system"),
-            ],
-            swiftSettings: crossModule
+            ]
         ),
         // Scenario files and their runner: the language (docs/scenarios.md), run through the API of a
         // daemon core in this process or of a running cardbenchd.
