@@ -11,20 +11,28 @@ public enum TraceRedaction {
     /// hold the PAN in BCD, which is the same characters in hex, so this finds them wherever
     /// they sit.
     public static func masking(pan: String, in hex: String) -> String {
-        guard pan.utf8.count >= 12 else { return hex }
-        return hex.replacingAll(pan, with: PAN.masked(pan))
+        guard pan.utf8.count >= 12, let first = pan.utf8.first, hex.utf8.contains(first) else { return hex }
+        return hex.replacingAll(pan, with: { PAN.masked(pan) })
     }
 }
 
 extension String {
-    fileprivate func replacingAll(_ target: String, with replacement: String) -> String {
-        let text = Array(utf8), needle = Array(target.utf8), substitute = Array(replacement.utf8)
+    /// `replacement` is only worked out when `target` occurs: most APDUs hold no PAN.
+    fileprivate func replacingAll(_ target: String, with replacement: () -> String) -> String {
+        let text = Array(utf8), needle = Array(target.utf8)
         guard !needle.isEmpty, text.count >= needle.count else { return self }
-        var out: [UInt8] = []
+        func occurs(at i: Int) -> Bool {
+            guard text[i] == needle[0], i + needle.count <= text.count else { return false }
+            for k in 1..<needle.count where text[i + k] != needle[k] { return false }
+            return true
+        }
+        guard let first = (0...(text.count - needle.count)).first(where: occurs) else { return self }
+        let substitute = Array(replacement().utf8)
+        var out = Array(text[..<first])
         out.reserveCapacity(text.count)
-        var i = 0
+        var i = first
         while i < text.count {
-            if i + needle.count <= text.count, text[i..<i + needle.count].elementsEqual(needle) {
+            if occurs(at: i) {
                 out += substitute
                 i += needle.count
             } else {

@@ -355,6 +355,8 @@ final class WALFile: @unchecked Sendable {
 
     init(path: String) { self.path = path }
 
+    deinit { close() }
+
     /// Makes everything written to the WAL so far durable.
     func sync() throws {
         let fd = try lock.withLock {

@@ -6,10 +6,10 @@ extension Ledger {
     /// Pending messages due at `now` (microseconds), the longest-waiting first.
     public func pendingOutbox(now: Int64, limit: Int = 100) throws -> [OutboxEntry] {
         try read("read the pending outbox") { db in
-            try Row.fetchAll(db, sql: """
+            try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT * FROM outbox WHERE status = 'pending' AND next_attempt_at <= ?
                 ORDER BY next_attempt_at, id LIMIT ?
-                """, arguments: [now, limit]).map(Self.outboxEntry)
+                """), arguments: [now, limit]).map(Self.outboxEntry)
         }
     }
 
@@ -27,7 +27,7 @@ extension Ledger {
     public func markDelivered(id: Int64, at micros: Int64) throws -> OutboxEntry {
         try write("mark outbox message \(id) delivered") { db in
             try Self.pendingOutbox(db, id: id)
-            try db.execute(sql: "UPDATE outbox SET status = 'delivered', attempts = attempts + 1, delivered_at = ?, last_error = NULL WHERE id = ?",
+            try db.executeCached(sql: "UPDATE outbox SET status = 'delivered', attempts = attempts + 1, delivered_at = ?, last_error = NULL WHERE id = ?",
                            arguments: [micros, id])
             return try Self.outboxEntry(db, id: id)
         }
@@ -40,7 +40,7 @@ extension Ledger {
         try write("mark \(ids.count) outbox messages delivered") { db in
             for id in ids {
                 try Self.pendingOutbox(db, id: id)
-                try db.execute(sql: "UPDATE outbox SET status = 'delivered', attempts = attempts + 1, delivered_at = ?, last_error = NULL WHERE id = ?",
+                try db.executeCached(sql: "UPDATE outbox SET status = 'delivered', attempts = attempts + 1, delivered_at = ?, last_error = NULL WHERE id = ?",
                                arguments: [micros, id])
             }
         }
@@ -71,7 +71,7 @@ extension Ledger {
     }
 
     private static func outboxEntry(_ db: Database, id: Int64) throws -> OutboxEntry {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM outbox WHERE id = ?", arguments: [id]) else {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM outbox WHERE id = ?"), arguments: [id]) else {
             throw LedgerError.unknownOutbox(id: id)
         }
         return try outboxEntry(row)
