@@ -203,8 +203,8 @@ extension Database {
 
 extension Ledger {
     /// The floor `cardbench bench sale` compares with: `count` bare durable commits (WAL,
-    /// synchronous=FULL, one single-row INSERT each, as the ledger's own settings) on a new file
-    /// at `path`, one after another. Returns each commit's time in microseconds.
+    /// synchronous=FULL, one single-row INSERT each: SQLite's own way to a synced commit, the
+    /// same fsync of the WAL the group commit makes) on a new file at `path`, one after another. Returns each commit's time in microseconds.
     public static func measureCommitFloor(path: String, count: Int) throws -> [Double] {
         let pool = try DatabasePool(path: path)
         defer { try? pool.close() }

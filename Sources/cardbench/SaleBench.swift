@@ -15,9 +15,10 @@ struct SaleBench: AsyncParsableCommand {
         wake-ups per APDU), then sends --count Viva sale URLs through the control socket, one \
         client per terminal, each waiting for its callback before the next. Latency is the client's: request \
         sent to callback received. The floor, measured in the same run on the same disk, is one bare \
-        durable SQLite commit (WAL, synchronous=FULL, one INSERT), as the ledger commits; a sale \
-        makes two (its STAN before the host is asked, its outcome with its callback). Goals: p50 \
-        within 2x of the floor's p50; 1,000 sales/s with 32 terminals.
+        durable SQLite commit (WAL, synchronous=FULL, one INSERT); a sale makes one durable commit \
+        (its outcome with its callback; its STAN comes from a block reserved ahead). A second floor \
+        is one HTTP round trip from this client to the daemon that does nothing (GET /v1/health). \
+        Goals: p50 within 2x of the commit floor's p50; 1,000 sales/s with 32 terminals.
         """
     )
 
@@ -30,7 +31,7 @@ struct SaleBench: AsyncParsableCommand {
     @Option(help: "The card profile the terminals present.")
     var card: String = "Scenarios/cards/visa-credit-cvn10.yaml"
 
-    @Option(help: "Floor commits to time.")
+    @Option(help: "Floor commits to time, and as many do-nothing HTTP round trips.")
     var floorCommits: Int = 500
 
     @Flag(help: "Serve each terminal's card from a `cardbench card insert` process over the reader's socket.")
