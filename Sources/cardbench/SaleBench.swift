@@ -200,7 +200,12 @@ struct SaleBench: AsyncParsableCommand {
                      report.httpRoundTripP50Milliseconds, report.httpRoundTripP50Milliseconds / floorP50))
         print(String(format: "CPU per sale: daemon%@ %.2f ms, this client %.2f ms", socketCards ? "" : " (with its cards)", report.daemonCPUMillisecondsPerSale,
                      report.clientCPUMillisecondsPerSale))
-        print(String(format: "ratio: sale p50 is %.2fx the commit floor (goal ≤ 2x); goal at 32 terminals: 1,000 sales/s", report.p50RatioToFloor))
+        print(String(format: "ratio: sale p50 is %.2fx the commit floor (goal ≤ 2x: %@)", report.p50RatioToFloor,
+                     report.p50RatioToFloor <= report.goalRatio ? "met" : "not met"))
+        print(terminals == 32
+              ? String(format: "throughput: %.0f sales/s with 32 terminals (goal ≥ 1,000: %@)", report.salesPerSecond,
+                       report.salesPerSecond >= report.goalSalesPerSecondAt32Terminals ? "met" : "not met")
+              : "throughput goal: 1,000 sales/s with 32 terminals (run with --terminals 32)")
     }
 
     /// All the client needs of the answer.
