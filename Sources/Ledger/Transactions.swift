@@ -20,8 +20,8 @@ extension Ledger {
         try Self.validate(new)
         let panHash = try new.pan.map(panHash)
         let uuid = UUID().uuidString.lowercased()
-        // At most twice: the second attempt follows a fresh reservation (unless another writer
-        // used that up in between, which a third attempt would not fix either).
+        // A second attempt follows a fresh reservation; a third covers another process having
+        // used that one up in between. More would mean something else is wrong.
         for _ in 0..<3 {
             let started = try write("begin \(new.action.rawValue) on terminal \(new.terminal)", durable: false) { db -> Started? in
                 let terminal = try Self.terminal(db, name: new.terminal)
@@ -47,7 +47,7 @@ extension Ledger {
             try reserveSTANs(terminal: new.terminal)
         }
         throw LedgerError.database(operation: "begin \(new.action.rawValue) on terminal \(new.terminal)",
-                                   message: "other writers used up three STAN reservations in a row")
+                                   message: "other writers used up two fresh STAN reservations in a row")
     }
 
     /// Records a transaction's outcome, in one write transaction: the row's final status and card
