@@ -1,5 +1,6 @@
 import Daemon
 import Foundation
+import GRDB
 import Testing
 
 /// Collects the callbacks of approved sales as the caller receives them.
@@ -154,6 +155,12 @@ struct DaemonLifecycleTests {
         #expect(result.status == "failed")
         #expect(result.transaction?.status == "cancelled")
         #expect(daemon.logText.contains("stopping"))
+        // The STANs reserved ahead were given back, so a reboot now would skip none.
+        let counters = try await DatabaseQueue(path: daemon.state + "/ledger.sqlite").read { db in
+            try Row.fetchAll(db, sql: "SELECT last_stan, stan_reserved FROM terminal").map { ($0[0] as Int, $0[1] as Int) }
+        }
+        #expect(!counters.isEmpty && counters.allSatisfy { $0.0 == $0.1 }, "\(counters)")
+        #expect(counters.contains { $0.0 >= 1 }, "the cancelled sale had a STAN")
     }
 }
 
