@@ -87,13 +87,16 @@ public final class Bench: @unchecked Sendable {
         for found in try udev.enumerate() { reader(found)?.attach(path: found.devnode) }
     }
 
-    /// Ends what is in progress and stops the readers.
-    public func stop() {
+    /// Ends what is in progress and stops the readers. Returns what went wrong giving back the
+    /// STANs reserved ahead, if anything did (a reboot then skips up to a block of them).
+    @discardableResult
+    public func stop() -> (any Error)? {
         udevLock.withLock { udev }?.stop()
         for t in terminals { t.stop() }
+        defer { events.finish() }
         // A clean stop gives back the STANs reserved ahead, so a reboot skips none.
-        try? ledger.releaseSTANReservations()
-        events.finish()
+        do { try ledger.releaseSTANReservations() } catch { return error }
+        return nil
     }
 
     public func terminal(_ name: String?) throws(DaemonError) -> TerminalRuntime {

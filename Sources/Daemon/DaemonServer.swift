@@ -139,6 +139,8 @@ struct BenchService: Service {
         for _ in 0..<50 where bench.terminals.contains(where: { $0.currentActivity != nil }) {
             try? await Task.sleep(for: .milliseconds(100))
         }
-        bench.stop()
+        if let error = bench.stop() {
+            log("stopping: could not give back the STANs reserved ahead (a reboot will skip up to 100 of them): \(error)")
+        }
     }
 }

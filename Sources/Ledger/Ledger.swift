@@ -24,6 +24,8 @@ public final class Ledger: Sendable {
     /// Merges the writes of concurrent callers into one SQLite transaction (group commit).
     let group: GroupCommit
     let walFile: WALFile
+    /// Per terminal, the reservation this process knows to be on disk (see `allocateSTAN`).
+    let syncedReservations = SyncedReservations()
     let panKey: SymmetricKey
 
     /// Opens the ledger at `path`, creating the file (mode 0600) and its schema if needed.
@@ -260,6 +262,10 @@ final class GroupCommit: @unchecked Sendable {
     /// A leader is running a batch (or has been chosen and is about to).
     private var running = false
     private var syncCount = 0
+    /// Set when a sync fails. Linux reports a writeback error once per open file, so a later
+    /// sync could succeed while the failed commit (and everything after it in the WAL) is not
+    /// on disk: after one failure no write is accepted until the ledger is opened again.
+    private var syncFailure: (any Error)?
     private let syncWAL: () throws -> Void
 
     /// - Parameter syncWAL: makes every commit so far durable (an fdatasync of the WAL file).
@@ -274,6 +280,10 @@ final class GroupCommit: @unchecked Sendable {
         try withoutActuallyEscaping(body) { body in
             let mine = Pending(durable: durable) { try body($0) }
             lock.lock()
+            if let syncFailure {
+                lock.unlock()
+                throw syncFailure
+            }
             queue.append(mine)
             let leads = !running
             running = true
@@ -313,7 +323,9 @@ final class GroupCommit: @unchecked Sendable {
             try syncWAL()
             lock.withLock { syncCount += 1 }
         } catch {
-            for item in durable { item.result = .failure(error) }
+            let failure = LedgerError.database(operation: "sync the ledger's WAL", message: "\(error); no further writes are accepted: check the disk and restart")
+            lock.withLock { syncFailure = failure }
+            for item in durable { item.result = .failure(failure) }
         }
         for item in durable where item !== mine { item.wake.signal() }
     }
@@ -352,6 +364,10 @@ final class WALFile: @unchecked Sendable {
     let path: String
     private let lock = NSLock()
     private var fd: Int32 = -1
+    /// Syncs running outside the lock: the descriptor is closed only when none is, so a sync
+    /// never runs on a number the process has meanwhile given to another file.
+    private var syncing = 0
+    private var closed = false
 
     init(path: String) { self.path = path }
 
@@ -360,23 +376,64 @@ final class WALFile: @unchecked Sendable {
     /// Makes everything written to the WAL so far durable.
     func sync() throws {
         let fd = try lock.withLock {
+            guard !closed else {
+                throw LedgerError.database(operation: "sync \(path)", message: "the ledger is closed")
+            }
             if self.fd < 0 {
                 self.fd = open(path, O_RDONLY | O_CLOEXEC)
                 guard self.fd >= 0 else {
                     throw LedgerError.database(operation: "open \(path) to sync it", message: String(cString: strerror(errno)))
                 }
             }
+            syncing += 1
             return self.fd
         }
-        guard fdatasync(fd) == 0 else {
-            throw LedgerError.database(operation: "sync \(path)", message: String(cString: strerror(errno)))
+        let result = Self.dataSync(fd)
+        let failure = errno
+        lock.withLock {
+            syncing -= 1
+            if closed, syncing == 0 { closeDescriptor() }
+        }
+        guard result == 0 else {
+            throw LedgerError.database(operation: "sync \(path)", message: String(cString: strerror(failure)))
         }
     }
 
     func close() {
         lock.withLock {
-            if fd >= 0 { _ = Glibc.close(fd) }
-            fd = -1
+            closed = true
+            if syncing == 0 { closeDescriptor() }
         }
     }
+
+    /// Under the lock.
+    private func closeDescriptor() {
+        guard fd >= 0 else { return }
+        #if canImport(Glibc)
+        _ = Glibc.close(fd)
+        #else
+        _ = Darwin.close(fd)
+        #endif
+        fd = -1
+    }
+
+    private static func dataSync(_ fd: Int32) -> Int32 {
+        #if canImport(Glibc)
+        fdatasync(fd)
+        #else
+        fcntl(fd, F_FULLFSYNC)
+        #endif
+    }
+}
+
+/// What this process knows to be synced: a reservation is only known durable once a durable
+/// write (which syncs the WAL, and so every commit before it, whoever made it) has returned
+/// after reading it. A reservation merely committed, by this process or another, is not.
+final class SyncedReservations: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [Int64: Int] = [:]
+
+    func value(for terminalID: Int64) -> Int? { lock.withLock { values[terminalID] } }
+
+    func set(_ value: Int, for terminalID: Int64) { lock.withLock { values[terminalID] = value } }
 }

@@ -28,7 +28,10 @@ extension Ledger {
                 if let originalID = new.originalID {
                     try Self.checkOriginal(db, id: originalID, for: new.action, amount: new.amount, currency: new.currency)
                 }
-                guard let stan = try Self.allocateSTAN(db, terminalID: terminal.id, durable: false) else { return nil }
+                let synced = syncedReservations.value(for: terminal.id)
+                guard let stan = try Self.allocateSTAN(db, terminalID: terminal.id, durable: false, syncedReservation: synced) else {
+                    return nil
+                }
                 let rrn = Self.rrn(stan: stan, micros: new.createdAt)
                 try db.executeCached(sql: """
                     INSERT INTO txn (uuid, terminal_id, provider, action, status, amount, tip_amount, currency,
@@ -123,24 +126,31 @@ extension Ledger {
 
     // MARK: - Inside the write transactions
 
-    /// How many STANs a reservation sets aside: the most a machine crash can skip.
+    /// How many STANs a reservation sets aside: the most a machine crash can skip. It may grow
+    /// but never shrink: `STANRing.ahead` reads a reservation more than a block ahead as none (a
+    /// counter written without its reservation), so a reservation an older build made with a
+    /// larger block would be ignored by the skip after a reboot.
     static let stanBlock = 100
 
     /// The terminal's next STAN: 999999 wraps to 000001, 000000 is never used. Runs inside the
     /// caller's write transaction, so the counter and the row that uses it commit together.
     ///
-    /// A STAN must be inside the durable reservation before anyone outside sees it. When the
-    /// reservation is used up, a durable caller extends it in the same transaction; any other
-    /// caller gets nil, and must reserve (`reserveSTANs`) and try again.
-    static func allocateSTAN(_ db: Database, terminalID: Int64, durable: Bool) throws -> STAN? {
+    /// A STAN must be inside a reservation that is on disk before anyone outside sees it. A
+    /// durable caller's own commit makes it so: when the reservation is used up, it extends it
+    /// in the same transaction. Any other caller may only use a reservation this process knows
+    /// to be synced (`syncedReservation`, the value a durable write read); otherwise it gets nil,
+    /// and must call `reserveSTANs` (which extends or just syncs the reservation) and try again.
+    static func allocateSTAN(_ db: Database, terminalID: Int64, durable: Bool, syncedReservation: Int? = nil) throws -> STAN? {
         guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT last_stan, stan_reserved FROM terminal WHERE id = ?"),
                                          arguments: [terminalID]) else {
             throw LedgerError.database(operation: "allocate a STAN", message: "no terminal with id \(terminalID)")
         }
         let last: Int = row[0], reserved: Int = row[1]
         let next = STAN(last)?.next ?? .first
+        if !durable, STANRing.ahead(of: last, to: reserved) == 0 || reserved != syncedReservation {
+            return nil
+        }
         if STANRing.ahead(of: last, to: reserved) == 0 {
-            guard durable else { return nil }
             try db.executeCached(sql: "UPDATE terminal SET stan_reserved = ? WHERE id = ?",
                                  arguments: [STANRing.advance(last, by: stanBlock), terminalID])
             try recordReservationBoot(db)
@@ -149,18 +159,22 @@ extension Ledger {
         return next
     }
 
-    /// Reserves the next `stanBlock` STANs of `terminal`, durably, unless some are still reserved.
+    /// Reserves the next `stanBlock` STANs of `terminal` unless some are still reserved, in a
+    /// durable write either way: once it returns, the reservation it read is on disk, whoever
+    /// made it, and this process may begin within it without a sync.
     func reserveSTANs(terminal name: String) throws {
-        try write("reserve STANs on terminal \(name)") { db in
+        let (terminalID, reservation) = try write("reserve STANs on terminal \(name)") { db -> (Int64, Int) in
             let terminal = try Self.terminal(db, name: name)
             let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT last_stan, stan_reserved FROM terminal WHERE id = ?"),
                                        arguments: [terminal.id])
             let last: Int = row?[0] ?? 0, reserved: Int = row?[1] ?? 0
-            guard STANRing.ahead(of: last, to: reserved) == 0 else { return }
-            try db.executeCached(sql: "UPDATE terminal SET stan_reserved = ? WHERE id = ?",
-                                 arguments: [STANRing.advance(last, by: Self.stanBlock), terminal.id])
+            guard STANRing.ahead(of: last, to: reserved) == 0 else { return (terminal.id, reserved) }
+            let extended = STANRing.advance(last, by: Self.stanBlock)
+            try db.executeCached(sql: "UPDATE terminal SET stan_reserved = ? WHERE id = ?", arguments: [extended, terminal.id])
             try Self.recordReservationBoot(db)
+            return (terminal.id, extended)
         }
+        syncedReservations.set(reservation, for: terminalID)
     }
 
     /// Gives back what is reserved ahead (durably, which also syncs every begun row), so a clean

@@ -129,6 +129,64 @@ struct STANReservationTests {
         #expect(try counters(ledger) == (42 + Ledger.stanBlock, 41 + 2 * Ledger.stanBlock))
     }
 
+    @Test func aReservationThisProcessHasNotSeenSyncedIsSyncedBeforeABeginUsesIt() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let a = try open(dir)
+        let b = try Ledger(path: dir.database, panKey: keyA) // another process on the same file
+        _ = try a.begin(sale()) // a reserves 1…100 and syncs
+        let before = b.group.syncs
+        #expect(try b.begin(sale()).stan == STAN(2))
+        #expect(b.group.syncs == before + 1, "b syncs the reservation it read (it might not be on disk yet) before using it")
+        #expect(try counters(b) == (2, Ledger.stanBlock), "no new block: the reservation had room")
+        #expect(try b.begin(sale()).stan == STAN(3))
+        #expect(b.group.syncs == before + 1, "then it knows it is synced")
+    }
+
+    @Test func aBlockExtendedInsideCompleteIsSyncedBeforeABeginUsesIt() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let ledger = try open(dir)
+        let sale1 = try ledger.begin(sale())
+        for _ in 1..<Ledger.stanBlock { _ = try ledger.begin(sale()) }
+        try ledger.complete(id: sale1.id, approved(reversal: true)) // the reversal's STAN extends the block
+        #expect(try counters(ledger) == (Ledger.stanBlock + 1, 2 * Ledger.stanBlock + 1 - 1))
+        let before = ledger.group.syncs
+        #expect(try ledger.begin(sale()).stan == STAN(Ledger.stanBlock + 2))
+        #expect(ledger.group.syncs == before + 1)
+    }
+
+    @Test func afterASyncFailsNoWriteIsAccepted() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let pool = try DatabasePool(path: dir.database)
+        defer { try? pool.close() }
+        try pool.write { try $0.execute(sql: "CREATE TABLE t (x INTEGER)") }
+        struct DiskError: Error {}
+        let group = GroupCommit(syncWAL: { throw DiskError() })
+        try group.write(pool, durable: false) { try $0.execute(sql: "INSERT INTO t VALUES (1)") }
+        for durable in [true, false, true] {
+            do {
+                try group.write(pool, durable: durable) { try $0.execute(sql: "INSERT INTO t VALUES (2)") }
+                Issue.record("a write was accepted after the sync failed")
+            } catch let error as LedgerError {
+                #expect(error.description.contains("sync the ledger's WAL") && error.description.contains("no further writes"), "\(error)")
+            }
+        }
+        #expect(try pool.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM t WHERE x = 2") } == 1,
+                "only the write whose sync failed was committed (and was not told it was durable)")
+    }
+
+    @Test func theWALFileRefusesToSyncOnceClosed() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let ledger = try open(dir)
+        _ = try ledger.begin(sale())
+        try ledger.walFile.sync()
+        try ledger.close()
+        #expect(throws: LedgerError.self) { try ledger.walFile.sync() }
+    }
+
     @Test func theClientReferenceLookupIsNotPreparedAgainAtEachCall() throws {
         let dir = try TempDir()
         defer { dir.remove() }
