@@ -266,6 +266,11 @@ final class GroupCommit: @unchecked Sendable {
     /// sync could succeed while the failed commit (and everything after it in the WAL) is not
     /// on disk: after one failure no write is accepted until the ledger is opened again.
     private var syncFailure: (any Error)?
+    /// Batches with durable writes, numbered as they take the writer (under `lock`)...
+    private var ticketsIssued = 0
+    /// ...and the last one whose sync has finished (under `syncTurn`).
+    private var ticketsSynced = 0
+    private let syncTurn = NSCondition()
     private let syncWAL: () throws -> Void
 
     /// - Parameter syncWAL: makes every commit so far durable (an fdatasync of the WAL file).
@@ -299,12 +304,26 @@ final class GroupCommit: @unchecked Sendable {
     }
 
     private func lead(batchOf mine: Pending, _ pool: DatabasePool) {
-        // Every write queued so far, ours among them.
+        // Every write queued so far, ours among them. A batch with durable writes takes a
+        // ticket: syncs run in the order of the commits they cover (see below).
         lock.lock()
         let batch = queue
         queue = []
+        let earlierFailure = syncFailure
+        var ticket = 0
+        if earlierFailure == nil, batch.contains(where: { $0.durable }) {
+            ticketsIssued += 1
+            ticket = ticketsIssued
+        }
         lock.unlock()
-        Self.run(batch, pool)
+        if let earlierFailure {
+            for item in batch {
+                item.body = nil
+                item.result = .failure(earlierFailure)
+            }
+        } else {
+            Self.run(batch, pool)
+        }
 
         // Whoever queued while this batch ran leads the next one, now.
         lock.lock()
@@ -318,13 +337,30 @@ final class GroupCommit: @unchecked Sendable {
             return true
         }
         for item in batch where item !== mine && !durable.contains(where: { $0 === item }) { item.wake.signal() }
-        guard !durable.isEmpty else { return }
-        do {
-            try syncWAL()
-            lock.withLock { syncCount += 1 }
-        } catch {
-            let failure = LedgerError.database(operation: "sync the ledger's WAL", message: "\(error); no further writes are accepted: check the disk and restart")
-            lock.withLock { syncFailure = failure }
+        guard ticket > 0 else { return }
+
+        // One sync at a time, in commit order: Linux reports a writeback error to one fsync
+        // only, so a later batch's sync running alongside could take an earlier batch's error
+        // and leave that batch told it was on disk.
+        syncTurn.lock()
+        while ticketsSynced != ticket - 1 { syncTurn.wait() }
+        syncTurn.unlock()
+        var failure = lock.withLock { syncFailure }
+        if failure == nil {
+            do {
+                try syncWAL()
+                lock.withLock { syncCount += 1 }
+            } catch {
+                let poisoned = LedgerError.database(operation: "sync the ledger's WAL", message: "\(error); no further writes are accepted: check the disk and restart")
+                lock.withLock { syncFailure = poisoned }
+                failure = poisoned
+            }
+        }
+        syncTurn.lock()
+        ticketsSynced = ticket
+        syncTurn.broadcast()
+        syncTurn.unlock()
+        if let failure {
             for item in durable { item.result = .failure(failure) }
         }
         for item in durable where item !== mine { item.wake.signal() }

@@ -177,6 +177,32 @@ struct STANReservationTests {
                 "only the write whose sync failed was committed (and was not told it was durable)")
     }
 
+    @Test func syncsRunOneAtATimeWhileTheNextBatchCommits() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let pool = try DatabasePool(path: dir.database)
+        defer { try? pool.close() }
+        try pool.write { try $0.execute(sql: "CREATE TABLE t (x INTEGER)") }
+        final class Probe: @unchecked Sendable {
+            let lock = NSLock()
+            var inFlight = 0, most = 0, calls = 0
+        }
+        let probe = Probe()
+        let group = GroupCommit(syncWAL: {
+            probe.lock.withLock { probe.inFlight += 1; probe.most = max(probe.most, probe.inFlight); probe.calls += 1 }
+            usleep(300) // long enough for the next batch to commit and reach its sync
+            probe.lock.withLock { probe.inFlight -= 1 }
+        })
+        DispatchQueue.concurrentPerform(iterations: 8) { n in
+            for i in 0..<25 {
+                try? group.write(pool) { try $0.execute(sql: "INSERT INTO t VALUES (?)", arguments: [n * 100 + i]) }
+            }
+        }
+        #expect(try pool.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM t") } == 200)
+        #expect(probe.calls >= 2 && probe.calls <= 200)
+        #expect(probe.most == 1, "a sync may only start once the one before it has finished")
+    }
+
     @Test func theWALFileRefusesToSyncOnceClosed() throws {
         let dir = try TempDir()
         defer { dir.remove() }
