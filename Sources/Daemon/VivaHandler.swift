@@ -385,49 +385,9 @@ extension Bench {
         CardBrand.allCases.first { $0.displayName == t.brand }
     }
 
-    /// The fields of a callback we rendered, in order: after `?` (Viva, a Billpocket webhook) or,
-    /// with no `?`, after `://` (a Billpocket app scheme).
+    /// The fields of a callback we rendered, in order.
     static func callbackFields(_ url: String) -> [OpenResult.Field] {
-        let query: Substring
-        if let mark = url.firstIndex(of: "?") {
-            query = url[url.index(after: mark)...]
-        } else if let range = url.range(of: "://") {
-            query = url[range.upperBound...]
-        } else {
-            return []
-        }
-        return query.split(separator: "&").map { pair in
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            return OpenResult.Field(name: percentDecoded(parts[0]), value: parts.count > 1 ? percentDecoded(parts[1]) : "")
-        }
-    }
-
-    /// %XX decoding of a callback value we rendered ourselves (so always well formed); a stray
-    /// `%` is kept as it is. Foundation's `removingPercentEncoding` showed in the profile.
-    static func percentDecoded(_ text: Substring) -> String {
-        guard text.utf8.contains(UInt8(ascii: "%")) else { return String(text) }
-        func hex(_ b: UInt8) -> UInt8? {
-            switch b {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): b - UInt8(ascii: "0")
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): b - UInt8(ascii: "A") + 10
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): b - UInt8(ascii: "a") + 10
-            default: nil
-            }
-        }
-        let bytes = Array(text.utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        var i = 0
-        while i < bytes.count {
-            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let h = hex(bytes[i + 1]), let l = hex(bytes[i + 2]) {
-                out.append(h << 4 | l)
-                i += 3
-            } else {
-                out.append(bytes[i])
-                i += 1
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
+        RenderedCallback.fields(of: url).map { OpenResult.Field(name: $0.name, value: $0.value) }
     }
 
     func ledgerCall<T>(_ body: () throws -> T) throws(DaemonError) -> T {

@@ -126,3 +126,26 @@ enum PercentEncoding {
         String(decoding: utf8[offset...], as: UTF8.self).first ?? "\u{FFFD}"
     }
 }
+
+/// Reading back a callback a front rendered: the daemon answers with its fields as well as its
+/// URL, and replays a stored one.
+public enum RenderedCallback {
+    /// The fields of `url` in order, decoded once: after `?` (Viva, a Billpocket webhook) or,
+    /// with no `?`, after `://` (a Billpocket app scheme); none when it has neither. A field
+    /// whose escapes are malformed (never one we rendered) keeps its text as it is.
+    public static func fields(of url: String) -> [(name: String, value: String)] {
+        let query: Substring
+        if let mark = url.firstIndex(of: "?") {
+            query = url[url.index(after: mark)...]
+        } else if let range = url.range(of: "://") {
+            query = url[range.upperBound...]
+        } else {
+            return []
+        }
+        func decoded(_ text: Substring) -> String { (try? PercentEncoding.decode(text)) ?? String(text) }
+        return query.split(separator: "&").map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            return (decoded(parts[0]), parts.count > 1 ? decoded(parts[1]) : "")
+        }
+    }
+}
