@@ -25,20 +25,10 @@ struct BillpocketExtra: Codable, Sendable {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return String(decoding: (try? encoder.encode(self)) ?? Data("{}".utf8), as: UTF8.self)
     }
+}
 
-    init(transactionid: String, identifier: String, user: Int64, reference: String? = nil, email: String? = nil,
-         phone: String? = nil, msi: Int? = nil, photo: String? = nil, comesFromQR: Bool? = nil) {
-        self.transactionid = transactionid
-        self.identifier = identifier
-        self.user = user
-        self.reference = reference
-        self.email = email
-        self.phone = phone
-        self.msi = msi
-        self.photo = photo
-        self.comesFromQR = comesFromQR
-    }
-
+extension BillpocketExtra {
+    /// (In an extension, so the struct keeps its synthesised memberwise initialiser.)
     init?(_ stored: StoredTransaction) {
         guard let text = stored.extra, let value = try? JSONDecoder().decode(Self.self, from: Data(text.utf8)) else { return nil }
         self = value
@@ -208,10 +198,7 @@ extension Bench {
                 appLabel: original.applicationLabel, url: started.uuid, identifier: request.identifier,
                 bank: saleFields["bank"] ?? "", accountType: saleFields["accountType"].flatMap(BillpocketAccountType.init(rawValue:)))
             let outbox = billpocketMessages(urlScheme: request.urlScheme, result: result)
-            let stored = try ledger.complete(id: started.id, Completion(
-                status: .approved, responseCode: "00", message: ResponseCode.approved.meaning,
-                authorisationCode: original.authorisationCode, maskedPAN: original.maskedPAN, brand: original.brand,
-                aid: original.aid, applicationLabel: original.applicationLabel, completedAt: now), outbox: outbox)
+            let stored = try ledger.complete(id: started.id, Completion.approved(actingOn: original, completedAt: now), outbox: outbox)
             publish("outcome", terminal: settings.name, ["stan": stored.stan.description, "status": stored.status.rawValue,
                                                          "action": TransactionAction.refund.rawValue])
             return billpocketAnswer(urlScheme: request.urlScheme, result, transaction: stored)

@@ -283,10 +283,7 @@ extension Bench {
                                     transactionId: started.uuid)
             }
             let outbox = callbackMessages(callback: request.callback, result: result)
-            let stored = try ledger.complete(id: started.id, Completion(
-                status: .approved, responseCode: "00", message: ResponseCode.approved.meaning,
-                authorisationCode: original.authorisationCode, maskedPAN: original.maskedPAN, brand: original.brand,
-                aid: original.aid, applicationLabel: original.applicationLabel, completedAt: now), outbox: outbox)
+            let stored = try ledger.complete(id: started.id, Completion.approved(actingOn: original, completedAt: now), outbox: outbox)
             publish("outcome", terminal: settings.name, ["stan": stored.stan.description, "status": stored.status.rawValue,
                                                          "action": action.rawValue])
             return openResult(stored: stored, outbox: outbox, replayed: false)

@@ -141,6 +141,14 @@ public struct Completion: Sendable {
     /// becomes `reversed` and an approved `reversal` row with its own STAN is recorded.
     public var reversal: Bool
 
+    /// The approval of a message that acts on `original` without the card (a cancel, capture or
+    /// refund the host approved): response code 00, and the original's card fields.
+    public static func approved(actingOn original: StoredTransaction, completedAt: Int64) -> Completion {
+        Completion(status: .approved, responseCode: "00", message: ResponseCode.approved.meaning,
+                   authorisationCode: original.authorisationCode, maskedPAN: original.maskedPAN, brand: original.brand,
+                   aid: original.aid, applicationLabel: original.applicationLabel, completedAt: completedAt)
+    }
+
     public init(status: TransactionStatus, responseCode: String? = nil, message: String? = nil,
                 authorisationCode: String? = nil, maskedPAN: String? = nil, pan: String? = nil, brand: String? = nil,
                 aid: String? = nil, applicationLabel: String? = nil, cardholderName: String? = nil, arqc: String? = nil,
