@@ -36,9 +36,12 @@ public struct ScenarioRunner: Sendable {
             switch target {
             case .inProcess:
                 let daemon = try await InProcessDaemon(scenario: scenario)
-                defer { daemon.stop() }
                 var execution = Execution(scenario: scenario, client: daemon.client)
-                try await execution.run()
+                do { try await execution.run() } catch {
+                    await daemon.stop()
+                    throw error
+                }
+                await daemon.stop()
             case .daemon(let endpoint):
                 var execution = Execution(scenario: scenario, client: DaemonClient(endpoint: endpoint))
                 try await execution.run()
@@ -107,9 +110,15 @@ final class InProcessDaemon: @unchecked Sendable {
         }
     }
 
-    func stop() {
+    /// Ends the server and closes the ledger before returning: a library run starts a daemon
+    /// core per scenario, and each one's sockets and SQLite files would otherwise stay open
+    /// until the process ends (well past the 1,024 descriptors `select` can watch, which
+    /// Foundation's `Process` relies on).
+    func stop() async {
         server.cancel()
+        _ = await server.result
         bench.stop()
+        try? bench.ledger.close()
         try? FileManager.default.removeItem(at: directory)
     }
 }

@@ -103,7 +103,10 @@ struct ScenarioTests {
 /// Every scenario of the shipped library.
 let library: [String] = (try? Scenario.files([repositoryRoot.appendingPathComponent("Scenarios").path])) ?? []
 
-@Suite("The scenario library, in process")
+/// One scenario at a time: each starts a daemon core (ledger, sockets, readers), and all 150-odd
+/// at once held over 1,600 descriptors, past the 1,024 `select` can watch, on which Foundation's
+/// `Process` (used by the tests that spawn binaries) relies to notice a child's exit.
+@Suite("The scenario library, in process", .serialized)
 struct ScenarioLibraryTests {
     @Test("the library has at least 60 scenarios, in folders by topic, each listed in Scenarios/README.md")
     func size() throws {
