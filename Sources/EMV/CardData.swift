@@ -201,3 +201,77 @@ public enum PAN {
         String(pan.suffix(4))
     }
 }
+
+extension PAN {
+    /// Where `text` holds something that looks like a card number, or nil: 13–19 digits (single
+    /// spaces or dashes between them allowed, as people type card numbers), not touching another
+    /// digit, passing the Luhn check, of a length a known brand issues for its IIN.
+    ///
+    /// Request text that a tester or a merchant's app types (references, identifiers, callback
+    /// URLs) is scanned with this so a card number never reaches the ledger or a log: cardbench
+    /// refuses such a value rather than store it. The brand and length rules keep numeric
+    /// references of other shapes from being taken for card numbers; a 16-digit reference that
+    /// starts like a Visa and passes Luhn (one in ten of those) is refused, as a PCI data-loss
+    /// scanner would flag it.
+    public static func likelyPANRange(in text: String) -> Range<String.Index>? {
+        var index = text.startIndex
+        while index < text.endIndex {
+            guard text[index].isASCII, text[index].isWholeNumber else {
+                index = text.index(after: index)
+                continue
+            }
+            // A run: digits with at most one separator between two digits.
+            let start = index
+            var digits = ""
+            var end = index
+            var i = index
+            while i < text.endIndex {
+                let c = text[i]
+                if c.isASCII, c.isWholeNumber {
+                    digits.append(c)
+                    i = text.index(after: i)
+                    end = i
+                } else if c == " " || c == "-", digits.count < 20 {
+                    let next = text.index(after: i)
+                    guard next < text.endIndex, text[next].isASCII, text[next].isWholeNumber else { break }
+                    i = next
+                } else {
+                    break
+                }
+                if digits.count > 19 { break }
+            }
+            if (13...19).contains(digits.count), Luhn.isValid(digits), let brand = CardBrand.detect(pan: digits),
+               brand.panLengths.contains(digits.count) {
+                return start..<end
+            }
+            // Skip the rest of this run of digits: a longer number holds no card number of its own.
+            index = end
+            while index < text.endIndex, text[index].isASCII, text[index].isWholeNumber { index = text.index(after: index) }
+        }
+        return nil
+    }
+
+    /// Whether `text` holds something that looks like a card number (`likelyPANRange`).
+    public static func looksLikeItHoldsAPAN(_ text: String) -> Bool { likelyPANRange(in: text) != nil }
+}
+
+/// Characters no text field of a payment request has a use for.
+public enum ControlCharacters {
+    /// The position (1-based, in Unicode scalars) of the first C0 or C1 control character or DEL in
+    /// `text`, and its code point, or nil. NUL is among them: SQLite's C interface ends text at
+    /// a NUL, so a value holding one would be stored cut short.
+    public static func first(in text: String) -> (position: Int, scalar: Unicode.Scalar)? {
+        var position = 0
+        for scalar in text.unicodeScalars {
+            position += 1
+            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) { return (position, scalar) }
+        }
+        return nil
+    }
+
+    /// "U+0000 at position 9", for error messages.
+    public static func describe(_ found: (position: Int, scalar: Unicode.Scalar)) -> String {
+        let hex = String(found.scalar.value, radix: 16, uppercase: true)
+        return "U+\(String(repeating: "0", count: max(0, 4 - hex.count)))\(hex) at position \(found.position)"
+    }
+}

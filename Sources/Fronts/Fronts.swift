@@ -1,3 +1,4 @@
+import EMV
 import Terminal
 
 /// The apps cardbench stands in for. Each front parses and checks the URL its app receives and
@@ -26,5 +27,28 @@ public enum Decline: Sendable, Equatable {
         case "Z3": self = .hostUnavailable
         default: self = .byHost(responseCode)
         }
+    }
+}
+
+/// The rules every text value of a request obeys, whichever front it came to, before any
+/// field's own rules: no control characters, and no card number.
+public enum TextRules {
+    /// The rule a value holding a card number breaks.
+    public static let panRule = "must not hold a card number (13 to 19 digits of a card brand's IIN that pass the Luhn check): "
+        + "cardbench never stores or echoes one; send a reference of another shape"
+
+    /// Why `value` breaks a rule every request text obeys, or nil.
+    ///
+    /// A control character has no use in any field these apps take, and a NUL would be cut at by
+    /// SQLite's C interface (a later, different value would then match the stored one); a card
+    /// number in a reference would be stored and echoed in the clear.
+    /// - Parameter panLike: false for a field whose own rules make it a numeric identifier
+    ///   cardbench issued (which may happen to pass the Luhn check).
+    public static func problem(_ value: String, panLike: Bool = true) -> String? {
+        if let found = ControlCharacters.first(in: value) {
+            return "must not contain control characters; found \(ControlCharacters.describe(found))"
+        }
+        if panLike, PAN.looksLikeItHoldsAPAN(value) { return panRule }
+        return nil
     }
 }

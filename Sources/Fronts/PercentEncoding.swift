@@ -57,6 +57,25 @@ enum PercentEncoding {
         }
     }
 
+    /// The byte range of a URI's authority (after `scheme://`, up to the next `/`, `?` or `#`),
+    /// where RFC 3986 lets `[` and `]` enclose an IPv6 address: `http://[::1]:8080/cb`.
+    static func authorityRange(_ bytes: [UInt8]) -> Range<Int>? {
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon + 2 < bytes.count,
+              bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else { return nil }
+        let start = colon + 3
+        let end = bytes[start...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.count
+        return start..<end
+    }
+
+    /// Whether byte `i` of a URI is a character it may hold unencoded: a query character, or a
+    /// bracket of an IPv6 literal in its authority.
+    static func isURICharacter(_ bytes: [UInt8], at i: Int, authority: Range<Int>?) -> Bool {
+        let byte = bytes[i]
+        if isQueryCharacter(byte) { return true }
+        guard byte == UInt8(ascii: "[") || byte == UInt8(ascii: "]"), let authority, authority.contains(i) else { return false }
+        return true
+    }
+
     /// Why a raw query text cannot be decoded.
     enum DecodingProblem: Error, Equatable {
         /// A character that must be percent-encoded, and its 1-based position in the text.
@@ -147,5 +166,15 @@ public enum RenderedCallback {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             return (decoded(parts[0]), parts.count > 1 ? decoded(parts[1]) : "")
         }
+    }
+}
+
+/// Case folding for the parts of a URL that are ASCII by definition (schemes, hosts, parameter
+/// names). `String.lowercased()` folds Unicode too: the KELVIN SIGN U+212A becomes "k", so
+/// "billpoc\u{212A}et" would pass for "billpocket".
+public enum ASCII {
+    /// `text` with A–Z folded to a–z and every other character kept.
+    public static func lowercased<S: StringProtocol>(_ text: S) -> String {
+        String(decoding: text.utf8.map { (0x41...0x5A).contains($0) ? $0 + 0x20 : $0 }, as: UTF8.self)
     }
 }

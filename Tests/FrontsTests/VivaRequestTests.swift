@@ -338,7 +338,8 @@ struct VivaRequestTests {
     @Test("any value encoded the way callbacks are encoded parses back unchanged")
     func encodedValuesRoundTrip() throws {
         var rng = SplitMix64(state: 42)
-        let pool = Array("aZ09 -._~*:+&=#%?/@!$'(),;\"<>\\^`{|}é€😀\u{1}\n")
+        // Control characters are refused in every value (see "control characters and card numbers are refused").
+        let pool = Array("aZ09 -._~*:+&=#%?/@!$'(),;\"<>\\^`{|}é€😀")
         for _ in 0..<300 {
             let value = String((0..<Int.random(in: 1...30, using: &rng)).map { _ in pool.randomElement(using: &rng)! })
             let request = try parse(base + "&action=transactionDetails&clientTransactionId=" + PercentEncoding.encodeValue(value))

@@ -66,7 +66,7 @@ public enum BillpocketFailure: Sendable, Equatable {
         case .cardRemoved: self = .cardRemoved
         case .readerError: self = .readerError
         case .promptTimeout: self = .promptTimeout
-        case .cancelled: self = .userCancel
+        case .cancelled, .aborted: self = .userCancel
         case .noApplication: self = .cardNotAccepted
         case .cardError, .invalidCardData: self = .cardError
         }

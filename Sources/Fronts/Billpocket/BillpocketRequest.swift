@@ -60,8 +60,8 @@ public struct BillpocketRequest: Sendable, Equatable {
     /// The value of the parameter named `name`, if it was sent; names compare without regard to
     /// case, as the parser reads them.
     public func parameter(_ name: String) -> String? {
-        let lower = name.lowercased()
-        return parameters.first { $0.name.lowercased() == lower }?.value
+        let lower = ASCII.lowercased(name)
+        return parameters.first { ASCII.lowercased($0.name) == lower }?.value
     }
 
     /// The longest `reference`, `email` and `identifier`, in characters.

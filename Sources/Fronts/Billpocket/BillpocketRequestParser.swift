@@ -1,3 +1,5 @@
+import EMV
+
 /// One parse of a Billpocket request URL. The `urlScheme`, `identifier` and `transaction` are
 /// found before any rule is checked, so every error thrown carries whichever of them are valid.
 struct BillpocketRequestParser {
@@ -31,7 +33,7 @@ struct BillpocketRequestParser {
     ]
 
     static func key(_ name: String) -> String {
-        let lower = name.lowercased()
+        let lower = ASCII.lowercased(name)
         return keys[lower] ?? lower
     }
 
@@ -109,7 +111,7 @@ struct BillpocketRequestParser {
     /// once the item it cut short is known) and the form it came in.
     func split(_ url: String) throws(BillpocketRequestError) -> (Substring, BillpocketURLForm) {
         guard let separator = url.firstRange(of: "://"),
-              url[..<separator.lowerBound].lowercased() == "billpocket" else {
+              ASCII.lowercased(url[..<separator.lowerBound]) == "billpocket" else {
             let shown = url.firstRange(of: "://").map { String(url[..<$0.upperBound]) } ?? String(url.prefix(20))
             throw fail("scheme", "must be billpocket://",
                        "the URL must start with billpocket:// (the scheme in any case), then the parameters; got \(BillpocketText.shown(shown))")
@@ -142,13 +144,15 @@ struct BillpocketRequestParser {
             return value
         }
         urlScheme = single("urlScheme").flatMap { try? BillpocketURLScheme.parse($0) }
-        identifier = single("identifier").flatMap { BillpocketText.length($0) <= BillpocketRequest.maximumTextLength ? $0 : nil }
+        identifier = single("identifier").flatMap {
+            BillpocketText.length($0) <= BillpocketRequest.maximumTextLength && TextRules.problem($0) == nil ? $0 : nil
+        }
         transaction = single("transaction")
 
         if hash != nil {
             // The item the '#' cut short is the last one, unless the text ended with '&'.
             let cut = body.last == "&" || body.isEmpty ? nil : raw.last.flatMap { try? PercentEncoding.decode($0.name) }
-            let field = cut.map { Self.keys[$0.lowercased()] ?? $0 } ?? "url"
+            let field = cut.map { Self.keys[ASCII.lowercased($0)] ?? $0 } ?? "url"
             throw fail(field, "send '#' as %23", "contains '#', which ends the URL's parameters and drops what follows; send '#' as %23")
         }
         for item in raw {
@@ -160,9 +164,10 @@ struct BillpocketRequestParser {
                 throw fail("url", "empty parameter name", "a parameter has an empty name (\(BillpocketText.shown(item.value)) follows '=')")
             }
             let key = Self.key(name)
-            let field = Self.keys[name.lowercased()] ?? name
+            let field = Self.keys[ASCII.lowercased(name)] ?? name
+            let value: String
             do {
-                items.append((name, key, try PercentEncoding.decode(item.value)))
+                value = try PercentEncoding.decode(item.value)
             } catch {
                 let short = switch error {
                 case .unencoded: "must be percent-encoded"
@@ -171,6 +176,12 @@ struct BillpocketRequestParser {
                 }
                 throw fail(field, short, error.rule)
             }
+            if let problem = TextRules.problem(name) { throw fail("url", "bad parameter name", "a parameter name \(problem)") }
+            // transactionId is the sale's 16-digit id as cardbench issued it, never card-number shaped.
+            if let problem = TextRules.problem(value, panLike: key != "transactionId") {
+                throw fail(field, ControlCharacters.first(in: value) != nil ? "no control characters" : "no card numbers", problem)
+            }
+            items.append((name, key, value))
         }
     }
 
@@ -180,7 +191,7 @@ struct BillpocketRequestParser {
         // The first repeated parameter in the order sent, so the message is stable.
         if let repeated = items.first(where: { names[$0.key]!.count > 1 }) {
             let sent = names[repeated.key]!
-            let field = Self.keys[repeated.name.lowercased()] ?? repeated.name
+            let field = Self.keys[ASCII.lowercased(repeated.name)] ?? repeated.name
             throw fail(field, "sent \(sent.count) times", "must appear once, under any of its names; it appears \(sent.count) times ("
                        + sent.joined(separator: ", ") + "), and which one the app would use is undefined")
         }
@@ -278,7 +289,7 @@ struct BillpocketRequestParser {
     /// `true`/`false` in any case, or `1`/`0`; absent or empty is false (the document's default).
     func boolean(_ field: String) throws(BillpocketRequestError) -> Bool {
         guard let raw = value(field) else { return false }
-        switch raw.lowercased() {
+        switch ASCII.lowercased(raw) {
         case "true", "1": return true
         case "false", "0": return false
         default: throw fail(field, "must be true or false", "must be true or false (1 or 0 are accepted too); got \(BillpocketText.shown(raw))")

@@ -1,3 +1,5 @@
+import EMV
+
 /// Where a Billpocket result goes: the request's `urlScheme`, "App or web hook prefix to be
 /// called at the end of any transaction" (at most 50 characters).
 public enum BillpocketURLScheme: Sendable, Hashable, CustomStringConvertible {
@@ -39,7 +41,7 @@ public enum BillpocketURLScheme: Sendable, Hashable, CustomStringConvertible {
         if let first = bytes.first, isLetter(first), bytes.allSatisfy({ isLetter($0) || isDigit($0) || "+-.".utf8.contains($0) }) {
             return .app(value)
         }
-        let lower = value.lowercased()
+        let lower = ASCII.lowercased(value)
         guard lower.hasPrefix("http://") || lower.hasPrefix("https://") else {
             let schemeOnly = value.firstRange(of: "://").map { String(value[..<$0.lowerBound]) }
             throw fail("app scheme or http(s) URL", "must be an app's URL scheme name such as myapp"
@@ -49,16 +51,20 @@ public enum BillpocketURLScheme: Sendable, Hashable, CustomStringConvertible {
         let rest = lower.drop { $0 != ":" }.dropFirst(3)
         let host = rest.prefix { $0 != "/" && $0 != "?" }
         guard !host.isEmpty else { throw fail("webhook URL needs a host", "must name a host after '://'") }
+        if PAN.looksLikeItHoldsAPAN(value) || (try? PercentEncoding.decode(value[...])).map(PAN.looksLikeItHoldsAPAN) == true {
+            throw fail("card number in webhook URL", TextRules.panRule)
+        }
         if bytes.contains(UInt8(ascii: "#")) {
             throw fail("webhook URL with '#'", "must not contain '#': the result fields would land in the fragment")
         }
+        let authority = PercentEncoding.authorityRange(bytes)
         for (i, byte) in bytes.enumerated() {
             if byte == UInt8(ascii: "%") {
                 let hex = Array("0123456789ABCDEFabcdef".utf8)
                 guard i + 2 < bytes.count, hex.contains(bytes[i + 1]), hex.contains(bytes[i + 2]) else {
                     throw fail("bad %-escape in webhook URL", "must be a URL: '%' must start a %XX escape")
                 }
-            } else if !PercentEncoding.isQueryCharacter(byte) {
+            } else if !PercentEncoding.isURICharacter(bytes, at: i, authority: authority) {
                 throw fail("webhook URL not encoded", "must be a URL: characters such as spaces must be percent-encoded inside it")
             }
         }

@@ -56,6 +56,11 @@ public enum VivaFailure: Sendable, Equatable {
     case batchAlreadyOpen
     /// `batch` `close` with no open batch (or none with that name or id).
     case noOpenBatch
+    /// transactionDetails of a transaction still running (or interrupted and not yet recovered).
+    case transactionInProgress
+    /// transactionDetails of a transaction that ended without an answer from the host: the card
+    /// left, the reader failed, a prompt timed out, it was cancelled or aborted.
+    case transactionFailed
 
     /// The failure for a request error.
     public init(_ error: VivaRequestError) {
@@ -69,6 +74,7 @@ public enum VivaFailure: Sendable, Equatable {
         case .readerError: self = .readerError
         case .promptTimeout: self = .promptTimeout
         case .cancelled: self = .userCancel
+        case .aborted: self = .aborted
         case .noApplication: self = .cardNotSupported
         case .cardError, .invalidCardData: self = .cardError
         }
@@ -117,6 +123,8 @@ public enum VivaFailure: Sendable, Equatable {
         case .noTransactionInProgress: "No transaction in progress."
         case .batchAlreadyOpen: "A batch is already open."
         case .noOpenBatch: "No open batch."
+        case .transactionInProgress: "Transaction in progress."
+        case .transactionFailed: "Transaction failed."
         }
     }
 }

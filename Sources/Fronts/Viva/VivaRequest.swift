@@ -1,3 +1,5 @@
+import EMV
+
 /// One query parameter of a request, as received and percent-decoded once.
 public struct VivaParameter: Sendable, Hashable, CustomStringConvertible {
     /// The parameter's name, case as sent (names are case-sensitive, as for the app).
@@ -278,6 +280,11 @@ extension VivaRequest {
 
         static let actionList = VivaAction.all.joined(separator: ", ")
 
+        /// Parameters that carry an identifier the app itself issued, made of digits only by their
+        /// own rules: a 16-digit order code can pass the Luhn check under a card brand's IIN
+        /// (RRNs of days 200–299 of 2026 start with 62, UnionPay's IIN) without being a card number.
+        static let numericIdentifiers: Set<String> = ["orderCode", "shortOrderCode"]
+
         // MARK: URL shape
 
         /// Checks `vivapayclient://pay/v1` and returns the raw query (without `?`).
@@ -294,7 +301,7 @@ extension VivaRequest {
                 host = rest.firstIndex(of: "/").map { rest[..<$0] } ?? rest
                 path = rest[host.endIndex...]
             }
-            guard scheme.lowercased() == "vivapayclient", host.lowercased() == "pay", path == "/v1" else {
+            guard ASCII.lowercased(scheme) == "vivapayclient", ASCII.lowercased(host) == "pay", path == "/v1" else {
                 throw fail("scheme", "must be vivapayclient://pay/v1 (scheme, host and version); got \(Self.shown(base))")
             }
             guard base.endIndex < url.endIndex else { return "" }
@@ -342,11 +349,11 @@ extension VivaRequest {
                 guard !name.isEmpty else {
                     throw fail("url", "a parameter has an empty name (\(Self.shown(item.value)) follows '=')")
                 }
-                do {
-                    items.append(VivaParameter(name: name, value: try PercentEncoding.decode(item.value)))
-                } catch {
-                    throw fail(name, error.rule)
-                }
+                let value: String
+                do { value = try PercentEncoding.decode(item.value) } catch { throw fail(name, error.rule) }
+                if let problem = TextRules.problem(name) { throw fail("url", "a parameter name \(problem)") }
+                if let problem = TextRules.problem(value, panLike: !Self.numericIdentifiers.contains(name)) { throw fail(name, problem) }
+                items.append(VivaParameter(name: name, value: value))
             }
         }
 
@@ -372,14 +379,20 @@ extension VivaRequest {
             if value.utf8.contains(UInt8(ascii: "#")) {
                 return "must not contain '#': the result fields would land in the fragment"
             }
+            // The callback is stored with the transaction and delivered: a card number in it,
+            // even percent-encoded, would be too.
+            if PAN.looksLikeItHoldsAPAN(value) || (try? PercentEncoding.decode(value[...])).map(PAN.looksLikeItHoldsAPAN) == true {
+                return TextRules.panRule
+            }
             let bytes = Array(value.utf8)
+            let authority = PercentEncoding.authorityRange(bytes)
             for (i, byte) in bytes.enumerated() {
                 if byte == UInt8(ascii: "%") {
                     let hex = Array("0123456789ABCDEFabcdef".utf8)
                     guard i + 2 < bytes.count, hex.contains(bytes[i + 1]), hex.contains(bytes[i + 2]) else {
                         return "must be a URI: '%' must start a %XX escape"
                     }
-                } else if !PercentEncoding.isQueryCharacter(byte) {
+                } else if !PercentEncoding.isURICharacter(bytes, at: i, authority: authority) {
                     return "must be a URI: characters such as spaces must be percent-encoded inside it"
                 }
             }
@@ -464,7 +477,7 @@ extension VivaRequest {
             }
             var withInstallments = false
             if let raw = value("withInstallments") {
-                switch raw.lowercased() {
+                switch ASCII.lowercased(raw) {
                 case "true": withInstallments = true
                 case "false": withInstallments = false
                 default: throw fail("withInstallments", "must be true or false; got \(Self.shown(raw))")
