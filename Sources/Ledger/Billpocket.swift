@@ -186,7 +186,8 @@ extension Ledger {
 
     /// The Billpocket transaction whose `transactionid` (kept in the row's `extra`) is `id`.
     public func billpocketTransaction(transactionID id: String) throws -> StoredTransaction? {
-        try read("find Billpocket transaction \(id)") { db in
+        try Validate.noNUL(id, field: "transactionId")
+        return try read("find Billpocket transaction \(id)") { db in
             try Self.fetch(db, """
                 SELECT \(Self.columns) FROM txn JOIN terminal ON terminal.id = txn.terminal_id
                 WHERE txn.provider = 'billpocket' AND json_extract(txn.extra, '$.transactionid') = ?

@@ -91,7 +91,8 @@ extension Ledger {
 
     /// The transaction with that UUID (Viva's transactionId), or nil.
     public func transaction(uuid: String) throws -> StoredTransaction? {
-        try read("read transaction \(uuid)") { db in
+        try Validate.noNUL(uuid, field: "transactionId")
+        return try read("read transaction \(uuid)") { db in
             try Self.fetch(db, Lookup.byUUID.sql, [uuid]).first
         }
     }
@@ -107,7 +108,8 @@ extension Ledger {
     /// The transactions a caller's reference names, most recent first (a sale, its cancel or
     /// refund, retries), at most `limit`.
     public func transactions(provider: Provider, clientReference: String, limit: Int = 100) throws -> [StoredTransaction] {
-        try read("find client reference \(clientReference)") { db in
+        try Validate.noNUL(clientReference, field: "clientReference")
+        return try read("find client reference \(clientReference)") { db in
             try Self.fetch(db, Lookup.clientReferenceSQL(provider), [clientReference, limit])
         }
     }

@@ -325,7 +325,9 @@ extension Ledger {
         if let installments = new.installments, !(1...99).contains(installments) {
             throw LedgerError.invalid(field: "installments", rule: "must be 1–99 when given, got \(installments)")
         }
-        try Validate.text(new.clientReference, field: "clientReference", maxLength: 256)
+        // Viva's merchant reference holds 2048 characters (docs/viva.md); the ledger takes what the fronts do.
+        try Validate.text(new.clientReference, field: "clientReference", maxLength: 2048)
+        try Validate.noNUL(new.extra, field: "extra")
         try Validate.jsonObject(new.extra, field: "extra")
         guard new.createdAt >= 0 else {
             throw LedgerError.invalid(field: "createdAt", rule: "must be microseconds since 1970, got \(new.createdAt)")
@@ -370,7 +372,14 @@ extension Ledger {
             guard !message.target.isEmpty else {
                 throw LedgerError.invalid(field: "outbox[\(i)].target", rule: "must not be empty")
             }
+            try Validate.noNUL(message.target, field: "outbox[\(i)].target")
+            try Validate.noNUL(message.payload, field: "outbox[\(i)].payload")
         }
+        let storedTexts: [(String?, String)] = [
+            (result.message, "message"), (result.cardholderName, "cardholderName"), (result.applicationLabel, "applicationLabel"),
+            (result.cvm, "cvm"), (result.entryMode, "entryMode"), (result.authorisationCode, "authorisationCode"),
+        ]
+        for (text, field) in storedTexts { try Validate.noNUL(text, field: field) }
         guard let pan = result.pan else { return }
         try Validate.pan(pan)
         let texts: [(String?, String)] = [

@@ -1,3 +1,4 @@
+import EMV
 import Foundation
 
 /// Field rules shared by the ledger's operations. Messages never quote a PAN.
@@ -82,6 +83,22 @@ enum Validate {
         guard !value.isEmpty, value.count <= maxLength else {
             throw LedgerError.invalid(field: field, rule: "must be 1–\(maxLength) characters when given, got \(value.count)")
         }
+        if let found = ControlCharacters.first(in: value) {
+            throw LedgerError.invalid(field: field, rule: "must not contain control characters; found \(ControlCharacters.describe(found))")
+        }
+        // The fronts refuse such text first, with their own words; this keeps a card number out
+        // of the ledger whatever the way in, and before the host is asked (begin runs first).
+        if PAN.looksLikeItHoldsAPAN(value) {
+            throw LedgerError.invalid(field: field, rule: "must not hold a card number; only masked card data may be stored")
+        }
+    }
+
+    /// GRDB binds a Swift string to SQLite as C text (length -1), which ends at the first NUL: a
+    /// value holding one would be stored, or looked up, cut short, and so match another. Every
+    /// text the ledger stores or searches by passes here first.
+    static func noNUL(_ value: String?, field: String) throws {
+        guard let value, value.utf8.contains(0) else { return }
+        throw LedgerError.invalid(field: field, rule: "must not contain NUL (U+0000)")
     }
 
     static func jsonObject(_ value: String?, field: String) throws {

@@ -367,9 +367,12 @@ struct CompleteTests {
          "installments: must be 1–99 when given, got 0"),
         (NewTransaction(terminal: "t1", provider: .viva, action: .sale, amount: 1, currency: 978, extra: "[1]", createdAt: 0),
          "extra: must be a JSON object"),
-        (sale(reference: ""), "clientReference: must be 1–256 characters when given, got 0"),
+        (sale(reference: ""), "clientReference: must be 1–2048 characters when given, got 0"),
+        (sale(reference: String(repeating: "r", count: 2049)), "clientReference: must be 1–2048 characters when given, got 2049"),
+        (sale(reference: "nulprobe\u{0}tail"), "clientReference: must not contain control characters; found U+0000 at position 9"),
+        (sale(reference: "order 4761 7390 0101 0010"), "clientReference: must not hold a card number; only masked card data may be stored"),
         (sale(pan: "4761"), "pan: must be 12–19 digits (got 4 characters)"),
-        (sale(reference: "x" + panA, pan: panA), "clientReference: contains the full PAN; only masked card data may be stored"),
+        (sale(reference: "x" + panA, pan: panA), "clientReference: must not hold a card number; only masked card data may be stored"),
     ])
     func beginValidation(new: NewTransaction, message: String) throws {
         let dir = try TempDir()
