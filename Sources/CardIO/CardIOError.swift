@@ -28,7 +28,8 @@ public enum CardIOError: Error, Equatable, Sendable, CustomStringConvertible {
         case .cardRemoved(let reader):
             "reader \(reader): card removed (it disconnected before or during the APDU)"
         case .timeout(let reader, let seconds):
-            "reader \(reader): card silent for more than \(Self.format(seconds)) s (response timeout); card ejected"
+            // No "card ejected": a serial reader whose presence line is `always` has nothing to eject.
+            "reader \(reader): card silent for more than \(Self.format(seconds)) s (response timeout)"
         case .malformedFrame(let reader, let detail):
             "reader \(reader): malformed vpcd frame: \(detail); card ejected"
         case .io(let reader, let detail):
@@ -40,9 +41,17 @@ public enum CardIOError: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// "10" rather than "10.0", "0.2" as is: the timeout is usually a whole number of seconds.
+    /// "10" rather than "10.0", "1.25" rather than "1.2499999999999933" (a sum of timeouts in
+    /// floating point): to the millisecond, without trailing zeros.
     static func format(_ seconds: Double) -> String {
-        seconds == seconds.rounded() && abs(seconds) < 1e15 ? String(Int64(seconds)) : String(seconds)
+        guard seconds.isFinite, abs(seconds) < 1e12 else { return String(seconds) }
+        let millis = Int64((seconds * 1000).rounded())
+        let whole = millis / 1000, fraction = abs(millis % 1000)
+        guard fraction != 0 else { return String(whole) }
+        var digits = String(fraction)
+        digits = String(repeating: "0", count: 3 - digits.count) + digits
+        while digits.hasSuffix("0") { digits.removeLast() }
+        return "\(millis < 0 && whole == 0 ? "-" : "")\(whole).\(digits)"
     }
 }
 

@@ -130,8 +130,10 @@ public struct API: Sendable {
         requests = OpenRequests()
     }
 
-    public func router() -> Router<BasicRequestContext> {
-        let router = Router(context: BasicRequestContext.self)
+    /// The routes, behind `policy`'s access check (`.socket` for the control socket).
+    public func router(policy: ListenerPolicy = .socket) -> Router<APIContext> {
+        let router = Router(context: APIContext.self)
+        router.add(middleware: AccessMiddleware(policy: policy, bench: bench))
         let bench = self.bench
         let requests = self.requests
 
@@ -158,10 +160,20 @@ public struct API: Sendable {
             try await handle("requests", bench) {
                 let id = context.parameters.get("id") ?? ""
                 let wait = request.uri.queryParameters.get("wait").map { $0 != "false" && $0 != "0" } ?? true
-                guard let result = try await requests.result(id, wait: wait) else {
-                    return json(["id": id, "status": "pending"], status: .accepted)
+                switch try await requests.outcome(id, wait: wait) {
+                case nil: return json(["id": id, "status": "pending"], status: .accepted)
+                case .answer(let result)?: return json(result)
+                case .failure(let error)?: throw error
+                case .transaction(let transactionID, let status, let message, let replayed)?:
+                    guard let stored = try bench.ledger.transaction(id: transactionID),
+                          var result = try bench.storedCallback(stored) else {
+                        throw DaemonError.failure("transaction \(transactionID) of request \(id) has no stored callback")
+                    }
+                    result.status = status
+                    result.message = message
+                    result.replayed = replayed
+                    return json(result)
                 }
-                return json(result)
             }
         }
         router.get("/v1/transactions") { request, _ in
@@ -201,7 +213,8 @@ public struct API: Sendable {
             try await handle("card", bench) {
                 let body = try await decode(CardBody.self, request, context)
                 let name = context.parameters.get("name")
-                try bench.insertCard(terminal: name, profile: body.profile, removeAfter: body.removeAfter, pinTries: body.pinTries,
+                try bench.insertCard(terminal: name, profile: try ProfileSource(name: body.profile, yaml: body.profileYAML),
+                                     removeAfter: body.removeAfter, pinTries: body.pinTries,
                                      corruptCryptogram: body.corruptCryptogram ?? false)
                 return json(["result": "inserted"], status: .created)
             }
@@ -220,7 +233,7 @@ public struct API: Sendable {
         router.post("/v1/host/accounts") { request, context in
             try await handle("accounts", bench) {
                 let body = try await decode(AccountBody.self, request, context)
-                return json(["result": "registered", "account": try bench.registerAccount(profile: body.profile)], status: .created)
+                return json(["result": "registered", "account": try bench.registerAccount(profile: try ProfileSource(name: body.profile, yaml: body.profileYAML))], status: .created)
             }
         }
         router.post("/v1/terminals/:name/keypad") { request, context in
@@ -248,6 +261,9 @@ public struct API: Sendable {
             try await handle("host-queue", bench) {
                 let terminal = try bench.terminal(context.parameters.get("name"))
                 let outcome = try await decode(HostOutcomeBody.self, request, context).outcome()
+                guard bench.host.queuedOutcomes(queue: terminal.settings.name).count < HostOutcomeBody.maximumQueued else {
+                    throw DaemonError.conflict("the host queue of terminal \(terminal.settings.name) holds \(HostOutcomeBody.maximumQueued) outcomes already; let transactions use them or clear it (DELETE)")
+                }
                 bench.host.enqueue(outcome, queue: terminal.settings.name)
                 return json(bench.host.queuedOutcomes(queue: terminal.settings.name).map(HostOutcomeBody.init), status: .created)
             }
@@ -269,8 +285,8 @@ public struct API: Sendable {
                 let body = try await decode(ClockBody.self, request, context)
                 switch (body.set, body.advanceSeconds) {
                 case (let set?, nil):
-                    guard let micros = ISO8601.microseconds(set) else {
-                        throw DaemonError.badRequest(field: "set", rule: "must be an ISO 8601 date and time with a zone, e.g. 2026-11-23T10:00:00Z")
+                    guard let micros = ISO8601.microseconds(set), micros >= 0, micros < 253_402_300_800_000_000 else {
+                        throw DaemonError.badRequest(field: "set", rule: "must be an ISO 8601 date and time with a zone from 1970 to 9999, e.g. 2026-11-23T10:00:00Z")
                     }
                     manual.set(secondsSince1970: micros / 1_000_000)
                 case (nil, let seconds?):
@@ -341,29 +357,37 @@ public struct ClockBody: Codable, Sendable {
     }
 }
 
-/// `POST /v1/terminals/{name}/card`: a card profile file (as the daemon sees paths), and
-/// optionally the command after which the card leaves (`GENERATE AC`, `GENERATE AC#2`) and its
-/// PIN try counter.
+/// `POST /v1/terminals/{name}/card`: a card profile, by name (`profile`, one of the configured
+/// card directories') or inline (`profileYAML`), and optionally the command after which the card
+/// leaves (`GENERATE AC`, `GENERATE AC#2`) and its PIN try counter.
 public struct CardBody: Codable, Sendable {
-    public let profile: String
+    public let profile: String?
+    public let profileYAML: String?
     public let removeAfter: String?
     public let pinTries: Int?
     /// The card's first cryptogram comes out with a bit flipped: an ARQC the issuer rejects.
     public let corruptCryptogram: Bool?
 
-    public init(profile: String, removeAfter: String? = nil, pinTries: Int? = nil, corruptCryptogram: Bool? = nil) {
+    public init(profile: String? = nil, profileYAML: String? = nil, removeAfter: String? = nil, pinTries: Int? = nil,
+                corruptCryptogram: Bool? = nil) {
         self.profile = profile
+        self.profileYAML = profileYAML
         self.removeAfter = removeAfter
         self.pinTries = pinTries
         self.corruptCryptogram = corruptCryptogram
     }
 }
 
-/// `POST /v1/host/accounts`: a card profile whose account the issuer takes afresh.
+/// `POST /v1/host/accounts`: a card profile whose account the issuer takes afresh, by name
+/// (`profile`) or inline (`profileYAML`).
 public struct AccountBody: Codable, Sendable {
-    public let profile: String
+    public let profile: String?
+    public let profileYAML: String?
 
-    public init(profile: String) { self.profile = profile }
+    public init(profile: String? = nil, profileYAML: String? = nil) {
+        self.profile = profile
+        self.profileYAML = profileYAML
+    }
 }
 
 /// `{"pin": "1234"}`, `{"select": 2}`, `{"confirm": true}` or `{"cancel": true}`.
@@ -408,6 +432,9 @@ public struct HostOutcomeBody: Codable, Sendable {
         self.unavailable = unavailable
         self.delayMs = delayMs
     }
+
+    /// The most outcomes one terminal's queue holds: a scenario queues a few; more is a mistake.
+    public static let maximumQueued = 100
 
     /// How the CLI shows a queued outcome.
     public var text: String { code.map { "respond \($0)" } ?? (unavailable == true ? "unavailable" : "delay \(delayMs ?? 0) ms") }
@@ -514,40 +541,107 @@ extension TraceView {
 
 // MARK: Helpers
 
-/// Open requests answered later (`"wait": false`): each is kept an hour after it started, so it
-/// can be fetched more than once.
+/// Open requests answered later (`"wait": false`): each can be fetched for an hour after it
+/// started, and at most `capacity` are kept (the oldest go first). A finished request keeps only
+/// its transaction's id (the ledger holds the rest) or, for an answer with no transaction, the
+/// answer itself, so thousands of them cost little memory; pruning walks the oldest end of a
+/// queue, so it costs nothing per request in steady state.
 final class OpenRequests: @unchecked Sendable {
-    private struct Entry {
-        let task: Task<Result<OpenResult, DaemonError>, Never>
-        let started: Date
-        /// Set when the request has finished, so a peek never waits.
-        var result: Result<OpenResult, DaemonError>?
+    /// What a request came to.
+    enum Outcome: Sendable {
+        /// A transaction's answer, rebuilt from the ledger when fetched: its callback is the one
+        /// committed with it, and only the words the front put beside it are kept here.
+        case transaction(id: Int64, status: String, message: String, replayed: Bool)
+        /// An answer with no transaction behind it (a refused request's callback).
+        case answer(OpenResult)
+        case failure(DaemonError)
     }
+
+    private struct Entry {
+        var task: Task<Outcome, Never>?
+        let started: ContinuousClock.Instant
+        var outcome: Outcome?
+    }
+
+    static let defaultCapacity = 10_000
+    static let defaultLifetime: Duration = .seconds(3600)
 
     private let lock = NSLock()
     private var entries: [String: Entry] = [:]
+    /// Ids oldest first, from `head` on (the part before it is spent, dropped now and then).
+    private var order: [String] = []
+    private var head = 0
+    let capacity: Int
+    let lifetime: Duration
+
+    init(capacity: Int = OpenRequests.defaultCapacity, lifetime: Duration = OpenRequests.defaultLifetime) {
+        self.capacity = capacity
+        self.lifetime = lifetime
+    }
+
+    /// How many requests are kept (pending or finished).
+    var count: Int { lock.withLock { entries.count } }
 
     func start(_ body: @escaping @Sendable () async throws(DaemonError) -> OpenResult) -> String {
         let id = UUID().uuidString.lowercased()
-        // The task records its own result, so `result(wait: false)` only has to look.
-        let task = Task { () -> Result<OpenResult, DaemonError> in
-            let result: Result<OpenResult, DaemonError>
-            do throws(DaemonError) { result = .success(try await body()) } catch { result = .failure(error) }
-            self.lock.withLock { self.entries[id]?.result = result }
-            return result
+        let now = ContinuousClock.now
+        lock.withLock {
+            prune(now: now)
+            entries[id] = Entry(task: nil, started: now, outcome: nil)
+            order.append(id)
+        }
+        // The task records its own outcome and lets go of itself, so `result(wait: false)` only
+        // has to look and a finished request holds no task.
+        let task = Task { () -> Outcome in
+            let outcome: Outcome
+            do throws(DaemonError) {
+                let result = try await body()
+                if let transaction = result.transaction, let callback = result.callback,
+                   Bench.callbackFields(callback) == result.fields {
+                    outcome = .transaction(id: transaction.id, status: result.status, message: result.message, replayed: result.replayed)
+                } else {
+                    outcome = .answer(result)
+                }
+            } catch {
+                outcome = .failure(error)
+            }
+            self.lock.withLock {
+                self.entries[id]?.outcome = outcome
+                self.entries[id]?.task = nil
+            }
+            return outcome
         }
         lock.withLock {
-            entries = entries.filter { Date().timeIntervalSince($0.value.started) < 3600 }
-            entries[id] = Entry(task: task, started: Date(), result: nil)
+            if entries[id]?.outcome == nil { entries[id]?.task = task }
         }
         return id
     }
 
-    func result(_ id: String, wait: Bool) async throws -> OpenResult? {
-        guard let entry = lock.withLock({ entries[id] }) else { throw DaemonError.notFound("no pending request \"\(id)\"") }
-        if let done = entry.result { return try done.get() }
+    /// Drops the requests past their lifetime and the oldest beyond `capacity - 1`, from the old end.
+    private func prune(now: ContinuousClock.Instant) {
+        while head < order.count {
+            let id = order[head]
+            guard let entry = entries[id] else { head += 1; continue }
+            guard entries.count >= capacity || now - entry.started > lifetime else { break }
+            entries[id] = nil
+            head += 1
+        }
+        if head > 1024, head * 2 > order.count {
+            order.removeFirst(head)
+            head = 0
+        }
+    }
+
+    /// The outcome of request `id`; nil while it runs and `wait` is false.
+    func outcome(_ id: String, wait: Bool) async throws(DaemonError) -> Outcome? {
+        guard let entry = lock.withLock({ entries[id] }) else {
+            throw .notFound("no pending request \"\(id)\" (requests are kept for an hour, at most \(capacity) of them)")
+        }
+        if let done = entry.outcome { return done }
         guard wait else { return nil }
-        return try await entry.task.value.get()
+        if let task = entry.task { return await task.value }
+        // Finished between the two looks.
+        return lock.withLock { entries[id]?.outcome }
     }
 }
 
@@ -560,13 +654,15 @@ func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) -> Respon
     return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
 }
 
-func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: BasicRequestContext) async throws -> T {
+func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: APIContext) async throws -> T {
     let buffer: ByteBuffer
     do { buffer = try await request.body.collect(upTo: 1 << 20) } catch {
         throw DaemonError.payloadTooLarge("the request body is over 1 MiB")
     }
     do {
-        return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
+        return try JSONBody.decode(T.self, from: Array(buffer.readableBytesView))
+    } catch let problem as JSONBody.Problem {
+        throw DaemonError.badRequest(field: problem.path, rule: problem.rule)
     } catch let DecodingError.keyNotFound(key, _) {
         throw DaemonError.badRequest(field: key.stringValue, rule: "is required")
     } catch let DecodingError.typeMismatch(_, c), let DecodingError.valueNotFound(_, c) {
@@ -589,7 +685,7 @@ func intParameter(_ text: String, _ name: String, _ range: ClosedRange<Int>) thr
 func handle(_ route: String, _ bench: Bench, _ body: () async throws -> Response) async throws -> Response {
     let response: Response
     do {
-        response = try await body()
+        do { response = try await body() } catch let error as LedgerError { throw DaemonError(ledger: error, "ledger") }
     } catch let error as DaemonError {
         var field: String? = nil, rule: String? = nil
         if case .badRequest(let f, let r) = error { field = f; rule = r }

@@ -23,6 +23,8 @@ public final class Bench: @unchecked Sendable {
     private var udev: UdevReaders?
     /// The issuer's card profiles by PAN: installments and other card facts a front asks about.
     private let profiles: [String: CardProfile]
+    /// Profile files a request may name, by name (`Bench.profileLibrary`).
+    let profileLibrary: [String: String]
     /// Transactions found `in_progress` at start (the daemon had stopped mid-transaction).
     public private(set) var recovered: [StoredTransaction] = []
 
@@ -48,6 +50,7 @@ public final class Bench: @unchecked Sendable {
             profiles[profile.pan] = profile
         }
         self.profiles = profiles
+        profileLibrary = Self.profileLibrary(configuration.cardProfiles, demoCard: configuration.demoCard)
         let demo = try configuration.demoCard.map(Self.loadProfile)
         if let demo, profiles[demo.pan] == nil { try host.register(demo) }
         let runtime = configuration.effectiveRuntimeDirectory
@@ -121,6 +124,8 @@ public final class Bench: @unchecked Sendable {
     /// What the card part of a transaction produced, before the front renders it.
     struct CardResult: Sendable {
         let started: Started
+        /// What the host was asked for, in minor units.
+        let amount: Int64
         let completion: Completion
         let trace: [TraceEntry]
         let outcome: TransactionOutcome?
@@ -149,7 +154,7 @@ public final class Bench: @unchecked Sendable {
                 let stored = try ledger.complete(id: started.id, result.completion, trace: result.trace, outbox: outbox)
                 return .success((stored, outbox))
             } catch {
-                return .failure(error)
+                return .failure(recordUnrecordable(result, refused: error))
             }
         }
         let (stored, outbox) = try done.get()
@@ -157,6 +162,33 @@ public final class Bench: @unchecked Sendable {
         publish("outcome", terminal: name, ["stan": stored.stan.description, "status": stored.status.rawValue,
                                             "responseCode": stored.responseCode ?? "", "message": stored.message ?? ""])
         return (stored, outbox)
+    }
+
+    /// A completion the ledger refused (a value breaking one of its rules, a failing disk): an
+    /// approval is taken back at the host, since nothing may stay authorised that is not recorded,
+    /// and the transaction is recorded as failed (reversed, when it had been approved) without the
+    /// refused parts, so it does not stay in progress. Returns the error the request answers with.
+    func recordUnrecordable(_ result: CardResult, refused error: any Error) -> DaemonError {
+        let completion = result.completion
+        let approved = completion.status == .approved
+        var reversed = false
+        if approved, let code = completion.authorisationCode {
+            reversed = host.void(authorisationCode: code, amount: Int(result.amount))
+        }
+        var failed = completion
+        failed.status = .failed
+        failed.reversal = approved
+        failed.message = "not recorded: \(error)" + (approved ? "; the host's approval was reversed" : "")
+        failed.message = failed.message.map { String($0.prefix(500)) }
+        var recorded = (try? ledger.complete(id: result.started.id, failed, trace: result.trace)) != nil
+        if !recorded {
+            // The trace may be what was refused: the outcome matters more than the exchange.
+            recorded = (try? ledger.complete(id: result.started.id, failed)) != nil
+        }
+        let what = approved ? (reversed ? "was approved, then reversed at the host" : "was approved; the host had no approval left to reverse")
+            : "ended \(completion.status.rawValue)"
+        return .unrecordable("the transaction (STAN \(result.started.stan)) \(what), and its outcome could not be recorded as it was: \(error)"
+            + (recorded ? "; it is recorded as failed" : "; it could not be recorded at all and will be failed at the next start"))
     }
 
     /// Waits for the card and runs the kernel (on the terminal's thread).
@@ -193,12 +225,15 @@ public final class Bench: @unchecked Sendable {
         case .success(let o):
             var completion = Completion(o, completedAt: max(now, new.createdAt))
             completion.installments = box.value
-            return CardResult(started: started, completion: completion,
+            return CardResult(started: started, amount: new.amount, completion: completion,
                               trace: o.trace.map { TraceEntry(command: $0.command, response: $0.response) }, outcome: o, failure: nil)
         case .failure(let f):
             var completion = Completion(f, completedAt: max(now, new.createdAt))
-            if case .cancelled = f.error, f.reversal == nil { completion.status = .cancelled }
-            return CardResult(started: started, completion: completion,
+            switch f.error {
+            case .cancelled, .aborted: if f.reversal == nil { completion.status = .cancelled }
+            default: break
+            }
+            return CardResult(started: started, amount: new.amount, completion: completion,
                               trace: f.trace.map { TraceEntry(command: $0.command, response: $0.response) }, outcome: nil, failure: f)
         }
     }

@@ -78,7 +78,7 @@ public struct DeviceTokenView: Codable, Sendable, Equatable {
 
 extension API {
     /// The Billpocket admin routes (users, device tokens) and the vouchers callbacks point at.
-    func billpocketRoutes(_ router: Router<BasicRequestContext>) {
+    func billpocketRoutes(_ router: Router<APIContext>) {
         let bench = self.bench
         router.post("/v1/billpocket/users") { request, context in
             try await handle("billpocket-users", bench) {
@@ -126,6 +126,6 @@ extension API {
     }
 }
 
-private func userID(_ context: BasicRequestContext) throws -> Int64 {
+private func userID(_ context: APIContext) throws -> Int64 {
     Int64(try intParameter(context.parameters.get("id") ?? "", "id", 1...Int.max))
 }

@@ -5,66 +5,118 @@ import NIOCore
 import ServiceLifecycle
 
 /// Delivers the outbox: every callback committed with a transaction is handed on at least once,
-/// across restarts — an http(s) callback is requested (GET, on allowed hosts only), an app-scheme
-/// callback goes to the configured command and to `xdg-open` when enabled. Failures are retried
-/// with exponential backoff until `callbacks.max_attempts`, then the row is `failed`. A callback
-/// with nowhere to go but the reply (the default for app schemes) is marked delivered: the reply
-/// carried it.
+/// across restarts — an http(s) callback is requested (GET, on allowed hosts only, redirects not
+/// followed), an app-scheme callback goes to the configured command and to `xdg-open` when
+/// enabled. Failures are retried with exponential backoff until `callbacks.max_attempts`, then
+/// the row is `failed`. A callback with nowhere to go but the reply (the default for app schemes)
+/// is marked delivered: the reply carried it.
+///
+/// Deliveries run concurrently, at most `perTargetLimit` at a time to one target (an http(s)
+/// callback's host and port; the command; xdg-open) and `totalLimit` in all, so a slow or dead
+/// endpoint holds up only its own callbacks.
 struct CallbackDelivery: Service {
     let bench: Bench
     let log: @Sendable (String) -> Void
 
+    static let perTargetLimit = 2
+    static let totalLimit = 64
+    /// Rows read per look at the outbox; rows waiting for a busy target's slot are skipped, so one
+    /// target's backlog of up to this many does not hide another target's rows.
+    static let scanLimit = 1000
+
+    /// The callbacks' own HTTP client: no redirects (an allowed host must not be able to send a
+    /// callback on to a host that is not allowed), short connect timeout, 10 s for an answer.
+    static let clientConfiguration: HTTPClient.Configuration = {
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow,
+                                                     timeout: .init(connect: .seconds(5), read: .seconds(10)))
+        configuration.decompression = .disabled
+        return configuration
+    }()
+
     func run() async throws {
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.clientConfiguration)
         let settings = bench.configuration.callbacks
-        while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            let due = (try? bench.ledger.pendingOutbox(now: Self.wallNow(), limit: 200)) ?? []
-            var delivered: [Int64] = []
-            for entry in due {
-                if Task.isShuttingDownGracefully { break }
-                let outcome = await deliver(entry, settings)
-                let at = Self.wallNow()
-                switch outcome {
-                case .success:
-                    delivered.append(entry.id)
-                    bench.metrics.recordDelivery(kind: entry.kind.rawValue, delivered: true)
-                case .failure(let error):
-                    let backoff = Self.backoff(attempt: entry.attempts + 1, settings)
-                    let updated = try? bench.ledger.markAttemptFailed(id: entry.id, error: error.description,
-                                                                      nextAttemptAt: at + backoff)
-                    bench.metrics.recordDelivery(kind: entry.kind.rawValue, delivered: false)
-                    if updated?.status == .failed {
-                        log("callback \(entry.id) of transaction \(entry.transactionID) given up after \(entry.attempts + 1) attempts: \(error)")
+        let flights = Flights()
+        await withDiscardingTaskGroup { group in
+            while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                let due = (try? bench.ledger.pendingOutbox(now: Self.wallNow(), limit: Self.scanLimit)) ?? []
+                var started = 0
+                for entry in due {
+                    let key = Self.targetKey(entry.payload, settings)
+                    guard flights.admit(entry.id, key: key) else { continue }
+                    started += 1
+                    group.addTask {
+                        let outcome = await deliver(entry, settings, client: client)
+                        record(entry, outcome, settings, flights: flights)
+                        flights.finish(entry.id, key: key)
                     }
                 }
+                flush(flights)
+                try? await Task.sleep(for: started > 0 && due.count == Self.scanLimit ? .milliseconds(1) : .milliseconds(100))
             }
-            // One commit for the batch; a crash before it delivers these again (at least once).
-            if (try? bench.ledger.markDelivered(ids: delivered, at: Self.wallNow())) == nil, !delivered.isEmpty {
-                for id in delivered { _ = try? bench.ledger.markDelivered(id: id, at: Self.wallNow()) }
-            }
-            try? await Task.sleep(for: due.count < 200 ? .milliseconds(100) : .milliseconds(1))
         }
+        flush(flights)
+        try? await client.shutdown()
+    }
+
+    /// One commit for the deliveries that succeeded since the last; a crash before it delivers
+    /// them again (at least once).
+    private func flush(_ flights: Flights) {
+        let delivered = flights.takeDelivered()
+        guard !delivered.isEmpty else { return }
+        if (try? bench.ledger.markDelivered(ids: delivered, at: Self.wallNow())) == nil {
+            for id in delivered { _ = try? bench.ledger.markDelivered(id: id, at: Self.wallNow()) }
+        }
+    }
+
+    private func record(_ entry: OutboxEntry, _ outcome: Result<Void, DeliveryError>, _ settings: CallbackSettings, flights: Flights) {
+        switch outcome {
+        case .success:
+            flights.delivered(entry.id)
+            bench.metrics.recordDelivery(kind: entry.kind.rawValue, delivered: true)
+        case .failure(let error):
+            let backoff = Self.backoff(attempt: entry.attempts + 1, settings)
+            let updated = try? bench.ledger.markAttemptFailed(id: entry.id, error: error.description, nextAttemptAt: Self.wallNow() + backoff)
+            bench.metrics.recordDelivery(kind: entry.kind.rawValue, delivered: false)
+            if updated?.status == .failed {
+                log("callback \(entry.id) of transaction \(entry.transactionID) given up after \(entry.attempts + 1) attempts: \(error)")
+            }
+        }
+    }
+
+    /// Who a delivery waits on: an http(s) callback's host and port, else the program it is handed to.
+    static func targetKey(_ url: String, _ settings: CallbackSettings) -> String {
+        if let (scheme, host, port) = CallbackTarget.parse(url) { return "\(scheme)://\(host):\(port)" }
+        return settings.command.map { "command:\($0)" } ?? (settings.xdgOpen ? "xdg-open" : "reply")
     }
 
     struct DeliveryError: Error, CustomStringConvertible {
         let description: String
     }
 
-    func deliver(_ entry: OutboxEntry, _ settings: CallbackSettings) async -> Result<Void, DeliveryError> {
+    func deliver(_ entry: OutboxEntry, _ settings: CallbackSettings, client: HTTPClient) async -> Result<Void, DeliveryError> {
         let url = entry.payload
         let scheme = url.split(separator: ":", maxSplits: 1).first.map { $0.lowercased() } ?? ""
         if scheme == "http" || scheme == "https" {
-            guard let host = URLComponents(string: url)?.host?.lowercased() else {
+            guard let (_, host, _) = CallbackTarget.parse(url) else {
                 return .failure(DeliveryError(description: "not a URL with a host: \(url.prefix(80))"))
             }
-            guard settings.allowedHosts.map({ $0.lowercased() }).contains(host) else {
+            guard CallbackTarget.isAllowed(host: host, settings.allowedHosts) else {
                 return .failure(DeliveryError(description: "host \(host) is not in callbacks.allowed_hosts"))
             }
             do {
                 var request = HTTPClientRequest(url: url)
                 request.method = .GET
-                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
-                guard (200..<300).contains(Int(response.status.code)) else {
-                    return .failure(DeliveryError(description: "HTTP \(response.status.code) from \(host)"))
+                let response = try await client.execute(request, timeout: .seconds(10))
+                let code = Int(response.status.code)
+                // Read (and drop) the body so the connection can be reused; a callback's answer has no meaning.
+                _ = try? await response.body.collect(upTo: 64 << 10)
+                if (300..<400).contains(code) {
+                    let location = response.headers.first(name: "location").map { " to \($0.prefix(200))" } ?? ""
+                    return .failure(DeliveryError(description: "HTTP \(code) from \(host): a redirect\(location), not followed (callbacks go only to allowed hosts)"))
+                }
+                guard (200..<300).contains(code) else {
+                    return .failure(DeliveryError(description: "HTTP \(code) from \(host)"))
                 }
                 return .success(())
             } catch {
@@ -118,5 +170,69 @@ struct CallbackDelivery: Service {
     /// Delivery runs on wall time even when the transaction clock is manual: retries must happen.
     static func wallNow() -> Int64 {
         Int64(Date().timeIntervalSince1970 * 1_000_000)
+    }
+}
+
+/// The deliveries under way: which rows, how many per target, and which succeeded since the
+/// last commit.
+final class Flights: @unchecked Sendable {
+    // Unchecked: everything mutable is under `lock`.
+    private let lock = NSLock()
+    private var rows: Set<Int64> = []
+    private var perTarget: [String: Int] = [:]
+    private var succeeded: [Int64] = []
+
+    /// Takes row `id` for delivery unless it is under way already or its target or the whole
+    /// delivery is at its limit.
+    func admit(_ id: Int64, key: String) -> Bool {
+        lock.withLock {
+            guard !rows.contains(id), rows.count < CallbackDelivery.totalLimit,
+                  perTarget[key, default: 0] < CallbackDelivery.perTargetLimit else { return false }
+            rows.insert(id)
+            perTarget[key, default: 0] += 1
+            return true
+        }
+    }
+
+    func delivered(_ id: Int64) { lock.withLock { succeeded.append(id) } }
+
+    /// A row leaves only after its outcome is recorded (or queued for the next commit), so the
+    /// next look at the outbox cannot start it twice.
+    func finish(_ id: Int64, key: String) {
+        lock.withLock {
+            rows.remove(id)
+            perTarget[key, default: 1] -= 1
+            if perTarget[key] == 0 { perTarget[key] = nil }
+        }
+    }
+
+    func takeDelivered() -> [Int64] {
+        lock.withLock {
+            defer { succeeded = [] }
+            return succeeded
+        }
+    }
+}
+
+/// An http(s) callback URL's scheme, host and port, and the allow-list rule.
+enum CallbackTarget {
+    /// Scheme (lower case), host (lower case, an IPv6 literal without its brackets) and port
+    /// (the scheme's default when absent); nil for anything else.
+    static func parse(_ url: String) -> (scheme: String, host: String, port: Int)? {
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", var host = components.host?.lowercased(), !host.isEmpty else { return nil }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (scheme, host, components.port ?? (scheme == "https" ? 443 : 80))
+    }
+
+    /// Whether `host` is on the allow-list: the same name or address, written the same way (an
+    /// IPv6 address with or without brackets). Nothing is resolved: `2130706433` or `127.1` is not
+    /// `127.0.0.1` unless listed so.
+    static func isAllowed(host: String, _ allowed: [String]) -> Bool {
+        allowed.contains { entry in
+            var e = entry.lowercased()
+            if e.hasPrefix("["), e.hasSuffix("]") { e = String(e.dropFirst().dropLast()) }
+            return e == host
+        }
     }
 }

@@ -94,17 +94,76 @@ final class InsertedVirtualCard: InProcessCard, @unchecked Sendable {
     var hasLeft: Bool { lock.withLock { left } }
 }
 
+/// Where an API request's card profile comes from: a profile of the configured card
+/// directories by name, or the profile's YAML in the request itself. Never a path: the daemon
+/// reads no file a caller names, so no reply can tell what a file holds or whether it exists.
+public enum ProfileSource: Sendable, Equatable {
+    case named(String)
+    case inline(String)
+
+    /// From a body's `profile` (a name) and `profileYAML` (the text): exactly one of them.
+    public init(name: String?, yaml: String?) throws(DaemonError) {
+        switch (name, yaml) {
+        case (let name?, nil): self = .named(name)
+        case (nil, let yaml?): self = .inline(yaml)
+        default:
+            throw .badRequest(field: "profile", rule: "give exactly one of profile (the name of a profile in the configured card directories) and profileYAML (the profile itself)")
+        }
+    }
+
+    /// The longest inline profile taken, in bytes.
+    public static let maximumYAMLBytes = 256 << 10
+}
+
 extension Bench {
-    /// Puts a fresh virtual card from `profile` into the terminal's (virtual) reader; the issuer
+    /// The card profiles a request may name: every `.yaml`/`.yml` file of the configured card
+    /// directories (and files) by its name without the extension, and the demo card's.
+    static func profileLibrary(_ entries: [String], demoCard: String?) -> [String: String] {
+        var library: [String: String] = [:]
+        for path in (try? profilePaths(entries)) ?? [] {
+            let name = ((path as NSString).lastPathComponent as NSString).deletingPathExtension
+            if library[name] == nil { library[name] = path }
+        }
+        if let demoCard {
+            let name = ((demoCard as NSString).lastPathComponent as NSString).deletingPathExtension
+            if library[name] == nil { library[name] = demoCard }
+        }
+        return library
+    }
+
+    /// The profile a request means. A name may carry its `.yaml` extension; it must be one of the
+    /// library's, and a name is never taken as a path.
+    func profile(from source: ProfileSource) throws(DaemonError) -> CardProfile {
+        switch source {
+        case .named(let given):
+            var name = given
+            for ext in [".yaml", ".yml"] where name.hasSuffix(ext) { name = String(name.dropLast(ext.count)) }
+            guard let path = profileLibrary[name] else {
+                let known = profileLibrary.keys.sorted()
+                let list = known.count > 40 ? known.prefix(40).joined(separator: ", ") + ", …" : known.joined(separator: ", ")
+                let shown = given.count > 80 ? String(given.prefix(80)).debugDescription + "…" : given.debugDescription
+                throw .badRequest(field: "profile", rule: "must name a profile of the configured card directories (\(list)), or give the profile itself as profileYAML; no such profile \(shown) (paths are not read)")
+            }
+            do { return try Self.loadProfile(path) } catch { throw .badRequest(field: "profile", rule: "\(error)") }
+        case .inline(let yaml):
+            guard yaml.utf8.count <= ProfileSource.maximumYAMLBytes else {
+                throw .badRequest(field: "profileYAML", rule: "must be at most \(ProfileSource.maximumYAMLBytes) bytes")
+            }
+            do { return try CardProfile.parse(yaml: yaml, file: "profileYAML") } catch {
+                throw .badRequest(field: "profileYAML", rule: "\(error)")
+            }
+        }
+    }
+
+    /// Puts a fresh virtual card from `source` into the terminal's (virtual) reader; the issuer
     /// learns its account if it did not know it.
-    public func insertCard(terminal name: String?, profile path: String, removeAfter: String?, pinTries: Int?,
+    public func insertCard(terminal name: String?, profile source: ProfileSource, removeAfter: String?, pinTries: Int?,
                            corruptCryptogram: Bool = false) throws(DaemonError) {
         let terminal = try self.terminal(name)
         guard let reader = terminal.virtualReader else {
             throw .badRequest(field: "terminal", rule: "terminal \(terminal.settings.name) has a serial reader: its cards are physical")
         }
-        let profile: CardProfile
-        do { profile = try Self.loadProfile(path) } catch { throw .badRequest(field: "profile", rule: "\(error)") }
+        let profile = try self.profile(from: source)
         let point = try removeAfter.map { text throws(DaemonError) in try RemovalPoint(parsing: text) }
         if let pinTries, !(0...15).contains(pinTries) { throw .badRequest(field: "pinTries", rule: "must be 0 to 15, got \(pinTries)") }
         if host.account(pan: profile.pan) == nil {
@@ -122,11 +181,10 @@ extension Bench {
         try self.terminal(name).virtualReader?.removeInProcessCard() ?? false
     }
 
-    /// Registers (again) the issuer's account of the card in `profile`: balance, blocked, lost,
+    /// Registers (again) the issuer's account of the card in `source`: balance, blocked, lost,
     /// stolen, PIN tries as the profile says.
-    public func registerAccount(profile path: String) throws(DaemonError) -> String {
-        let profile: CardProfile
-        do { profile = try Self.loadProfile(path) } catch { throw .badRequest(field: "profile", rule: "\(error)") }
+    public func registerAccount(profile source: ProfileSource) throws(DaemonError) -> String {
+        let profile = try self.profile(from: source)
         do { try host.register(profile) } catch { throw .badRequest(field: "profile", rule: "\(error)") }
         return PAN.masked(profile.pan)
     }

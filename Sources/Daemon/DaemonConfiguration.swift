@@ -93,6 +93,17 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var runtimeDirectory: String?
     /// The loopback HTTP listener; nil turns it off, 0 picks a free port (written to `<runtime>/http.port`).
     public var httpPort: UInt16? = 8780
+    /// The address the TCP listener binds: loopback unless TLS is configured (docs/security.md).
+    public var httpAddress = "127.0.0.1"
+    /// A file holding the API token the TCP listener wants; nil: a fresh one in `<runtime>/api.token`.
+    public var httpTokenFile: String?
+    /// Host names, besides the loopback ones, the TCP listener answers to (the bench's name on the LAN).
+    public var httpHostNames: [String] = []
+    /// Whether the admin routes (Billpocket users, device tokens) answer on TCP too.
+    public var httpAdmin = false
+    /// PEM certificate chain and private key: the TCP listener speaks TLS when both are set.
+    public var tlsCertificate: String?
+    public var tlsKey: String?
     public var terminals = [TerminalSettings(name: "bench1", tid: "10000001", reader: "virtual:bench1")]
     /// Card profiles (files or directories of `.yaml`) whose accounts the emulated issuer holds.
     public var cardProfiles = ["Scenarios/cards"]
@@ -116,6 +127,24 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var callbacks = CallbackSettings()
 
     public init() {}
+
+    /// Whether `address` is a loopback address or name, which only this machine reaches.
+    public static func isLoopback(_ address: String) -> Bool {
+        let a = address.lowercased()
+        return a == "localhost" || a == "::1" || a == "[::1]" || a.hasPrefix("127.")
+    }
+
+    /// The TCP listener's rules: TLS needs both files; beyond loopback only with TLS.
+    public func checkListener() throws {
+        if (tlsCertificate == nil) != (tlsKey == nil) {
+            throw ConfigurationError(key: tlsCertificate == nil ? "http.tls.certificate" : "http.tls.key",
+                                     rule: "http.tls.certificate and http.tls.key go together (PEM files)")
+        }
+        if httpPort != nil, !Self.isLoopback(httpAddress), tlsCertificate == nil {
+            throw ConfigurationError(key: "http.address",
+                                     rule: "\(httpAddress) is not a loopback address: listening beyond this machine needs TLS (http.tls.certificate and http.tls.key); the API token is required either way")
+        }
+    }
 
     /// The runtime directory in effect.
     public var effectiveRuntimeDirectory: String {
@@ -185,6 +214,16 @@ public struct DaemonConfiguration: Sendable, Equatable {
         if let port = text("http.port") {
             httpPort = port.lowercased() == "off" ? nil : UInt16(try number("http.port", 0...65535)!)
         }
+        if let address = text("http.address") {
+            guard !address.isEmpty else { throw ConfigurationError(key: "http.address", rule: "must be an IP address or host name") }
+            httpAddress = address
+        }
+        httpTokenFile = text("http.token_file").flatMap { $0.isEmpty ? nil : $0 }
+        if let names = list("http.host_names") { httpHostNames = names }
+        if let admin = try flag("http.admin") { httpAdmin = admin }
+        tlsCertificate = text("http.tls.certificate").flatMap { $0.isEmpty ? nil : $0 }
+        tlsKey = text("http.tls.key").flatMap { $0.isEmpty ? nil : $0 }
+        try checkListener()
         if let cards = list("host.cards") { cardProfiles = cards }
         if let t = try seconds("host.timeout_seconds") { hostTimeout = t }
         if let table = text("viva.amount_table") {

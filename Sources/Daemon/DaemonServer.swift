@@ -1,5 +1,8 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import NIOSSL
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -30,7 +33,7 @@ public enum DaemonServer {
         try bench.start()
         let notify = SDNotify()
         let api = API(bench: bench)
-        let responder = api.router().buildResponder()
+        let responder = api.router(policy: .socket).buildResponder()
         var logger = Logger(label: "cardbenchd")
         logger.logLevel = .warning
 
@@ -40,7 +43,9 @@ public enum DaemonServer {
             if let port = ports.first {
                 try? "\(port)\n".write(toFile: (runtime as NSString).appendingPathComponent("http.port"), atomically: true, encoding: .utf8)
             }
-            let http = ports.first.map { ", http://127.0.0.1:\($0)" } ?? ""
+            let scheme = configuration.tlsCertificate == nil ? "http" : "https"
+            let shownAddress = configuration.httpAddress.contains(":") ? "[\(configuration.httpAddress)]" : configuration.httpAddress
+            let http = ports.first.map { ", \(scheme)://\(shownAddress):\($0) (API token in \(runtime)/\(APIToken.fileName))" } ?? ""
             log("ready: \(bench.terminals.count) terminal(s) [\(bench.terminals.map(\.settings.name).joined(separator: ", "))], control socket \(control)\(http), ledger \(configuration.stateDirectory)/ledger.sqlite\(configuration.demoCard.map { ", demo card \($0)" } ?? "")")
             notify.send("READY=1\nSTATUS=serving \(bench.terminals.count) terminal(s)")
         }
@@ -50,8 +55,17 @@ public enum DaemonServer {
                         onServerRunning: { _ in await readiness.bound(port: nil) }, logger: logger),
         ]
         if let port = configuration.httpPort {
-            services.append(Application(responder: responder,
-                                        configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: Int(port))),
+            let token = try APIToken.load(file: configuration.httpTokenFile, runtimeDirectory: runtime)
+            let policy = ListenerPolicy.tcp(token: token, hostNames: configuration.httpHostNames + [configuration.httpAddress],
+                                            admin: configuration.httpAdmin)
+            let server: HTTPServerBuilder
+            if let certificate = configuration.tlsCertificate, let key = configuration.tlsKey {
+                server = try .tls(tlsConfiguration: try tlsConfiguration(certificate: certificate, key: key))
+            } else {
+                server = .http1()
+            }
+            services.append(Application(responder: api.router(policy: policy).buildResponder(), server: server,
+                                        configuration: ApplicationConfiguration(address: .hostname(configuration.httpAddress, port: Int(port))),
                                         onServerRunning: { channel in await readiness.bound(port: channel.localAddress?.port) },
                                         logger: logger))
         }
@@ -68,6 +82,22 @@ public enum DaemonServer {
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         try? FileManager.default.removeItem(atPath: control)
+    }
+
+    /// The TCP listener's TLS: the PEM chain and key (swift-nio-ssl), TLS 1.2 at least.
+    static func tlsConfiguration(certificate: String, key: String) throws -> TLSConfiguration {
+        do {
+            let chain = try NIOSSLCertificate.fromPEMFile(certificate).map { NIOSSLCertificateSource.certificate($0) }
+            guard !chain.isEmpty else { throw ConfigurationError(key: "http.tls.certificate", rule: "\(certificate) holds no PEM certificate") }
+            let privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
+            var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(privateKey))
+            tls.minimumTLSVersion = .tlsv12
+            return tls
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            throw ConfigurationError(key: "http.tls", rule: "cannot load the certificate \(certificate) and key \(key): \(error)")
+        }
     }
 
     /// A socket file left by a daemon that died is removed; one a live daemon answers on is not.

@@ -141,7 +141,7 @@ public final class TerminalKeypad: Keypad, @unchecked Sendable {
             answer = nil
             condition.unlock()
         }
-        if aborted { throw .cancelled(step: step) }
+        if aborted { throw .aborted(step: step) }
         if let index = queued.firstIndex(where: { $0.fits(kind) }) {
             return queued.remove(at: index)
         }
@@ -158,7 +158,7 @@ public final class TerminalKeypad: Keypad, @unchecked Sendable {
             if !condition.wait(until: deadline) { break }
         }
         if let answer { return answer }
-        if aborted { throw .cancelled(step: step) }
+        if aborted { throw .aborted(step: step) }
         throw .promptTimeout(prompt: kind.name)
     }
 

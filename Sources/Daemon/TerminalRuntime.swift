@@ -1,5 +1,6 @@
 import CardIO
 import EMV
+import Ledger
 import Foundation
 import Terminal
 import VirtualCard
@@ -12,6 +13,14 @@ public enum DaemonError: Error, Sendable, Equatable, CustomStringConvertible {
     case conflict(String)
     /// A request body over the API's limit.
     case payloadTooLarge(String)
+    /// A transaction whose outcome the ledger refused: taken back at the host and recorded as
+    /// failed; the request gets this instead of a callback.
+    case unrecordable(String)
+    /// The request's body is not JSON (`Content-Type`).
+    case unsupportedMediaType(String)
+    /// A request from somewhere the listener does not let in (another site, a bad token).
+    case forbidden(String)
+    case unauthorized(String)
     case failure(String)
 
     public var status: Int {
@@ -20,6 +29,10 @@ public enum DaemonError: Error, Sendable, Equatable, CustomStringConvertible {
         case .notFound: 404
         case .conflict: 409
         case .payloadTooLarge: 413
+        case .unrecordable: 422
+        case .unsupportedMediaType: 415
+        case .forbidden: 403
+        case .unauthorized: 401
         case .failure: 500
         }
     }
@@ -27,7 +40,22 @@ public enum DaemonError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .badRequest(let field, let rule): "\(field): \(rule)"
-        case .notFound(let what), .conflict(let what), .payloadTooLarge(let what), .failure(let what): what
+        case .notFound(let what), .conflict(let what), .payloadTooLarge(let what), .failure(let what), .unrecordable(let what),
+             .unsupportedMediaType(let what), .forbidden(let what), .unauthorized(let what): what
+        }
+    }
+}
+
+extension DaemonError {
+    /// A ledger failure as the API answers it: a value that broke one of the ledger's rules is the
+    /// request's fault (400, naming the field), anything else the daemon's (500).
+    init(ledger error: any Error, _ doing: String) {
+        if let error = error as? DaemonError {
+            self = error
+        } else if case .invalid(let field, let rule)? = error as? LedgerError {
+            self = .badRequest(field: field, rule: rule)
+        } else {
+            self = .failure("\(doing): \(error)")
         }
     }
 }
@@ -155,7 +183,7 @@ public final class TerminalRuntime: @unchecked Sendable {
         if let demo, let virtualReader, !virtualReader.isCardPresent { try? virtualReader.insert(demo) }
         let deadline = ContinuousClock.now + timeout
         while true {
-            if isAborted { throw .cancelled(step: "waiting for the card") }
+            if isAborted { throw .aborted(step: "waiting for the card") }
             do {
                 return try reader.connect(timeout: .milliseconds(100))
             } catch .noCard {

@@ -9,14 +9,16 @@ extension Bench {
     /// Throws only when no callback can be produced (a URL with no usable callback, an unknown
     /// terminal, a busy terminal).
     public func open(_ url: String, terminal name: String?) async throws(DaemonError) -> OpenResult {
-        let scheme = url.split(separator: ":", maxSplits: 1).first.map { $0.lowercased() } ?? ""
+        // The text before the first ':' (none: the whole URL is no scheme), lower-cased in ASCII only.
+        let scheme = url.firstIndex(of: ":").map { String(url[..<$0]) }.map(ASCII.lowercased) ?? ""
         switch scheme {
         case "vivapayclient":
             return try await viva(url, terminal: name)
         case "billpocket":
             return try await billpocket(url, terminal: name)
         default:
-            throw .badRequest(field: "url", rule: "the scheme must be vivapayclient (Viva Card Terminal app) or billpocket (Billpocket app), got \"\(scheme)\"")
+            let shown = scheme.count > 40 ? String(scheme.prefix(40)).debugDescription + "…" : scheme.debugDescription
+            throw .badRequest(field: "url", rule: "the scheme must be vivapayclient (Viva Card Terminal app) or billpocket (Billpocket app), got \(shown)")
         }
     }
 
@@ -150,7 +152,7 @@ extension Bench {
         } catch let error as DaemonError {
             throw error
         } catch {
-            throw .failure("the ledger could not record the transaction: \(error)")
+            throw DaemonError(ledger: error, "the ledger could not record the transaction")
         }
         return openResult(stored: stored, outbox: outbox, replayed: false)
     }
@@ -290,7 +292,7 @@ extension Bench {
         } catch let error as DaemonError {
             throw error
         } catch {
-            throw .failure("the ledger could not record the \(action.rawValue): \(error)")
+            throw DaemonError(ledger: error, "the ledger could not record the \(action.rawValue)")
         }
     }
 
@@ -321,7 +323,7 @@ extension Bench {
         } catch let error as DaemonError {
             throw error
         } catch {
-            throw .failure("the ledger could not \(batch.command.rawValue) the batch: \(error)")
+            throw DaemonError(ledger: error, "the ledger could not \(batch.command.rawValue) the batch")
         }
         result.tid = terminal.settings.tid
         return vivaResult(callback: request.callback, result, transaction: nil)
@@ -339,9 +341,12 @@ extension Bench {
 
     /// A stored transaction rendered as the app shows it (transactionDetails).
     func vivaResult(stored t: StoredTransaction, action: String) -> VivaResult {
-        let approved = t.status == .approved || t.status == .cancelled || t.status == .refunded
+        // A sale cancelled afterwards was approved (it has the host's code); one cancelled on the
+        // keypad or aborted before the host answered has none.
+        let approved = t.status == .approved || t.status == .refunded || (t.status == .cancelled && t.responseCode != nil)
         let code = t.responseCode.map { ResponseCode($0) }
-        let failure: VivaFailure = code.map { VivaFailure.declined(responseCode: $0, reversed: t.status == .reversed) } ?? .cardError
+        let failure: VivaFailure = t.status == .inProgress ? .transactionInProgress
+            : code.map { VivaFailure.declined(responseCode: $0, reversed: t.status == .reversed) } ?? .transactionFailed
         return VivaResult(
             status: approved ? .success : .failed, message: approved ? VivaFormat.successMessage : failure.message, action: action,
             clientTransactionId: t.clientReference, amount: Int(t.amount), tipAmount: Int(t.tipAmount),
@@ -388,7 +393,7 @@ extension Bench {
     }
 
     func ledgerCall<T>(_ body: () throws -> T) throws(DaemonError) -> T {
-        do { return try body() } catch { throw .failure("ledger: \(error)") }
+        do { return try body() } catch { throw DaemonError(ledger: error, "ledger") }
     }
 }
 

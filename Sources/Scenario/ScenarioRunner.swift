@@ -43,7 +43,9 @@ public struct ScenarioRunner: Sendable {
                 }
                 await daemon.stop()
             case .daemon(let endpoint):
-                var execution = Execution(scenario: scenario, client: DaemonClient(endpoint: endpoint))
+                let client = DaemonClient(endpoint: endpoint)
+                try client.checkReachable()
+                var execution = Execution(scenario: scenario, client: client)
                 try await execution.run()
             }
         } catch let error as StepFailure {
@@ -166,13 +168,20 @@ struct Execution {
         saved["run"] = ["id": String(UUID().uuidString.prefix(8)).lowercased()]
     }
 
+    /// A card profile's text, read here and sent inline: the daemon reads no file a request names.
+    static func profileText(_ path: String) throws -> String {
+        do { return try String(contentsOfFile: path, encoding: .utf8) } catch {
+            throw StepFailure(description: "cannot read the card profile \(path): \(error.localizedDescription)")
+        }
+    }
+
     var terminalPath: String { "/v1/terminals/\(scenario.terminal.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? scenario.terminal)" }
 
     mutating func run() async throws {
         // Fresh state: nothing queued, no card left over, the accounts as their profiles say.
         try await call("POST", terminalPath + "/reset", line: 0)
         for path in Set(scenario.cards.values).sorted() {
-            try await call("POST", "/v1/host/accounts", AccountBody(profile: path), line: 0)
+            try await call("POST", "/v1/host/accounts", AccountBody(profileYAML: try Self.profileText(path)), line: 0)
         }
         if let start = scenario.clockStart {
             try await call("POST", "/v1/clock", ClockBody(set: start), line: 0, what: "setting the scenario's clock (the daemon's clock must be manual)")
@@ -189,7 +198,8 @@ struct Execution {
             try await check(step, url: url, reply: reply)
         case .insertCard(let card, let removeAfter, let pinTries, let corrupt):
             try await call("POST", terminalPath + "/card",
-                           CardBody(profile: scenario.cards[card]!, removeAfter: removeAfter, pinTries: pinTries, corruptCryptogram: corrupt ? true : nil),
+                           CardBody(profileYAML: try Self.profileText(scenario.cards[card]!), removeAfter: removeAfter, pinTries: pinTries,
+                                    corruptCryptogram: corrupt ? true : nil),
                            line: step.line)
         case .removeCard:
             try await call("DELETE", terminalPath + "/card", line: step.line)

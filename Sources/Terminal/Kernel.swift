@@ -32,6 +32,9 @@ public enum KernelError: Error, Equatable, Sendable, CustomStringConvertible {
     case readerError(step: String, detail: String)
     case promptTimeout(prompt: String)
     case cancelled(step: String)
+    /// The transaction was stopped from outside (the API's abort, the daemon stopping), not by
+    /// the cardholder.
+    case aborted(step: String)
     case noApplication
     /// The card answered a command with a status word the flow cannot go on from.
     case cardError(step: String, status: String)
@@ -43,6 +46,7 @@ public enum KernelError: Error, Equatable, Sendable, CustomStringConvertible {
         case .readerError(let step, let detail): "reader error during \(step): \(detail)"
         case .promptTimeout(let prompt): "no answer to the \(prompt) prompt in time"
         case .cancelled(let step): "cancelled on the keypad during \(step)"
+        case .aborted(let step): "aborted during \(step) (stopped through the API or by the daemon stopping)"
         case .noApplication: "the card has no application this terminal supports"
         case .cardError(let step, let status): "the card answered \(step) with \(status)"
         case .invalidCardData(let detail): "invalid card data: \(detail)"

@@ -5,7 +5,7 @@ import NIOHTTP1
 
 /// Where the daemon is: `--socket` on every daemon command.
 struct DaemonOptions: ParsableArguments {
-    @Option(help: "The daemon's control socket, or an http://127.0.0.1:PORT base URL (default: $CARDBENCH_SOCKET, ./.cardbench/run/control.sock, /run/cardbench/control.sock).")
+    @Option(help: "The daemon's control socket, or an http(s)://HOST:PORT base URL (default: $CARDBENCH_SOCKET, ./.cardbench/run/control.sock, /run/cardbench/control.sock). Over http(s) the API token comes from $CARDBENCH_TOKEN, the file $CARDBENCH_TOKEN_FILE names, or the daemon's api.token.")
     var socket: String?
 
     var client: DaemonClient { DaemonClient(endpoint: socket ?? DaemonClient.defaultEndpoint()) }
@@ -13,7 +13,10 @@ struct DaemonOptions: ParsableArguments {
     /// Sends a request; a daemon error becomes a CLIError with its message (exit 1, or 2 for a 400).
     func call(_ method: HTTPMethod, _ path: String, json body: (any Encodable)? = nil) async throws -> Data {
         let reply: DaemonClient.Reply
-        do { reply = try await client.send(method, path, json: body) } catch let error as DaemonClient.Unreachable {
+        do {
+            try client.checkReachable()
+            reply = try await client.send(method, path, json: body)
+        } catch let error as DaemonClient.Unreachable {
             throw CLIError(message: error.description)
         }
         guard (200..<300).contains(reply.status) else {
@@ -279,6 +282,7 @@ struct EventsCommand: AsyncParsableCommand {
         var seen = 0
         var type = ""
         do {
+            try daemon.client.checkReachable()
             try await daemon.client.stream(path) { line in
                 if line.hasPrefix("event: ") { type = String(line.dropFirst(7)) }
                 if line.hasPrefix("data: ") {

@@ -50,6 +50,7 @@ struct CardbenchDaemon: AsyncParsableCommand {
             if demo || demoCard != nil {
                 configuration.demoCard = demoCard ?? configuration.demoCard ?? "Scenarios/cards/visa-credit-cvn10.yaml"
             }
+            try configuration.checkListener()
         } catch {
             FileHandle.standardError.write(Data("cardbenchd: \(error)\n".utf8))
             throw ExitCode(2)
@@ -60,7 +61,9 @@ struct CardbenchDaemon: AsyncParsableCommand {
             }
         } catch {
             FileHandle.standardError.write(Data("cardbenchd: \(error)\n".utf8))
-            throw ExitCode(1)
+            // A setting found unusable only once used (a card file that cannot be read, a TLS key)
+            // is still a configuration error: the unit's RestartPreventExitStatus=2 stops retrying it.
+            throw ExitCode(error is ConfigurationError ? 2 : 1)
         }
     }
 }

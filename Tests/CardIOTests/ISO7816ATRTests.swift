@@ -242,3 +242,14 @@ struct ISO7816ATRTests {
         #expect(t1.ifsd == 32)
     }
 }
+
+@Suite("CardIOError messages")
+struct CardIOErrorMessageTests {
+    @Test("a timeout shows its seconds to the millisecond and claims no ejection")
+    func timeoutMessage() {
+        #expect(CardIOError.timeout(reader: "phoenix", seconds: 1.2499999999999933).description
+                == "reader phoenix: card silent for more than 1.25 s (response timeout)")
+        #expect(CardIOError.timeout(reader: "r", seconds: 10).description.contains("more than 10 s"))
+        #expect(CardIOError.timeout(reader: "r", seconds: 0.2).description.contains("more than 0.2 s"))
+    }
+}

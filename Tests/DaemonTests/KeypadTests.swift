@@ -48,7 +48,7 @@ struct KeypadTests {
         #expect(keypad.snapshot.queued.isEmpty)
     }
 
-    @Test("no answer in time is a prompt timeout; an abort cancels a waiting prompt")
+    @Test("no answer in time is a prompt timeout; an abort ends a waiting prompt as aborted, not as a keypad cancel")
     func timeoutAndAbort() async throws {
         let keypad = TerminalKeypad()
         #expect(await ask(keypad, .pin(online: true, triesLeft: nil), timeout: .milliseconds(50)).value == .failure(.promptTimeout(prompt: "online PIN")))
@@ -56,7 +56,7 @@ struct KeypadTests {
         let waiting = ask(keypad, .pin(online: false, triesLeft: 3))
         try await waitForPrompt(keypad)
         keypad.abort()
-        #expect(await waiting.value == .failure(.cancelled(step: "test")))
+        #expect(await waiting.value == .failure(.aborted(step: "test")))
     }
 
     @Test("demo mode answers PIN prompts by itself and nothing else")

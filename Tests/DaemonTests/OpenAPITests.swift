@@ -603,9 +603,12 @@ struct OpenAPILiveTests {
         try call("GET", "/v1/vouchers/nope", "/v1/vouchers/{id}", expect: 404)
 
         // Daemon-held cards, terminal reset, issuer accounts.
-        let profile = repositoryRoot.appendingPathComponent("Scenarios/cards/visa-credit-cvn10.yaml").path
+        let profile = "visa-credit-cvn10"
         let account = try call("POST", "/v1/host/accounts", body: #"{"profile": "\#(profile)"}"#, expect: 201)
         #expect(account?["account"] == .string("476173******0010"))
+        let inline = try String(contentsOf: repositoryRoot.appendingPathComponent("Scenarios/cards/visa-credit-cvn10.yaml"), encoding: .utf8)
+        let inlineBody = String(decoding: try JSONEncoder().encode(["profileYAML": inline]), as: UTF8.self)
+        #expect(try call("POST", "/v1/host/accounts", body: inlineBody, expect: 201)?["account"] == .string("476173******0010"))
         try call("POST", "/v1/host/accounts", body: #"{"profile": "/nonexistent.yaml"}"#, expect: 400)
         let inserted = try call("POST", "/v1/terminals/bench1/card", "/v1/terminals/{name}/card",
                                 body: #"{"profile": "\#(profile)", "removeAfter": "GENERATE AC#2", "pinTries": 3}"#, expect: 201)

@@ -1,0 +1,139 @@
+import Foundation
+import Ledger
+import Terminal
+import Testing
+@testable import Daemon
+
+@Suite("strict JSON bodies")
+struct JSONBodyTests {
+    @Test("a key twice is refused with its path, whatever escapes spell it; one of each is fine", arguments: [
+        (#"{"url": "a", "url": "b"}"#, "body.url"),
+        (#"{"url": "a", "\u0075rl": "b"}"#, "body.url"),
+        (#"{"a": {"b": 1, "b": 2}}"#, "body.a.b"),
+        (#"[{"x": 1}, {"x": 1, "x": 2}]"#, "body[1].x"),
+    ])
+    func duplicates(_ text: String, _ path: String) {
+        #expect(throws: JSONBody.Problem(path: path, rule: "appears twice in one object; send each key once")) {
+            try JSONBody.check(Array(text.utf8))
+        }
+    }
+
+    @Test("NUL, deep nesting and trailing text are refused; ordinary bodies pass")
+    func other() throws {
+        #expect(throws: JSONBody.Problem(path: "body.name", rule: "must not contain NUL (\\u0000)")) {
+            try JSONBody.check(Array(#"{"name": "ab\u0000cd"}"#.utf8))
+        }
+        #expect(throws: JSONBody.Problem.self) { try JSONBody.check(Array((String(repeating: "[", count: 40) + String(repeating: "]", count: 40)).utf8)) }
+        #expect(throws: JSONBody.Problem.self) { try JSONBody.check(Array(#"{"a": 1} {"b": 2}"#.utf8)) }
+        #expect(throws: JSONBody.Problem.self) { try JSONBody.check(Array(#"{"a": "unterminated}"#.utf8)) }
+        for ok in [#"{}"#, #"{"url": "x", "terminal": "bench1", "wait": true}"#, #"{"a": [1, 2.5e3, null, false, "\ud83d\ude00"]}"#, " [ ] "] {
+            #expect(throws: Never.self) { try JSONBody.check(Array(ok.utf8)) }
+        }
+        let decoded = try JSONBody.decode(OpenRequest.self, from: Array(#"{"url": "vivapayclient://x", "wait": false}"#.utf8))
+        #expect(decoded.url == "vivapayclient://x" && decoded.wait == false)
+    }
+}
+
+@Suite("wait:false requests")
+struct OpenRequestsTests {
+    @Test("at most `capacity` are kept, the oldest dropped first; a finished one keeps no task")
+    func capacity() async throws {
+        let requests = OpenRequests(capacity: 100)
+        var ids: [String] = []
+        for i in 0..<1000 {
+            ids.append(requests.start { () async throws(DaemonError) -> OpenResult in
+                OpenResult(callback: nil, fields: [], status: "failed", message: "m\(i)", transaction: nil)
+            })
+        }
+        #expect(requests.count <= 100)
+        guard case .answer(let last)? = try await requests.outcome(ids.last!, wait: true) else {
+            Issue.record("the newest request has no answer")
+            return
+        }
+        #expect(last.message == "m999")
+        await #expect(throws: DaemonError.self) { _ = try await requests.outcome(ids.first!, wait: true) }
+    }
+
+    @Test("a request is dropped once its lifetime is over, at the next start")
+    func lifetime() async throws {
+        let requests = OpenRequests(capacity: 100, lifetime: .milliseconds(50))
+        let old = requests.start { () async throws(DaemonError) -> OpenResult in
+            OpenResult(callback: nil, fields: [], status: "failed", message: "old", transaction: nil)
+        }
+        _ = try await requests.outcome(old, wait: true)
+        try await Task.sleep(for: .milliseconds(120))
+        _ = requests.start { () async throws(DaemonError) -> OpenResult in
+            OpenResult(callback: nil, fields: [], status: "failed", message: "new", transaction: nil)
+        }
+        await #expect(throws: DaemonError.self) { _ = try await requests.outcome(old, wait: false) }
+        #expect(requests.count == 1)
+    }
+}
+
+@Suite("callback targets")
+struct CallbackTargetTests {
+    @Test("hosts match as written, IPv6 with or without brackets; nothing is resolved")
+    func allowList() {
+        let allowed = ["127.0.0.1", "localhost", "::1"]
+        #expect(CallbackTarget.parse("http://[::1]:8080/cb").map { $0.host } == "::1")
+        #expect(CallbackTarget.isAllowed(host: "::1", allowed))
+        #expect(CallbackTarget.isAllowed(host: "::1", ["[::1]"]))
+        for host in ["127.1", "2130706433", "0x7f000001", "017700000001", "::ffff:127.0.0.1", "localhost."] {
+            #expect(!CallbackTarget.isAllowed(host: host, allowed), "\(host)")
+        }
+        #expect(CallbackDelivery.targetKey("http://127.0.0.1:9/a", CallbackSettings()) == CallbackDelivery.targetKey("http://127.0.0.1:9/b?x", CallbackSettings()))
+        #expect(CallbackDelivery.targetKey("http://127.0.0.1:9/a", CallbackSettings()) != CallbackDelivery.targetKey("http://127.0.0.1:10/a", CallbackSettings()))
+    }
+
+    @Test("a delivery slot per target: a third to one target waits, another target goes")
+    func flights() {
+        let flights = Flights()
+        #expect(flights.admit(1, key: "a") && flights.admit(2, key: "a"))
+        #expect(!flights.admit(3, key: "a"))
+        #expect(!flights.admit(1, key: "b"), "a row under way is not started twice")
+        #expect(flights.admit(4, key: "b"))
+        flights.finish(1, key: "a")
+        #expect(flights.admit(3, key: "a"))
+    }
+}
+
+@Suite("a completion the ledger refuses", .serialized)
+struct UnrecordableTests {
+    @Test("an approval that cannot be recorded is reversed at the host and recorded as failed, never left in progress")
+    func approvedButRefused() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cbd-unrec-\(UUID().uuidString.prefix(6))")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = DaemonConfiguration()
+        configuration.stateDirectory = directory.path
+        configuration.httpPort = nil
+        configuration.cardProfiles = [repositoryRoot.appendingPathComponent("Scenarios/cards").path]
+        configuration.demoCard = repositoryRoot.appendingPathComponent("Scenarios/cards/visa-credit-cvn10.yaml").path
+        let bench = try Bench(configuration: configuration)
+        try bench.start()
+        defer { bench.stop() }
+        let balance = try #require(bench.host.account(pan: "4761739001010010")?.balance)
+        let terminal = try bench.terminal("bench1")
+        try terminal.acquire("test")
+        defer { terminal.release() }
+        let new = NewTransaction(terminal: "bench1", provider: .viva, action: .sale, amount: 1200, currency: 978,
+                                 clientReference: "unrec-1", createdAt: bench.clock.nowMicroseconds())
+        do {
+            // A front that puts the card number into its callback: the ledger refuses the outbox.
+            _ = try await bench.cardTransaction(on: terminal, new, kind: .purchase, amountTable: .none) { result in
+                [OutboxMessage(kind: .callback, target: "myapp://r", payload: "myapp://r?pan=\(result.outcome?.pan ?? "")")]
+            }
+            Issue.record("the transaction was answered as if recorded")
+        } catch let error as DaemonError {
+            guard case .unrecordable(let message) = error else { Issue.record("\(error)"); return }
+            #expect(error.status == 422)
+            #expect(message.contains("approved, then reversed at the host") && message.contains("recorded as failed"), "\(message)")
+        }
+        #expect(bench.host.account(pan: "4761739001010010")?.balance == balance, "the approval was taken back")
+        let rows = try bench.ledger.transactions(terminal: "bench1")
+        let sale = try #require(rows.first { $0.action == .sale })
+        #expect(sale.status == .reversed)
+        #expect(sale.message?.hasPrefix("not recorded: outbox[0].payload") == true, "\(sale.message ?? "")")
+        #expect(rows.contains { $0.action == .reversal && $0.originalID == sale.id })
+        #expect(try bench.ledger.outbox(transactionID: sale.id).isEmpty)
+    }
+}
