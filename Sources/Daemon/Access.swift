@@ -129,7 +129,15 @@ struct AccessMiddleware: RouterMiddleware {
         }
         var context = context
         context.identity = policy.kind == .socket ? .socket : .token
-        return try await next(request, context)
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound || error.status == .methodNotAllowed {
+            // The router's own answer has no body: say what was asked, in the API's error shape.
+            bench.metrics.recordRequest(route: "unrouted", status: Int(error.status.code))
+            let path = request.uri.path.count > 80 ? String(request.uri.path.prefix(80)) + "…" : request.uri.path
+            return json(ErrorBody(error: "no route \(request.method) \(path.debugDescription) (docs/openapi.yaml lists them)", field: nil, rule: nil),
+                        status: error.status)
+        }
     }
 }
 

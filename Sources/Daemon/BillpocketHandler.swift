@@ -189,7 +189,10 @@ extension Bench {
             if let code = original.authorisationCode { host.void(authorisationCode: code, amount: Int(original.amount)) }
             // What the sale's callback said of the card (bank, account type) is what the refund's says.
             let saleFields = try ledger.outbox(transactionID: original.id).first { $0.kind == .callback }
-                .map { Dictionary(Self.callbackFields($0.payload).map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first }) } ?? [:]
+                .map { row in
+                    Dictionary(RenderedCallback.fields(of: row.payload, renderedAfter: row.target).map { ($0.name, $0.value) },
+                               uniquingKeysWith: { first, _ in first })
+                } ?? [:]
             let result = BillpocketResult(
                 result: .aprobada, amount: Int(original.amount - original.tipAmount),
                 tip: original.tipAmount > 0 ? Int(original.tipAmount) : nil, reference: saleExtra.reference, transactionId: transactionID,

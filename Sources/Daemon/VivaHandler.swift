@@ -367,8 +367,9 @@ extension Bench {
 
     /// The reply for a transaction whose callback was committed with it.
     func openResult(stored: StoredTransaction, outbox: [OutboxMessage], replayed: Bool) -> OpenResult {
-        let url = outbox.first { $0.kind == .callback }?.payload
-        let fields = url.map(Self.callbackFields) ?? []
+        let row = outbox.first { $0.kind == .callback }
+        let url = row?.payload
+        let fields = row.map { RenderedCallback.fields(of: $0.payload, renderedAfter: $0.target).map { OpenResult.Field(name: $0.name, value: $0.value) } } ?? []
         let status = fields.first { $0.name == "status" }?.value ?? stored.status.rawValue
         let message = fields.first { $0.name == "message" }?.value ?? stored.message ?? ""
         return OpenResult(callback: url, fields: fields, status: status, message: message, transaction: TransactionView(stored),
@@ -385,11 +386,6 @@ extension Bench {
     /// The brand the ledger recorded (by its display name).
     static func brand(_ t: StoredTransaction) -> CardBrand? {
         CardBrand.allCases.first { $0.displayName == t.brand }
-    }
-
-    /// The fields of a callback we rendered, in order.
-    static func callbackFields(_ url: String) -> [OpenResult.Field] {
-        RenderedCallback.fields(of: url).map { OpenResult.Field(name: $0.name, value: $0.value) }
     }
 
     func ledgerCall<T>(_ body: () throws -> T) throws(DaemonError) -> T {

@@ -76,6 +76,22 @@ enum PercentEncoding {
         return true
     }
 
+    /// Why a URI's authority has no usable port, or nil: after the host (an IPv6 literal's `]`),
+    /// a `:` must be followed by nothing or by digits up to 65535 (RFC 3986 `port = *DIGIT`).
+    static func portProblem(_ bytes: [UInt8], authority: Range<Int>?) -> String? {
+        guard let authority else { return nil }
+        var host = Array(bytes[authority])
+        if let at = host.lastIndex(of: UInt8(ascii: "@")) { host = Array(host[(at + 1)...]) }
+        let afterHost = host.first == UInt8(ascii: "[") ? (host.firstIndex(of: UInt8(ascii: "]")).map { $0 + 1 } ?? host.count) : 0
+        guard let colon = host[afterHost...].firstIndex(of: UInt8(ascii: ":")) else { return nil }
+        let port = host[(colon + 1)...]
+        guard port.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+              port.isEmpty || (port.count <= 5 && Int(String(decoding: port, as: UTF8.self))! <= 65_535) else {
+            return "must be a URI whose port is a number from 0 to 65535"
+        }
+        return nil
+    }
+
     /// Why a raw query text cannot be decoded.
     enum DecodingProblem: Error, Equatable {
         /// A character that must be percent-encoded, and its 1-based position in the text.
@@ -161,6 +177,20 @@ public enum RenderedCallback {
         } else {
             return []
         }
+        return split(query)
+    }
+
+    /// The fields a front appended to `callback` in `url`: only those, not the callback's own
+    /// query items (`myapp://r?status=success` must not pass for the result's status).
+    public static func fields(of url: String, renderedAfter callback: String) -> [(name: String, value: String)] {
+        let base = callback.contains(":") ? callback : callback + "://"
+        guard url.hasPrefix(base) else { return fields(of: url) }
+        var rest = url.dropFirst(base.count)
+        if rest.first == "?" || rest.first == "&" { rest = rest.dropFirst() }
+        return split(rest)
+    }
+
+    private static func split(_ query: Substring) -> [(name: String, value: String)] {
         func decoded(_ text: Substring) -> String { (try? PercentEncoding.decode(text)) ?? String(text) }
         return query.split(separator: "&").map { pair in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)

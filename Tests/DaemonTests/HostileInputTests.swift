@@ -385,6 +385,21 @@ struct HostileInputTests {
         #expect(failed.message == "Transaction failed.", "\(failed.message)")
     }
 
+    @Test("the answer's status and fields are the result's, not the callback's own query items")
+    func callbackWithItsOwnQuery() async throws {
+        let daemon = try await DaemonProcess(["--demo"])
+        defer { daemon.remove() }
+        #expect(try await daemon.json("POST", "/v1/terminals/bench1/host-queue", HostOutcomeBody(code: "05")).0 == 201)
+        let callback = "myapp://r?status=success&message=forged"
+        let result = try #require(try await daemon.open(saleURL(reference: "own-query", callback: encoded(callback))).result)
+        #expect(result.status == "failed", "\(result.fields)")
+        #expect(result.fields.first?.name == "status" && result.fields.first?.value == "failed")
+        #expect(result.callback?.hasPrefix(callback + "&status=failed&") == true)
+        // The stored answer, replayed, says the same.
+        let replay = try #require(try await daemon.open(saleURL(reference: "own-query", callback: encoded(callback))).result)
+        #expect(replay.replayed && replay.status == "failed" && replay.fields == result.fields)
+    }
+
     @Test("a terminal's host queue holds 100 outcomes; the 101st is refused")
     func hostQueueBound() async throws {
         let daemon = try await DaemonProcess()

@@ -68,6 +68,7 @@ public enum BillpocketURLScheme: Sendable, Hashable, CustomStringConvertible {
                 throw fail("webhook URL not encoded", "must be a URL: characters such as spaces must be percent-encoded inside it")
             }
         }
+        if let problem = PercentEncoding.portProblem(bytes, authority: authority) { throw fail("bad port in webhook URL", problem) }
         return .webhook(value)
     }
 

@@ -396,6 +396,7 @@ extension VivaRequest {
                     return "must be a URI: characters such as spaces must be percent-encoded inside it"
                 }
             }
+            if let problem = PercentEncoding.portProblem(bytes, authority: authority) { return problem }
             let schemeEnd = bytes.firstIndex(of: UInt8(ascii: ":")) ?? bytes.count
             let scheme = bytes[..<schemeEnd]
             guard let first = scheme.first, isLetter(first),
