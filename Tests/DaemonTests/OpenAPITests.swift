@@ -714,10 +714,10 @@ struct OpenAPILiveTests {
         #expect(metrics.headers["content-type"]?.hasPrefix("text/plain") == true)
         #expect(metrics.text.contains("cardbench_api_requests_total"), "\(metrics.text)")
 
-        // A route the router does not know: 404 from the server itself, not an ErrorBody.
+        // A route the router does not know: 404 with an ErrorBody naming it.
         let unknown = try daemon.http("GET", "/v1/nope")
         #expect(unknown.status == 404)
-        #expect(unknown.body.isEmpty, "\(unknown.text)")
+        #expect((try? unknown.json() as? [String: Any])?["error"] as? String == #"no route GET "/v1/nope" (docs/openapi.yaml lists them)"#, "\(unknown.text)")
 
         // Stopping with an event stream open: the stream ends and the daemon still exits 0.
         let (stopping, exited) = daemon.stop()
