@@ -187,8 +187,8 @@ final class LoopbackHTTPServer: @unchecked Sendable {
     init(serving path: String) async throws {
         try FileManager.default.createDirectory(at: served, withIntermediateDirectories: true)
         try "ok".write(to: served.appendingPathComponent(path), atomically: true, encoding: .utf8)
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-u", "-m", "http.server", String(port), "--bind", "127.0.0.1"]
+        process.executableURL = URL(fileURLWithPath: pythonForServers.first!)
+        process.arguments = Array(pythonForServers.dropFirst()) + ["-u", "-m", "http.server", String(port), "--bind", "127.0.0.1"]
         let log = Pipe()
         process.standardError = log
         process.standardOutput = FileHandle.nullDevice

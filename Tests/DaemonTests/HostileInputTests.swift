@@ -369,7 +369,11 @@ struct HostileInputTests {
         defer { daemon.remove() }
         let pending = try await daemon.client.send(method: "POST", "/v1/open", json: OpenRequest(url: saleURL(reference: "stuck-1"), wait: false))
         #expect(pending.status == 202)
-        #expect(try await daemon.waitUntil { try await busy(daemon) })
+        // Running: the terminal is taken and the ledger holds the sale in progress.
+        #expect(try await daemon.waitUntil {
+            let (_, list) = try await daemon.json("GET", "/v1/transactions")
+            return (list as? [[String: Any]])?.first?["status"] as? String == "in_progress"
+        })
         let details = "vivapayclient://pay/v1?callback=myapp://r&action=transactionDetails&clientTransactionId=stuck-1"
         let running = try #require(try await daemon.open(details).result)
         #expect(running.message == "Transaction in progress.", "\(running.message)")

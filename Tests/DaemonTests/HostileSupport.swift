@@ -20,8 +20,8 @@ final class ScriptedHTTPServer: @unchecked Sendable {
         for _ in 0..<5 {
             let port = Int.random(in: 20_000...45_000)
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", "-u", repositoryRoot.appendingPathComponent("Tests/DaemonTests/Support/scripted_http.py").path,
+            process.executableURL = URL(fileURLWithPath: pythonForServers.first!)
+            process.arguments = Array(pythonForServers.dropFirst()) + ["-u", repositoryRoot.appendingPathComponent("Tests/DaemonTests/Support/scripted_http.py").path,
                                  String(port), bind] + (redirectTo.map { [$0, String(code)] } ?? [])
             let log = Pipe()
             process.standardError = log
@@ -51,6 +51,10 @@ final class ScriptedHTTPServer: @unchecked Sendable {
 
     func stop() { processBox?.terminate() }
 }
+
+/// The Python a test server runs under, started so that `terminate()` reaches it: Debian's own
+/// binary, not a version manager's shim (a shim that forks leaves the server behind).
+let pythonForServers: [String] = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? ["/usr/bin/python3"] : ["/usr/bin/env", "python3"]
 
 /// One HTTP/1.1 exchange written by hand on a TCP connection to loopback: a test of what a
 /// listener accepts must be free to send any header (Host, Origin) a library would fix.
