@@ -94,8 +94,9 @@ test: unit-test interop
 
 ## the daemon tests check the systemd unit with systemd-analyze and systemd-sysusers, run the
 ## daemon under systemd's MemoryDenyWriteExecute filter through libseccomp, and (as root) try the
-## udev rules with udevadm and follow a marked tty through a systemd-udevd they start
-TEST_APT := systemd libseccomp2 udev
+## udev rules with udevadm and follow a marked tty through a systemd-udevd they start; the access
+## tests make a TLS certificate with openssl
+TEST_APT := systemd libseccomp2 udev openssl
 
 unit-test: deps venv
 	@missing=""; \

@@ -220,35 +220,45 @@ extension PAN {
                 index = text.index(after: index)
                 continue
             }
-            // A run: digits with at most one separator between two digits.
-            let start = index
+            // A run: groups of digits joined by single separators.
+            var groups: [(digits: String, range: Range<String.Index>)] = []
+            var groupStart = index
             var digits = ""
-            var end = index
             var i = index
             while i < text.endIndex {
                 let c = text[i]
                 if c.isASCII, c.isWholeNumber {
                     digits.append(c)
                     i = text.index(after: i)
-                    end = i
-                } else if c == " " || c == "-", digits.count < 20 {
+                } else if c == " " || c == "-" {
                     let next = text.index(after: i)
                     guard next < text.endIndex, text[next].isASCII, text[next].isWholeNumber else { break }
+                    groups.append((digits, groupStart..<i))
+                    digits = ""
+                    groupStart = next
                     i = next
                 } else {
                     break
                 }
-                if digits.count > 19 { break }
             }
-            if (13...19).contains(digits.count), Luhn.isValid(digits), let brand = CardBrand.detect(pan: digits),
-               brand.panLengths.contains(digits.count) {
-                return start..<end
+            groups.append((digits, groupStart..<i))
+            // People group a card number in fours (Amex 4-6-5): a run of short groups is read as one
+            // number; a run with a longer group (a UUID's 8-4-4-4-12) as separate numbers.
+            if groups.count > 1, groups.allSatisfy({ (2...6).contains($0.digits.count) }) {
+                let all = groups.map(\.digits).joined()
+                if Self.isLikely(all) { return groups[0].range.lowerBound..<groups[groups.count - 1].range.upperBound }
+            } else if let found = groups.first(where: { Self.isLikely($0.digits) }) {
+                return found.range
             }
-            // Skip the rest of this run of digits: a longer number holds no card number of its own.
-            index = end
-            while index < text.endIndex, text[index].isASCII, text[index].isWholeNumber { index = text.index(after: index) }
+            index = i
         }
         return nil
+    }
+
+    /// 13–19 digits passing the Luhn check, of a length a known brand issues for their IIN.
+    static func isLikely(_ digits: String) -> Bool {
+        guard (13...19).contains(digits.count), Luhn.isValid(digits), let brand = CardBrand.detect(pan: digits) else { return false }
+        return brand.panLengths.contains(digits.count)
     }
 
     /// Whether `text` holds something that looks like a card number (`likelyPANRange`).

@@ -20,6 +20,8 @@ struct PANScanTests {
         "4761  7390 0101 0010",                  // two separators: not typed as one number
         "47617390010100100",                     // 17 digits: a longer number
         "demo-1764000000", "+52 55 1234 5678",
+        "47617390-0101-0010-8000-000000000000",  // a UUID of digits: its 8-4-4-4-12 groups are no card number
+        "4761739-001010010",                     // a group of 7: not how a card number is typed
     ])
     func ignores(_ text: String) {
         #expect(!PAN.looksLikeItHoldsAPAN(text), "\(text)")

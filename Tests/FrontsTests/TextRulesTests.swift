@@ -69,6 +69,9 @@ struct TextRulesTests {
         } catch {
             #expect(error.rule == TextRules.panRule)
         }
+        // A token is a random credential, hashed at once: its hex may hold any digit run.
+        let token = "ab4761739001010010" + String(repeating: "c", count: 46)
+        #expect(try BillpocketRequest.parse(base.replacingOccurrences(of: "usertoken=t", with: "usertoken=\(token)")).userToken == token)
         let refund = try BillpocketRequest.parse("billpocket://transaction=devolucion&usertoken=t&transactionId=4111111111111111&identifier=r-1&urlScheme=Sender")
         #expect(refund.identifier == "r-1")
     }

@@ -177,8 +177,9 @@ struct BillpocketRequestParser {
                 throw fail(field, short, error.rule)
             }
             if let problem = TextRules.problem(name) { throw fail("url", "bad parameter name", "a parameter name \(problem)") }
-            // transactionId is the sale's 16-digit id as cardbench issued it, never card-number shaped.
-            if let problem = TextRules.problem(value, panLike: key != "transactionId") {
+            // transactionId is the sale's 16-digit id as cardbench issued it, never card-number
+            // shaped; the tokens are random credentials, only ever hashed, never stored or echoed.
+            if let problem = TextRules.problem(value, panLike: !["transactionId", "userToken", "devicetoken"].contains(key)) {
                 throw fail(field, ControlCharacters.first(in: value) != nil ? "no control characters" : "no card numbers", problem)
             }
             items.append((name, key, value))
