@@ -5,16 +5,17 @@ import EMV
 // resynchronisation) driven through a CardLine whose card answers with the fuzz input.
 //
 // Input: byte 0 chooses the EDC (bit 1), whether IFSD is negotiated first (bit 2) and the IFSC
-// (bits 3–8, 1 to 63 with 0 meaning 254); byte 1 the length of the C-APDU sent, up to 3 times.
+// (bits 3–8, 1 to 63 with 0 meaning 254); byte 1 how many data bytes follow the 4-byte header of
+// the C-APDU, which is sent up to 3 times.
 // The rest is the card's answers: a length byte, then that many bytes, which arrive after the
 // terminal's next write (a length of 0: the card stays silent). Bytes the terminal does not read
 // before its next write are discarded, as a reader discards stale input.
 //
 // Properties:
 // - every block the terminal writes is well formed: NAD 00, a PCB that codes a block, LEN
-//   matching the information field, at most the card's current IFSC in an I-block, a right EDC;
-// - a response handed back holds at least SW1 SW2;
-// - nothing waits: the transport's only clock is the line's, which never blocks here.
+//   matching the information field, no more in an I-block than the largest IFSC the card has had
+//   (a retransmitted block keeps its size after an S(IFS) shrinks it), a right EDC;
+// - a response handed back holds at least SW1 SW2.
 final class ReplayLine: CardLine {
     var answers: ArraySlice<UInt8>
     var pending: ArraySlice<UInt8> = []
