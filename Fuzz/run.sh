@@ -25,10 +25,10 @@ export LSAN_OPTIONS=suppressions=$PWD/Fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIO
 max_len() {
     case $1 in
         atr) echo 64 ;;
-        cvm) echo 256 ;;
-        dol | percent) echo 512 ;;
-        t1) echo 1024 ;;
-        tlv | vpcd | viva | billpocket) echo 2048 ;;
+        cvm) echo 128 ;;
+        dol | percent) echo 256 ;;
+        tlv | t1) echo 512 ;;
+        vpcd | viva | billpocket) echo 1024 ;;
         *) echo 0 ;;
     esac
 }
