@@ -7,6 +7,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BENCH_SECONDS ?= 2
 BENCH_LEDGER_ROWS ?= 1000000
+FUZZ_SECONDS ?= 10
 # Debian packages the build needs: libcrypto's headers (DES) and pkg-config to find them.
 APT_PACKAGES := libssl-dev libsqlite3-dev libudev-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -16,7 +17,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 INTEROP_APT := pcscd vsmartcard-vpcd python3-pyscard python3-venv
 INTEROP_VENV ?= .venv-interop
 
-.PHONY: all deps venv build run tools test unit-test interop scenarios bench clean
+.PHONY: all deps venv build run tools test unit-test interop scenarios bench fuzz clean
 
 all: build
 
@@ -143,6 +144,12 @@ bench: deps venv
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS)
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS) --size 16
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS) --workload sale
+
+## fuzz: builds the libFuzzer targets (docs/fuzzing.md), then runs each for FUZZ_SECONDS on a copy
+## of its seed corpus; fails on any crash or property failure
+fuzz: deps
+	SWIFT=$(SWIFT) Fuzz/build.sh
+	Fuzz/run.sh $(FUZZ_SECONDS)
 
 clean:
 	rm -rf .build $(VENV) $(INTEROP_VENV)

@@ -1,0 +1,48 @@
+import EMV
+import VirtualCard
+
+// Card profile YAML (CardProfile.parse(yaml:file:)), and the card a profile it accepts makes.
+//
+// Property: a profile the parser accepts personalises a VirtualCard, and that card goes through
+// a transaction's commands (SELECT of each application, GET PROCESSING OPTIONS, READ RECORD of
+// each record, GENERATE AC) answering each with at least SW1 SW2, and with well-formed BER-TLV
+// whenever it answers 9000.
+func send(_ card: inout VirtualCard, _ apdu: [UInt8], _ yaml: String) -> [UInt8]? {
+    let response = card.respond(to: apdu)
+    require(response.count >= 2, "\(hex(apdu)) answered \(hex(response)) by the card of \(yaml.debugDescription)")
+    guard response.suffix(2) == [0x90, 0x00] else { return nil }
+    let data = Array(response.dropLast(2))
+    do { _ = try TLV.parse(data) } catch {
+        require(false, "\(hex(apdu)) answered malformed TLV \(hex(data)) (\(error)) by the card of \(yaml.debugDescription)")
+        return nil
+    }
+    return data
+}
+
+/// A short C-APDU, or nil when the data does not fit one.
+func apdu(_ header: [UInt8], _ data: [UInt8]) -> [UInt8]? {
+    guard data.count <= 255 else { return nil }
+    return header + (data.isEmpty ? [] : [UInt8(data.count)] + data) + [0x00]
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    let yaml = text(data, size)
+    guard let profile = try? CardProfile.parse(yaml: yaml, file: "fuzz.yaml") else { return 0 }
+    guard var card = try? VirtualCard(profile: profile) else { return 0 }
+
+    for app in profile.applications {
+        card.reset()
+        guard let select = apdu([0x00, 0xA4, 0x04, 0x00], app.aid), send(&card, select, yaml) != nil else { continue }
+        let pdolData = app.pdol?.fill { _ in nil } ?? []
+        guard let gpo = apdu([0x80, 0xA8, 0x00, 0x00], [0x83] + TLV.encodeLength(pdolData.count) + pdolData),
+              send(&card, gpo, yaml) != nil else { continue }
+        for layout in app.records {
+            _ = send(&card, [0x00, 0xB2, UInt8(truncatingIfNeeded: layout.record), UInt8(truncatingIfNeeded: layout.sfi << 3 | 4), 0x00], yaml)
+        }
+        if let generateAC = apdu([0x80, 0xAE, 0x80, 0x00], app.cdol1.fill { _ in nil }) {
+            _ = send(&card, generateAC, yaml)
+        }
+    }
+    return 0
+}

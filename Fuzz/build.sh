@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds every fuzzer into .build-fuzz/fuzzers/<target>, or only those named: Fuzz/build.sh tlv viva
+#
+# SwiftPM builds the package's library targets (not products, so nothing links a main) with
+# coverage and AddressSanitizer into .build-fuzz; then swiftc compiles each Fuzz/Targets/<t>.swift
+# against those modules and links it with libFuzzer's main. `-enable-testing` lets the targets
+# reach internal parsers (@testable import) without making them public.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SWIFT=${SWIFT:-swift}
+SWIFTC=${SWIFTC:-swiftc}
+SCRATCH=.build-fuzz
+OUT=$SCRATCH/fuzzers
+SANITIZE=(-sanitize=fuzzer,address)
+
+# Which Sources files a target compiles in itself, when its module cannot be built alone: the
+# Scenario and Daemon modules depend on the whole daemon (Hummingbird, GRDB, …), their scenario
+# file parser and JSON body reader on Yams and Foundation only.
+extra_sources() {
+    case $1 in
+        scenario) echo Sources/Scenario/ScenarioFile.swift ;;
+        json) echo Sources/Daemon/JSONBody.swift ;;
+    esac
+}
+
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+    for f in Fuzz/Targets/*.swift; do targets+=("$(basename "$f" .swift)"); done
+fi
+
+# The modules: Fronts brings EMV and Terminal, VirtualCard brings Yams, CardIO the rest.
+for module in VirtualCard Fronts CardIO; do
+    "$SWIFT" build -c release --scratch-path "$SCRATCH" --target "$module" -Xswiftc "${SANITIZE[@]}" -Xswiftc -enable-testing
+done
+BIN=$("$SWIFT" build -c release --scratch-path "$SCRATCH" --show-bin-path)
+
+# Every object built in the scratch path: for a Swift module those its output file map names (a
+# source since removed leaves a stale object behind), for a C module all of them. A dependency's C
+# module is found through its include directory (Yams' CYaml, swift-crypto's BoringSSL); the
+# package's own through their module maps (libcrypto and libudev shims).
+objects=()
+clang_modules=()
+for map in Sources/CLib*/module.modulemap; do clang_modules+=(-Xcc "-fmodule-map-file=$map"); done
+for dir in "$BIN"/*.build; do
+    if [ -f "$dir/output-file-map.json" ]; then
+        while IFS= read -r o; do [ -f "$o" ] && objects+=("$o"); done \
+            < <(sed -n 's/^ *"object": "\(.*\)",\{0,1\}$/\1/p' "$dir/output-file-map.json")
+    else
+        while IFS= read -r o; do objects+=("$o"); done < <(find "$dir" -name '*.o' | sort)
+        for include in "$SCRATCH"/checkouts/*/Sources/"$(basename "$dir" .build)"/include; do
+            [ -d "$include" ] && clang_modules+=(-Xcc "-I$include")
+        done
+    fi
+done
+
+mkdir -p "$OUT"
+for t in "${targets[@]}"; do
+    echo "linking $OUT/$t"
+    # shellcheck disable=SC2046
+    "$SWIFTC" -O -swift-version 6 -parse-as-library "${SANITIZE[@]}" -use-ld=lld -module-name "Fuzz_$t" \
+        -I "$BIN/Modules" "${clang_modules[@]}" \
+        "Fuzz/Targets/$t.swift" Fuzz/Support/*.swift $(extra_sources "$t") \
+        "${objects[@]}" -o "$OUT/$t"
+done
