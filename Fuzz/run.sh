@@ -62,6 +62,7 @@ for t in "${targets[@]}"; do
 done
 if [ ${#failed[@]} -gt 0 ]; then
     echo "fuzz: failed: ${failed[*]}" >&2
+    echo "fuzz: $(( ${#targets[@]} - ${#failed[@]} )) passed, ${#failed[@]} failed"
     exit 1
 fi
-echo "fuzz: ${#targets[@]} targets, no crash"
+echo "fuzz: ${#targets[@]} passed, 0 failed"

@@ -6,55 +6,6 @@ import Glibc
 #endif
 import Testing
 
-/// One HTTP/1.1 exchange written by hand on the daemon's control socket: a corpus entry's
-/// method, path, headers and body reach the daemon byte for byte.
-func rawUnixHTTP(socketPath: String, _ request: [UInt8]) throws -> (status: Int, head: String, body: [UInt8]) {
-    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw HarnessError("socket: \(errno)") }
-    defer { close(fd) }
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in for (i, b) in socketPath.utf8.enumerated() { raw[i] = b } }
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-    }
-    guard connected == 0 else { throw HarnessError("connect \(socketPath): errno \(errno)") }
-    var timeout = timeval(tv_sec: 30, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var sent = 0
-    while sent < request.count {
-        let n = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        // The daemon may answer (and close) before reading a whole oversized request.
-        guard n > 0 else { break }
-        sent += n
-    }
-    var reply: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65_536)
-    while true {
-        let n = recv(fd, &buffer, buffer.count, 0)
-        guard n > 0 else { break }
-        reply += buffer[..<n]
-    }
-    guard let split = Data(reply).range(of: Data("\r\n\r\n".utf8)) else { return (0, String(decoding: reply, as: UTF8.self), []) }
-    let head = String(decoding: reply[..<split.lowerBound], as: UTF8.self)
-    var body = Array(reply[split.upperBound...])
-    if head.lowercased().contains("transfer-encoding: chunked") { body = dechunk(body) }
-    let status = head.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
-    return (status, head, body)
-}
-
-func dechunk(_ bytes: [UInt8]) -> [UInt8] {
-    var out: [UInt8] = [], i = 0
-    while i < bytes.count {
-        guard let end = (i..<bytes.count - 1).first(where: { bytes[$0] == 13 && bytes[$0 + 1] == 10 }),
-              let size = Int(String(decoding: bytes[i..<end], as: UTF8.self).split(separator: ";")[0], radix: 16), size > 0 else { break }
-        let start = end + 2
-        out += bytes[start..<min(start + size, bytes.count)]
-        i = start + size + 2
-    }
-    return out
-}
-
 @Suite("the hostile corpus against a real daemon", .serialized)
 struct HostileCorpusTests {
     struct Entry: Decodable {

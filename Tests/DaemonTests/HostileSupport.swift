@@ -70,13 +70,35 @@ func rawHTTP(port: Int, _ request: String) throws -> (status: Int, head: String,
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
     guard connected == 0 else { throw HarnessError("connect to port \(port): errno \(errno)") }
-    var timeout = timeval(tv_sec: 20, tv_usec: 0)
+    let reply = try exchange(fd, Array(request.utf8))
+    return (reply.status, reply.head, String(decoding: reply.body, as: UTF8.self))
+}
+
+/// The same on the daemon's control socket, with the body as bytes.
+func rawUnixHTTP(socketPath: String, _ request: [UInt8]) throws -> (status: Int, head: String, body: [UInt8]) {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw HarnessError("socket: \(errno)") }
+    defer { close(fd) }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in for (i, b) in socketPath.utf8.enumerated() { raw[i] = b } }
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard connected == 0 else { throw HarnessError("connect \(socketPath): errno \(errno)") }
+    return try exchange(fd, request)
+}
+
+/// Writes `request` (which says `Connection: close`) and reads the answer until the daemon
+/// closes: status, head, and the body with any chunking undone.
+func exchange(_ fd: Int32, _ request: [UInt8]) throws -> (status: Int, head: String, body: [UInt8]) {
+    var timeout = timeval(tv_sec: 30, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    let bytes = Array(request.utf8)
     var sent = 0
-    while sent < bytes.count {
-        let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        guard n > 0 else { throw HarnessError("send: errno \(errno)") }
+    while sent < request.count {
+        let n = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        // The daemon may answer (and close) before reading a whole oversized request.
+        guard n > 0 else { break }
         sent += n
     }
     var reply: [UInt8] = []
@@ -85,20 +107,26 @@ func rawHTTP(port: Int, _ request: String) throws -> (status: Int, head: String,
         let n = recv(fd, &buffer, buffer.count, 0)
         guard n > 0 else { break }
         reply += buffer[..<n]
-        // The answer is whole once its head is and the body holds Content-Length bytes.
-        let text = String(decoding: reply, as: UTF8.self)
-        if let split = text.range(of: "\r\n\r\n") {
-            let head = String(text[..<split.lowerBound])
-            let length = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
-                .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) }
-            if let length, reply.count - (text[..<split.upperBound].utf8.count) >= length { break }
-        }
     }
-    let text = String(decoding: reply, as: UTF8.self)
-    let head = text.range(of: "\r\n\r\n").map { String(text[..<$0.lowerBound]) } ?? text
-    let body = text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
+    guard let split = Data(reply).range(of: Data("\r\n\r\n".utf8)) else { return (0, String(decoding: reply, as: UTF8.self), []) }
+    let head = String(decoding: reply[..<split.lowerBound], as: UTF8.self)
+    var body = Array(reply[split.upperBound...])
+    if head.lowercased().contains("transfer-encoding: chunked") { body = dechunk(body) }
     let status = head.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
     return (status, head, body)
+}
+
+/// A chunked body's data.
+func dechunk(_ bytes: [UInt8]) -> [UInt8] {
+    var out: [UInt8] = [], i = 0
+    while i < bytes.count {
+        guard let end = (i..<bytes.count - 1).first(where: { bytes[$0] == 13 && bytes[$0 + 1] == 10 }),
+              let size = Int(String(decoding: bytes[i..<end], as: UTF8.self).split(separator: ";")[0], radix: 16), size > 0 else { break }
+        let start = end + 2
+        out += bytes[start..<min(start + size, bytes.count)]
+        i = start + size + 2
+    }
+    return out
 }
 
 extension DaemonProcess {
