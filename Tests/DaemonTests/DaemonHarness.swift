@@ -202,7 +202,12 @@ final class LoopbackHTTPServer: @unchecked Sendable {
     }
 
     func stop() {
-        process.terminate()
+        // SIGKILL: a child of the test runner starts with SIGTERM blocked, so terminate() left
+        // every one of these servers running after the tests.
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
         try? FileManager.default.removeItem(at: served)
     }
 }

@@ -49,7 +49,12 @@ final class ScriptedHTTPServer: @unchecked Sendable {
     /// `http://127.0.0.1:port` (IPv6 bracketed).
     var base: String { bind.contains(":") ? "http://[\(bind)]:\(port)" : "http://\(bind):\(port)" }
 
-    func stop() { processBox?.terminate() }
+    /// SIGKILL: a child of the test runner starts with SIGTERM blocked (the runner's threads block it).
+    func stop() {
+        guard let process = processBox, process.isRunning else { return }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
 }
 
 /// The Python a test server runs under, started so that `terminate()` reaches it: Debian's own

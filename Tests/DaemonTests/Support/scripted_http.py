@@ -9,6 +9,7 @@ Every request line goes to stderr as it arrives ("REQ <path>"), so the test sees
 Usage: scripted_http.py <port> [<bind address> [<REDIRECT_TO> [<REDIRECT_CODE>]]]
 """
 import http.server
+import signal
 import socket
 import sys
 import time
@@ -54,6 +55,8 @@ class Server(http.server.ThreadingHTTPServer):
 
 
 def main():
+    # A child of the Swift test runner inherits its threads' blocked signals, SIGTERM among them.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     port = int(sys.argv[1])
     bind = sys.argv[2] if len(sys.argv) > 2 else "127.0.0.1"
     if len(sys.argv) > 3:
