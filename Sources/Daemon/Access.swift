@@ -8,8 +8,16 @@ import HTTPTypes
 public enum Caller: Sendable, Equatable {
     /// The control socket: its group is the permission.
     case socket
-    /// The TCP listener, with the API token.
-    case token
+    /// The TCP listener, with the API token; `admin` when `http.admin` lets it use the admin routes.
+    case token(admin: Bool)
+
+    /// Whether this caller may use the admin routes (who gets credentials).
+    public var mayAdminister: Bool {
+        switch self {
+        case .socket: true
+        case .token(let admin): admin
+        }
+    }
 }
 
 /// The API's request context: Hummingbird's, with the caller the access check found.
@@ -43,11 +51,14 @@ public struct ListenerPolicy: Sendable {
         return ListenerPolicy(kind: .tcp, tokenHash: Array(SHA256.hash(data: Array(token.utf8))), hostNames: names, admin: admin)
     }
 
-    /// Paths of the admin routes: who may issue and revoke credentials.
-    static let adminPrefixes = ["/v1/billpocket/users", "/v1/billpocket/device-tokens"]
     /// Paths anyone reaching the TCP listener may GET without the token: a voucher's UUID is its
     /// capability, and the Billpocket callback hands its URL to a browser.
     static let tokenFreePrefixes = ["/v1/vouchers/"]
+
+    /// The path as the router matches it: empty segments do not count (`/v1//x` is `/v1/x`).
+    static func routedPath(_ path: String) -> String {
+        "/" + path.split(separator: "/", omittingEmptySubsequences: true).joined(separator: "/")
+    }
 
     static func bare(_ host: String) -> String {
         host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
@@ -93,7 +104,7 @@ public struct ListenerPolicy: Sendable {
                 return .unsupportedMediaType("a request with a body must say Content-Type: application/json")
             }
         }
-        let path = request.uri.path
+        let path = Self.routedPath(request.uri.path)
         if kind == .tcp, let tokenHash {
             let free = request.method == .get && Self.tokenFreePrefixes.contains { path.hasPrefix($0) }
             if !free {
@@ -106,9 +117,6 @@ public struct ListenerPolicy: Sendable {
                 for (a, b) in zip(presented, tokenHash) { difference |= a ^ b }
                 guard difference == 0 else { return .unauthorized("the API token is not this daemon's") }
             }
-        }
-        if !admin, Self.adminPrefixes.contains(where: { path == $0 || path.hasPrefix($0 + "/") }) {
-            return .forbidden("the admin routes (Billpocket users and device tokens) answer on the control socket only; set http.admin: true to allow them here")
         }
         return nil
     }
@@ -128,7 +136,7 @@ struct AccessMiddleware: RouterMiddleware {
             return response
         }
         var context = context
-        context.identity = policy.kind == .socket ? .socket : .token
+        context.identity = policy.kind == .socket ? .socket : .token(admin: policy.admin)
         do {
             return try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound || error.status == .methodNotAllowed {
@@ -138,6 +146,22 @@ struct AccessMiddleware: RouterMiddleware {
             return json(ErrorBody(error: "no route \(request.method) \(path.debugDescription) (docs/openapi.yaml lists them)", field: nil, rule: nil),
                         status: error.status)
         }
+    }
+}
+
+/// Keeps a group of routes (the admin routes) to callers that may administer. It runs once the
+/// router has matched the route, so no spelling of the path gets around it.
+struct AdminOnlyMiddleware: RouterMiddleware {
+    typealias Context = APIContext
+    let bench: Bench
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard context.identity?.mayAdminister == true else {
+            let refused = DaemonError.forbidden("the admin routes (Billpocket users and device tokens) answer on the control socket only; set http.admin: true to allow them on TCP")
+            bench.metrics.recordRequest(route: "refused", status: refused.status)
+            return json(ErrorBody(error: refused.description, field: nil, rule: nil), status: HTTPResponse.Status(code: refused.status))
+        }
+        return try await next(request, context)
     }
 }
 

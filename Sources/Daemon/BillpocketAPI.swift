@@ -80,37 +80,39 @@ extension API {
     /// The Billpocket admin routes (users, device tokens) and the vouchers callbacks point at.
     func billpocketRoutes(_ router: Router<APIContext>) {
         let bench = self.bench
-        router.post("/v1/billpocket/users") { request, context in
+        // Who gets credentials: the socket's callers, or TCP's with http.admin.
+        let admin = router.group().add(middleware: AdminOnlyMiddleware(bench: bench))
+        admin.post("/v1/billpocket/users") { request, context in
             try await handle("billpocket-users", bench) {
                 let body = try await decode(BillpocketUserBody.self, request, context)
                 let (user, token) = try bench.createBillpocketUser(name: body.name, msiMinimums: try body.plans())
                 return json(BillpocketUserView(user, token: token), status: .created)
             }
         }
-        router.get("/v1/billpocket/users") { _, _ in
+        admin.get("/v1/billpocket/users") { _, _ in
             try await handle("billpocket-users", bench) {
                 json(try bench.adminCall { try bench.ledger.billpocketUsers() }.map { BillpocketUserView($0) })
             }
         }
-        router.post("/v1/billpocket/users/:id/rotate") { _, context in
+        admin.post("/v1/billpocket/users/:id/rotate") { _, context in
             try await handle("billpocket-users", bench) {
                 let (user, token) = try bench.rotateBillpocketUser(id: try userID(context))
                 return json(BillpocketUserView(user, token: token))
             }
         }
-        router.post("/v1/billpocket/users/:id/invalidate") { _, context in
+        admin.post("/v1/billpocket/users/:id/invalidate") { _, context in
             try await handle("billpocket-users", bench) {
                 json(BillpocketUserView(try bench.invalidateBillpocketUser(id: try userID(context))))
             }
         }
-        router.post("/v1/billpocket/device-tokens") { request, context in
+        admin.post("/v1/billpocket/device-tokens") { request, context in
             try await handle("billpocket-device-tokens", bench) {
                 let body = try await decode(DeviceTokenBody.self, request, context)
                 let (issued, token) = try bench.issueBillpocketDeviceToken(userID: body.user, alias: body.alias)
                 return json(DeviceTokenView(issued, token: token), status: .created)
             }
         }
-        router.get("/v1/billpocket/device-tokens") { request, _ in
+        admin.get("/v1/billpocket/device-tokens") { request, _ in
             try await handle("billpocket-device-tokens", bench) {
                 let user = try request.uri.queryParameters.get("user").map { Int64(try intParameter(String($0), "user", 1...Int.max)) }
                 return json(try bench.adminCall { try bench.ledger.billpocketDeviceTokens(userID: user) }.map { DeviceTokenView($0) })

@@ -251,6 +251,10 @@ struct HostileInputTests {
         #expect(try request("GET", "/v1/health", token: token, headers: ["Origin: http://127.0.0.1:\(port)"]).status == 200)
         // Admin routes: the socket only, by default.
         #expect(try request("GET", "/v1/billpocket/users", token: token).status == 403)
+        // However the path is spelt: the check runs once the route is matched.
+        for path in ["/v1//billpocket/users", "/v1/billpocket//users", "//v1/billpocket/users/", "/v1/billpocket/device-tokens"] {
+            #expect(try request("GET", path, token: token).status == 403, "\(path)")
+        }
         #expect(try request("POST", "/v1/billpocket/users", token: token, headers: ["Content-Type: application/json"], body: #"{"name":"x"}"#).status == 403)
         #expect(try await daemon.client.send(method: "GET", "/v1/billpocket/users").status == 200)
         // The CLI over TCP reads the token from the runtime directory it is told of.

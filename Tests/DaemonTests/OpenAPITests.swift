@@ -299,13 +299,14 @@ struct OpenAPITests {
 
     init() throws { document = try OpenAPIDocument.load() }
 
-    /// `router.get("/v1/terminals/:name")` → "GET /v1/terminals/{name}", from API.swift's text.
+    /// `router.get("/v1/terminals/:name")` (or `admin.get`, the admin routes' group) →
+    /// "GET /v1/terminals/{name}", from API.swift's and BillpocketAPI.swift's text.
     static func routesInSource() throws -> Set<String> {
         let source = try ["API.swift", "BillpocketAPI.swift"].map {
             try String(contentsOf: Locations.file("Sources/Daemon/\($0)"), encoding: .utf8)
         }.joined(separator: "\n")
         var routes = Set<String>()
-        for match in source.matches(of: #/router\.(get|post|put|patch|delete|head|on)\(\s*"([^"]*)"/#) {
+        for match in source.matches(of: #/(?:router|admin)\.(get|post|put|patch|delete|head|on)\(\s*"([^"]*)"/#) {
             let path = String(match.output.2).replacing(#/:([A-Za-z_][A-Za-z0-9_]*)/#) { "{\($0.output.1)}" }
             routes.insert("\(match.output.1.uppercased()) \(path)")
         }
