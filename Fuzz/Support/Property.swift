@@ -1,4 +1,5 @@
 // Shared by every fuzz target (compiled into each one).
+import EMV
 
 /// Stops the run when a property fails. A fatalError is a crash to libFuzzer, so the input that
 /// broke the property is saved as crash-<sha1> and reported like any other crash.
@@ -20,13 +21,4 @@ func text(_ data: UnsafePointer<UInt8>?, _ size: Int) -> String {
     String(decoding: bytes(data, size), as: UTF8.self)
 }
 
-func hex(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789ABCDEF".utf8)
-    var out: [UInt8] = []
-    out.reserveCapacity(bytes.count * 2)
-    for b in bytes {
-        out.append(digits[Int(b >> 4)])
-        out.append(digits[Int(b & 0x0F)])
-    }
-    return String(decoding: out, as: UTF8.self)
-}
+func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }

@@ -178,8 +178,7 @@ public final class Bench: @unchecked Sendable {
         var failed = completion
         failed.status = .failed
         failed.reversal = approved
-        failed.message = "not recorded: \(error)" + (approved ? "; the host's approval was reversed" : "")
-        failed.message = failed.message.map { String($0.prefix(500)) }
+        failed.message = String(("not recorded: \(error)" + (approved ? "; the host's approval was reversed" : "")).prefix(500))
         var recorded = (try? ledger.complete(id: result.started.id, failed, trace: result.trace)) != nil
         if !recorded {
             // The trace may be what was refused: the outcome matters more than the exchange.

@@ -92,14 +92,7 @@ public struct DaemonClient: Sendable {
             request.body = .bytes(ByteBuffer(bytes: try encoder.encode(body)))
             request.headers.add(name: "Content-Type", value: "application/json")
         }
-        let response: HTTPClientResponse
-        do {
-            response = try await http.execute(request, timeout: .seconds(Int64(timeout.components.seconds)))
-        } catch {
-            throw Unreachable(endpoint: endpoint, detail: "\(error)")
-        }
-        let buffer = try await response.body.collect(upTo: 64 << 20)
-        return Reply(status: Int(response.status.code), body: Data(buffer.readableBytesView))
+        return try await exchange(request, timeout: timeout)
     }
 
     /// Sends `body` as it is, with `contentType`: for a caller whose JSON must reach the daemon byte
@@ -111,6 +104,11 @@ public struct DaemonClient: Sendable {
         if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         if let contentType { request.headers.add(name: "Content-Type", value: contentType) }
         request.body = .bytes(ByteBuffer(bytes: body))
+        return try await exchange(request, timeout: timeout)
+    }
+
+    /// Sends `request` and collects the whole answer; a failure to reach the daemon is `Unreachable`.
+    private func exchange(_ request: HTTPClientRequest, timeout: Duration) async throws -> Reply {
         let response: HTTPClientResponse
         do {
             response = try await http.execute(request, timeout: .seconds(Int64(timeout.components.seconds)))
