@@ -398,6 +398,19 @@ struct HostileInputTests {
         #expect(replay.replayed && replay.status == "failed" && replay.fields == result.fields)
     }
 
+    @Test("a manual clock is set only to a date from 1970 to 9999")
+    func clockBounds() async throws {
+        let daemon = try await DaemonProcess(["--demo"], config: "clock:\n  mode: manual\n")
+        defer { daemon.remove() }
+        for set in ["1969-12-31T23:59:59Z", "0001-01-01T00:00:00Z"] {
+            let (status, body) = try await daemon.json("POST", "/v1/clock", ClockBody(set: set))
+            #expect(status == 400, "\(set)")
+            #expect((body as? [String: Any])?["field"] as? String == "set")
+        }
+        #expect(try await daemon.json("POST", "/v1/clock", ClockBody(set: "1970-01-01T00:00:01Z")).0 == 200)
+        #expect(try await daemon.open(saleURL(reference: "clock-1")).result?.status == "success", "a sale still records at the earliest date")
+    }
+
     @Test("a terminal's host queue holds 100 outcomes; the 101st is refused")
     func hostQueueBound() async throws {
         let daemon = try await DaemonProcess()

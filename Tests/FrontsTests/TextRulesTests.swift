@@ -45,6 +45,20 @@ struct TextRulesTests {
         #expect(try BillpocketURLScheme.parse("http://[::1]:8080/hook") == .webhook("http://[::1]:8080/hook"))
     }
 
+    @Test("a callback or webhook port is a number up to 65535")
+    func ports() throws {
+        for callback in ["http://127.0.0.1:-1/cb", "http://127.0.0.1:abc/cb", "http://127.0.0.1:70000/cb", "http://%5B::1%5D:x/cb"] {
+            do {
+                _ = try VivaRequest.parse("vivapayclient://pay/v1?callback=\(callback)&action=sale&amount=1")
+                Issue.record("\(callback) was taken")
+            } catch {
+                #expect(error.field == "callback" && error.rule == "must be a URI whose port is a number from 0 to 65535", "\(error)")
+            }
+        }
+        #expect(try VivaRequest.parse("vivapayclient://pay/v1?callback=http://127.0.0.1:65535/cb&action=sale&amount=1").callback == "http://127.0.0.1:65535/cb")
+        #expect(throws: BillpocketFieldError.self) { try BillpocketURLScheme.parse("http://h:99999/hook") }
+    }
+
     @Test("Billpocket refuses control characters and card numbers in any field but its own transactionId")
     func billpocket() throws {
         let base = "billpocket://transaction=venta&usertoken=t&amount=1.00&identifier=i-1&urlScheme=Sender"
