@@ -171,27 +171,31 @@ enum Reachability {
                 : "cannot look at the socket file: \(String(cString: strerror(errno)))"
         }
         guard (info.st_mode & S_IFMT) == S_IFSOCK else { return "that file is not a socket" }
+        switch unixConnect(endpoint) {
+        case 0: return nil
+        case ECONNREFUSED: return "connection refused (a socket file is left, but no daemon listens on it)"
+        case EACCES: return "permission denied (the socket's group is the permission: add this user to it)"
+        case ENAMETOOLONG: return "the socket path is too long"
+        case let code: return String(cString: strerror(code))
+        }
+    }
+
+    /// Connects to the Unix socket at `path` and closes at once: 0, or the errno it failed with.
+    static func unixConnect(_ path: String) -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return "cannot make a socket: \(String(cString: strerror(errno)))" }
+        guard fd >= 0 else { return errno }
         defer { close(fd) }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(endpoint.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return "the socket path is too long" }
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return ENAMETOOLONG }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             for (i, b) in bytes.enumerated() { raw[i] = b }
         }
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard connected == 0 else {
-            switch errno {
-            case ECONNREFUSED: return "connection refused (a socket file is left, but no daemon listens on it)"
-            case EACCES: return "permission denied (the socket's group is the permission: add this user to it)"
-            default: return String(cString: strerror(errno))
-            }
-        }
-        return nil
+        return connected == 0 ? 0 : errno
     }
 
     static func tcpProblem(host: String, port: Int, timeout: Duration) -> String? {

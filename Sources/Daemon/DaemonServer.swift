@@ -103,17 +103,7 @@ public enum DaemonServer {
     /// A socket file left by a daemon that died is removed; one a live daemon answers on is not.
     static func removeStaleSocket(_ path: String) throws {
         guard FileManager.default.fileExists(atPath: path) else { return }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, b) in bytes.prefix(raw.count - 1).enumerated() { raw[i] = b }
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let connected = Reachability.unixConnect(path)
         if connected == 0 {
             throw ConfigurationError(key: "runtime_directory", rule: "another cardbenchd is serving \(path)")
         }
