@@ -3,6 +3,7 @@ import EMV
 import Foundation
 import Hummingbird
 import Logging
+import Synchronization
 
 /// Where scenarios run: a daemon core started in this process for each scenario, on a
 /// temporary ledger (the default), or a running `cardbenchd` at a control socket or http:// URL.
@@ -23,8 +24,17 @@ public struct ScenarioResult: Sendable, Encodable {
 }
 
 /// Runs scenario files (docs/scenarios.md) through the daemon's API.
+///
+/// In process, a daemon core (a `Bench` on a temporary ledger, its API on a Unix socket of its
+/// own) is started the first time a scenario needs one with its configuration (its cards
+/// directory, terminal and terminal action code), and kept for the next scenarios that need the
+/// same one, as a running `cardbenchd` is kept for a library run: each scenario starts from its
+/// terminal's reset, not from a new daemon. Starting a core costs about 200 ms (a new ledger
+/// file, the card profiles, the listener); a scenario's own steps a few milliseconds. `finish()`
+/// stops the cores and removes their files.
 public struct ScenarioRunner: Sendable {
     public let target: ScenarioTarget
+    private let cores = InProcessCores()
 
     public init(target: ScenarioTarget) { self.target = target }
 
@@ -35,13 +45,14 @@ public struct ScenarioRunner: Sendable {
         do {
             switch target {
             case .inProcess:
-                let daemon = try await InProcessDaemon(scenario: scenario)
+                let daemon = try await cores.checkOut(for: scenario)
                 var execution = Execution(scenario: scenario, client: daemon.client)
                 do { try await execution.run() } catch {
+                    // A core a scenario failed in may be left mid-transaction: it is not reused.
                     await daemon.stop()
                     throw error
                 }
-                await daemon.stop()
+                cores.checkIn(daemon)
             case .daemon(let endpoint):
                 let client = DaemonClient(endpoint: endpoint)
                 try client.checkReachable()
@@ -58,6 +69,37 @@ public struct ScenarioRunner: Sendable {
                               seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
                               failure: failure)
     }
+
+    /// Stops the in-process daemon cores this runner started and removes their files.
+    public func finish() async {
+        for core in cores.drain() { await core.stop() }
+    }
+}
+
+/// The idle in-process daemon cores of a runner, by configuration. A core is checked out by one
+/// scenario at a time; scenarios run at once get cores of their own.
+final class InProcessCores: @unchecked Sendable {
+    // Unchecked: `idle` is under `lock`.
+    private let lock = NSLock()
+    private var idle: [InProcessDaemon.Key: [InProcessDaemon]] = [:]
+
+    func checkOut(for scenario: Scenario) async throws -> InProcessDaemon {
+        let key = InProcessDaemon.Key(scenario)
+        let reused = lock.withLock { idle[key]?.popLast() }
+        if let reused { return reused }
+        return try await InProcessDaemon(key)
+    }
+
+    func checkIn(_ core: InProcessDaemon) {
+        lock.withLock { idle[core.key, default: []].append(core) }
+    }
+
+    func drain() -> [InProcessDaemon] {
+        lock.withLock {
+            defer { idle = [:] }
+            return idle.values.flatMap { $0 }
+        }
+    }
 }
 
 /// A failed step: where, what, expected versus actual.
@@ -65,31 +107,42 @@ struct StepFailure: Error, CustomStringConvertible {
     let description: String
 }
 
-/// A daemon core for one scenario: a `Bench` on a temporary state directory, the API on a Unix
-/// socket of its own, a manual clock.
+/// A daemon core: a `Bench` on a temporary state directory, the API on a Unix socket of its own,
+/// a manual clock.
 final class InProcessDaemon: @unchecked Sendable {
+    /// What makes two scenarios' cores interchangeable.
+    struct Key: Hashable, Sendable {
+        let cardsDirectory: String
+        let terminal: String
+        let tacDefault: String?
+
+        init(_ scenario: Scenario) {
+            cardsDirectory = Scenario.cardsDirectory(for: scenario.file)
+            terminal = scenario.terminal
+            tacDefault = scenario.tacDefault
+        }
+    }
+
+    let key: Key
     let directory: URL
     let bench: Bench
     let client: DaemonClient
     private let server: Task<Void, any Error>
 
-    init(scenario: Scenario) async throws {
+    init(_ key: Key) async throws {
+        self.key = key
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("cardbench-scenario-\(UUID().uuidString.prefix(8))")
+        LeftBehind.add(directory.path)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var configuration = DaemonConfiguration()
         configuration.stateDirectory = directory.appendingPathComponent("state").path
         configuration.runtimeDirectory = directory.appendingPathComponent("run").path
         configuration.httpPort = nil
         configuration.manualClock = true
-        if let start = scenario.clockStart {
-            guard let micros = ISO8601.microseconds(start) else {
-                throw StepFailure(description: "\(scenario.file): clock.start: not an ISO 8601 instant: \(start)")
-            }
-            configuration.clockStart = micros
-        }
-        configuration.cardProfiles = [Scenario.cardsDirectory(for: scenario.file)]
-        var terminal = TerminalSettings(name: scenario.terminal, tid: "10000001", reader: "virtual:\(scenario.terminal)")
-        terminal.tacDefault = try scenario.tacDefault.map { try Hex.decode($0) }
+        // The scenario sets the clock it names (Execution.run).
+        configuration.cardProfiles = [key.cardsDirectory]
+        var terminal = TerminalSettings(name: key.terminal, tid: "10000001", reader: "virtual:\(key.terminal)")
+        terminal.tacDefault = try key.tacDefault.map { try Hex.decode($0) }
         configuration.terminals = [terminal]
         configuration.callbacks.allowedHosts = []
         bench = try Bench(configuration: configuration)
@@ -122,7 +175,24 @@ final class InProcessDaemon: @unchecked Sendable {
         bench.stop()
         try? bench.ledger.close()
         try? FileManager.default.removeItem(at: directory)
+        LeftBehind.remove(directory.path)
     }
+}
+
+/// The temporary directories of daemon cores still running, removed when the process exits: a
+/// runner whose `finish()` is never called (a test process's shared runner) leaves nothing behind.
+enum LeftBehind {
+    private static let paths = Mutex<Set<String>?>(nil)
+
+    static func add(_ path: String) {
+        let first = paths.withLock { p in
+            defer { p = (p ?? []).union([path]) }
+            return p == nil
+        }
+        if first { atexit { for path in LeftBehind.paths.withLock({ $0 ?? [] }) { try? FileManager.default.removeItem(atPath: path) } } }
+    }
+
+    static func remove(_ path: String) { paths.withLock { _ = $0?.remove(path) } }
 }
 
 /// Runs the jobs of tasks that prefer it on one dedicated thread.

@@ -67,6 +67,7 @@ struct ScenarioRun: AsyncParsableCommand {
                 flushOutput()
             }
         }
+        await runner.finish()
         if let junit {
             do { try JUnitReport.xml(results).write(toFile: junit, atomically: true, encoding: .utf8) } catch {
                 throw CLIError(message: "--junit: cannot write \(junit): \(error.localizedDescription)")

@@ -71,7 +71,9 @@ struct ScenarioTests {
                   original: {status: cancelled}
             """
         try await withScenario(yaml) { file in
-            let result = await ScenarioRunner(target: .inProcess).run(try Scenario.load(file))
+            let runner = ScenarioRunner(target: .inProcess)
+            let result = await runner.run(try Scenario.load(file))
+            await runner.finish()
             #expect(result.passed, "\(result.failure ?? "")")
         }
     }
@@ -88,7 +90,9 @@ struct ScenarioTests {
                   callback: {status: success}
             """
         try await withScenario(yaml) { file in
-            let result = await ScenarioRunner(target: .inProcess).run(try Scenario.load(file))
+            let runner = ScenarioRunner(target: .inProcess)
+            let result = await runner.run(try Scenario.load(file))
+            await runner.finish()
             #expect(!result.passed)
             let failure = result.failure ?? ""
             #expect(failure.contains("\(file):5:"), "\(failure)")
@@ -103,9 +107,12 @@ struct ScenarioTests {
 /// Every scenario of the shipped library.
 let library: [String] = (try? Scenario.files([repositoryRoot.appendingPathComponent("Scenarios").path])) ?? []
 
-/// One scenario at a time: each starts a daemon core (ledger, sockets, readers), and all 150-odd
-/// at once held over 1,600 descriptors, past the 1,024 `select` can watch, on which Foundation's
-/// `Process` (used by the tests that spawn binaries) relies to notice a child's exit.
+/// The library's one runner: its daemon cores are started once and reused from scenario to
+/// scenario, as `cardbench scenario run` does (the cores' files go when the test process exits).
+let libraryRunner = ScenarioRunner(target: .inProcess)
+
+/// One scenario at a time, as `cardbench scenario run` runs them: scenarios at once would each
+/// need a daemon core of their own.
 @Suite("The scenario library, in process", .serialized)
 struct ScenarioLibraryTests {
     @Test("the library has at least 60 scenarios, in folders by topic, each listed in Scenarios/README.md")
@@ -127,7 +134,7 @@ struct ScenarioLibraryTests {
     @Test("each scenario passes", arguments: library)
     func passes(_ file: String) async throws {
         let scenario = try Scenario.load(file)
-        let result = await ScenarioRunner(target: .inProcess).run(scenario)
+        let result = await libraryRunner.run(scenario)
         #expect(result.passed, "\(result.failure ?? "")")
     }
 }
