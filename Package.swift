@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "Terminal", targets: ["Terminal"]),
         .library(name: "Ledger", targets: ["Ledger"]),
         .library(name: "Fronts", targets: ["Fronts"]),
+        .library(name: "Workflows", targets: ["Workflows"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
@@ -31,6 +32,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system.git", exact: "1.8.1"),
     ],
     targets: [
+        // What tests share: the repository root, a temporary ledger, in-process virtual cards, test
+        // terminals with the one keypad, and a harness wiring them into the workflows.
+        .target(
+            name: "TestSupport",
+            dependencies: ["EMV", "Terminal", "Ledger", "VirtualCard", "Workflows"],
+            path: "Tests/TestSupport"
+        ),
         // libcrypto from Debian's libssl-dev, used for the DES/TDES block cipher only.
         .systemLibrary(
             name: "CLibCrypto",
@@ -81,12 +89,20 @@ let package = Package(
             name: "Fronts",
             dependencies: ["EMV", "Terminal"]
         ),
+        // Every transaction workflow of every front (sale, pre-auth, capture, cancel, refund, abort,
+        // batch, details, reversals), against small protocols: ledger store, terminal session and its
+        // card and prompts, host, clock, events. Pure: the daemon, the scenarios and `cardbench sale`
+        // wire it.
+        .target(
+            name: "Workflows",
+            dependencies: ["EMV", "Terminal", "Fronts", "Ledger"]
+        ),
         // The daemon: configuration, terminals and their readers, the HTTP API (Unix socket and
         // loopback), callback delivery, sd_notify, metrics and events. All the I/O of a request.
         .target(
             name: "Daemon",
             dependencies: [
-                "EMV", "VirtualCard", "CardIO", "Terminal", "Ledger", "Fronts",
+                "EMV", "VirtualCard", "CardIO", "Terminal", "Ledger", "Fronts", "Workflows",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
@@ -128,6 +144,7 @@ let package = Package(
                 "Terminal",
                 "Ledger",
                 "Fronts",
+                "Workflows",
                 "Daemon",
                 "Scenario",
                 "CLibCrypto",
@@ -137,7 +154,11 @@ let package = Package(
         ),
         .testTarget(
             name: "ScenarioTests",
-            dependencies: ["Scenario", "Daemon"]
+            dependencies: ["Scenario", "Daemon", "TestSupport"]
+        ),
+        .testTarget(
+            name: "WorkflowsTests",
+            dependencies: ["Workflows", "Fronts", "Ledger", "Terminal", "EMV", "VirtualCard", "TestSupport"]
         ),
         .testTarget(
             name: "EMVTests",
@@ -161,7 +182,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DaemonTests",
-            dependencies: ["Daemon", "Fronts", "Ledger", "Terminal", "EMV", "CardIO", "VirtualCard",
+            dependencies: ["Daemon", "Fronts", "Ledger", "Terminal", "EMV", "CardIO", "VirtualCard", "Workflows", "TestSupport",
                            .product(name: "AsyncHTTPClient", package: "async-http-client"),
                            .product(name: "Yams", package: "Yams")],
             // The hostile corpus is read from the source tree (its generator and README sit beside it).

@@ -4,6 +4,7 @@ import Hummingbird
 import Ledger
 import NIOCore
 import Terminal
+import Workflows
 
 /// The JSON a transaction is shown as. Never the PAN hash: it is a search key, not data.
 public struct TransactionView: Codable, Sendable, Equatable {
@@ -111,6 +112,13 @@ public struct OpenResult: Codable, Sendable, Equatable {
         self.transaction = transaction
         self.replayed = replayed
     }
+
+    /// A workflow's answer as the API shows it.
+    public init(_ answer: Answer) {
+        let c = answer.callback
+        self.init(callback: c.url, fields: c.fields.map { Field(name: $0.name, value: $0.value) }, status: c.status, message: c.message,
+                  transaction: answer.transaction.map(TransactionView.init), replayed: answer.replayed)
+    }
 }
 
 /// An error body: `{"error": "...", "field": "...", "rule": "..."}`.
@@ -166,9 +174,10 @@ public struct API: Sendable {
                 case .failure(let error)?: throw error
                 case .transaction(let transactionID, let status, let message, let replayed)?:
                     guard let stored = try bench.ledger.transaction(id: transactionID),
-                          var result = try bench.storedCallback(stored) else {
+                          let replay = try VivaFront.replay(stored, store: bench.ledger) else {
                         throw DaemonError.failure("transaction \(transactionID) of request \(id) has no stored callback")
                     }
+                    var result = OpenResult(replay)
                     result.status = status
                     result.message = message
                     result.replayed = replayed
@@ -241,7 +250,7 @@ public struct API: Sendable {
                 let terminal = try bench.terminal(context.parameters.get("name"))
                 let input = try await decode(KeypadBody.self, request, context).input()
                 let delivered = try terminal.keypad.enter(input)
-                bench.publish(delivered ? "prompt-answered" : "keypad-queued", terminal: terminal.settings.name, ["input": input.description])
+                bench.publish(delivered ? .promptAnswered(input) : .keypadQueued(input), terminal: terminal.settings.name)
                 return json(["result": delivered ? "answered" : "queued"])
             }
         }
@@ -297,7 +306,7 @@ public struct API: Sendable {
                 default:
                     throw DaemonError.badRequest(field: "set", rule: "give exactly one of set (ISO 8601) and advanceSeconds")
                 }
-                bench.publish("clock", terminal: nil, ["now": String(bench.clock.nowMicroseconds())])
+                bench.publish(.clock(now: bench.clock.nowMicroseconds()), terminal: nil)
                 return json(ClockView(bench))
             }
         }
@@ -686,7 +695,11 @@ func intParameter(_ text: String, _ name: String, _ range: ClosedRange<Int>) thr
 func handle(_ route: String, _ bench: Bench, _ body: () async throws -> Response) async throws -> Response {
     let response: Response
     do {
-        do { response = try await body() } catch let error as LedgerError { throw DaemonError(ledger: error, "ledger") }
+        do { response = try await body() } catch let error as LedgerError {
+            throw DaemonError(ledger: error, "ledger")
+        } catch let error as WorkflowError {
+            throw DaemonError(error)
+        }
     } catch let error as DaemonError {
         var field: String? = nil, rule: String? = nil
         if case .badRequest(let f, let r) = error { field = f; rule = r }

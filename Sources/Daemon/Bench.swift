@@ -1,12 +1,16 @@
 import CardIO
 import EMV
 import Foundation
+import Fronts
 import Ledger
 import Terminal
 import VirtualCard
+import Workflows
 
-/// The daemon's state: its terminals, the emulated host, the ledger, the clock and the event feed.
-/// Everything a request needs passes through here; the HTTP layer only translates.
+/// The daemon's composition root: it reads the configuration, opens the ledger, registers the
+/// cards at the emulated host, makes the terminals and their readers, and wires them into the
+/// workflows and the fronts (`Workflows`); it starts and stops them. The HTTP layer translates
+/// requests into calls on the fronts and the terminals.
 public final class Bench: @unchecked Sendable {
     public let configuration: DaemonConfiguration
     public let ledger: Ledger
@@ -27,6 +31,12 @@ public final class Bench: @unchecked Sendable {
     let profileLibrary: [String: String]
     /// Transactions found `in_progress` at start (the daemon had stopped mid-transaction).
     public private(set) var recovered: [StoredTransaction] = []
+    /// What every workflow runs against: this bench's ledger, host, clock, events and terminals.
+    public let context: WorkflowContext
+    public let viva: VivaFront
+    public let billpocket: BillpocketFront
+    /// The fronts a URL may be addressed to, by scheme.
+    public let fronts: [any Front]
 
     public init(configuration: DaemonConfiguration) throws {
         self.configuration = configuration
@@ -54,13 +64,33 @@ public final class Bench: @unchecked Sendable {
         let demo = try configuration.demoCard.map(Self.loadProfile)
         if let demo, profiles[demo.pan] == nil { try host.register(demo) }
         let runtime = configuration.effectiveRuntimeDirectory
-        let events = self.events
-        let clock = self.clock
+        let feed = EventFeed(hub: events, clock: clock, metrics: metrics)
         terminals = try configuration.terminals.map {
-            try TerminalRuntime(settings: $0, runtimeDirectory: runtime, demoCard: demo, events: events, clock: clock)
+            try TerminalRuntime(settings: $0, runtimeDirectory: runtime, demoCard: demo, events: feed)
         }
         for t in configuration.terminals { _ = try ledger.ensureTerminal(name: t.name, tid: t.tid) }
         recovered = try ledger.recoverInterrupted(now: clock.nowMicroseconds())
+        context = WorkflowContext(store: ledger, host: host, clock: clock, events: feed,
+                                  cards: ProfileDirectory(profiles: profiles), terminals: TerminalList(terminals: terminals),
+                                  settings: configuration.workflowSettings)
+        viva = VivaFront(context: context)
+        billpocket = BillpocketFront(context: context)
+        fronts = [viva, billpocket]
+    }
+
+    /// Opens a request URL as the app it is addressed to would, and returns its callback.
+    /// Throws only when no callback can be produced (a URL with no usable callback, an unknown
+    /// terminal, a busy terminal).
+    public func open(_ url: String, terminal name: String?) async throws(DaemonError) -> OpenResult {
+        // The text before the first ':' (none: the whole URL is no scheme), lower-cased in ASCII only.
+        let scheme = url.firstIndex(of: ":").map { String(url[..<$0]) }.map(ASCII.lowercased) ?? ""
+        guard let front = fronts.first(where: { $0.scheme == scheme }) else {
+            let shown = scheme.count > 40 ? String(scheme.prefix(40)).debugDescription + "…" : scheme.debugDescription
+            let names = fronts.map { "\($0.scheme) (\($0.appName))" }
+            let list = names.count > 1 ? names.dropLast().joined(separator: ", ") + " or " + names.last! : names.joined()
+            throw .badRequest(field: "url", rule: "the scheme must be \(list), got \(shown)")
+        }
+        do throws(WorkflowError) { return OpenResult(try await front.open(url, terminal: name)) } catch { throw DaemonError(error) }
     }
 
     /// Starts the readers, and for `udev:` readers finds the ones plugged in and follows udev.
@@ -77,14 +107,14 @@ public final class Bench: @unchecked Sendable {
             switch event {
             case .added(let found):
                 guard let r = reader(found) else { return }
-                publish("reader-added", terminal: hotplug.first { $0.settings.udevName == found.name }?.settings.name,
-                        ["reader": found.name, "path": found.devnode])
+                publish(.readerAdded(reader: found.name, path: found.devnode),
+                        terminal: hotplug.first { $0.settings.udevName == found.name }?.settings.name)
                 r.attach(path: found.devnode)
             case .removed(let found):
                 guard let r = reader(found) else { return }
                 r.detach()
-                publish("reader-removed", terminal: hotplug.first { $0.settings.udevName == found.name }?.settings.name,
-                        ["reader": found.name, "path": found.devnode])
+                publish(.readerRemoved(reader: found.name, path: found.devnode),
+                        terminal: hotplug.first { $0.settings.udevName == found.name }?.settings.name)
             }
         }
         for found in try udev.enumerate() { reader(found)?.attach(path: found.devnode) }
@@ -103,168 +133,13 @@ public final class Bench: @unchecked Sendable {
     }
 
     public func terminal(_ name: String?) throws(DaemonError) -> TerminalRuntime {
-        guard let name, !name.isEmpty else {
-            guard let first = terminals.first else { throw .notFound("no terminal is configured") }
-            return first
-        }
-        guard let t = terminals.first(where: { $0.settings.name == name }) else {
-            throw .notFound("no terminal named \"\(name)\" (terminals: \(terminals.map(\.settings.name).joined(separator: ", ")))")
-        }
-        return t
+        do throws(WorkflowError) { return try TerminalList(terminals: terminals).runtime(name) } catch { throw DaemonError(error) }
     }
 
     public func profile(pan: String) -> CardProfile? { profiles[pan] }
 
-    public func publish(_ type: String, terminal: String?, _ data: [String: String] = [:]) {
-        events.publish(DaemonEvent(type: type, terminal: terminal, at: clock.nowMicroseconds(), data: data))
-    }
-
-    // MARK: Card work
-
-    /// What the card part of a transaction produced, before the front renders it.
-    struct CardResult: Sendable {
-        let started: Started
-        /// What the host was asked for, in minor units.
-        let amount: Int64
-        let completion: Completion
-        let trace: [TraceEntry]
-        let outcome: TransactionOutcome?
-        let failure: TransactionFailure?
-    }
-
-    /// Runs one chip transaction on `terminal` (already acquired): begins it in the ledger (the
-    /// STAN is durable before the host is asked), waits for the card, runs the kernel, and then
-    /// lets `finish` render the callback so the outcome and its outbox rows commit together.
-    func cardTransaction(on terminal: TerminalRuntime, _ new: NewTransaction, kind: AuthorisationRequest.Kind,
-                         amountTable: AmountTable, tableAmount: Int? = nil, country: Int? = nil,
-                         onCardRead: (@Sendable (CardRead) throws(KernelError) -> Int?)? = nil,
-                         finish: @escaping @Sendable (CardResult) -> [OutboxMessage]) async throws -> (StoredTransaction, [OutboxMessage]) {
-        let name = terminal.settings.name
-        // All of it runs on the terminal's own thread: the ledger's writes block (a durable commit,
-        // shared with other terminals by group commit), and blocking Swift's cooperative threads
-        // would stall every other request on the daemon.
-        let done: Result<(StoredTransaction, [OutboxMessage]), any Error> = await terminal.perform { [self] in
-            let started: Started
-            do { started = try ledger.begin(new) } catch { return .failure(error) }
-            publish("transaction-started", terminal: name, ["stan": started.stan.description, "action": new.action.rawValue])
-            let result = runKernel(on: terminal, new, started: started, kind: kind, amountTable: amountTable, tableAmount: tableAmount,
-                                   country: country, onCardRead: onCardRead)
-            let outbox = finish(result)
-            do {
-                let stored = try ledger.complete(id: started.id, result.completion, trace: result.trace, outbox: outbox)
-                return .success((stored, outbox))
-            } catch {
-                return .failure(recordUnrecordable(result, refused: error))
-            }
-        }
-        let (stored, outbox) = try done.get()
-        metrics.recordTransaction(status: stored.status.rawValue, micros: stored.completedAt.map { $0 - stored.createdAt })
-        publish("outcome", terminal: name, ["stan": stored.stan.description, "status": stored.status.rawValue,
-                                            "responseCode": stored.responseCode ?? "", "message": stored.message ?? ""])
-        return (stored, outbox)
-    }
-
-    /// A completion the ledger refused (a value breaking one of its rules, a failing disk): an
-    /// approval is taken back at the host, since nothing may stay authorised that is not recorded,
-    /// and the transaction is recorded as failed (reversed, when it had been approved) without the
-    /// refused parts, so it does not stay in progress. Returns the error the request answers with.
-    func recordUnrecordable(_ result: CardResult, refused error: any Error) -> DaemonError {
-        let completion = result.completion
-        let approved = completion.status == .approved
-        var reversed = false
-        if approved, let code = completion.authorisationCode {
-            reversed = host.void(authorisationCode: code, amount: Int(result.amount))
-        }
-        var failed = completion
-        failed.status = .failed
-        failed.reversal = approved
-        failed.message = String(("not recorded: \(error)" + (approved ? "; the host's approval was reversed" : "")).prefix(500))
-        var recorded = (try? ledger.complete(id: result.started.id, failed, trace: result.trace)) != nil
-        if !recorded {
-            // The trace may be what was refused: the outcome matters more than the exchange.
-            recorded = (try? ledger.complete(id: result.started.id, failed)) != nil
-        }
-        let what = approved ? (reversed ? "was approved, then reversed at the host" : "was approved; the host had no approval left to reverse")
-            : "ended \(completion.status.rawValue)"
-        return .unrecordable("the transaction (STAN \(result.started.stan)) \(what), and its outcome could not be recorded as it was: \(error)"
-            + (recorded ? "; it is recorded as failed" : "; it could not be recorded at all and will be failed at the next start"))
-    }
-
-    /// Waits for the card and runs the kernel (on the terminal's thread).
-    private func runKernel(on terminal: TerminalRuntime, _ new: NewTransaction, started: Started, kind: AuthorisationRequest.Kind,
-                           amountTable: AmountTable, tableAmount: Int?, country: Int?,
-                           onCardRead: (@Sendable (CardRead) throws(KernelError) -> Int?)?) -> CardResult {
-        let name = terminal.settings.name
-        let box = InstallmentsBox()
-        // The transaction's currency is the front's (Billpocket sells in pesos whatever the
-        // terminal's default), and so is the country it is made in.
-        var kernelConfiguration = self.kernelConfiguration(terminal)
-        kernelConfiguration.currencyCode = new.currency
-        if let country { kernelConfiguration.countryCode = country }
-        let date = UTCDateParts(secondsSince1970: new.createdAt / 1_000_000)
-        var request = TransactionRequest(amount: Int(new.amount), date: date, stan: started.stan)
-        request.kind = kind
-        let outcome: Result<TransactionOutcome, TransactionFailure>
-        do throws(KernelError) {
-            publish("waiting-for-card", terminal: name, ["stan": started.stan.description])
-            let channel = try terminal.waitForCard(timeout: configuration.cardTimeout)
-            defer { channel.powerOff() }
-            var kernel = Kernel(configuration: kernelConfiguration, card: ChannelCardLink(channel), keypad: terminal.keypad,
-                                host: TimedHost(host, timeout: configuration.hostTimeout, queue: name, amountTable: amountTable,
-                                                tableAmount: tableAmount))
-            if let onCardRead {
-                kernel.onCardRead = { card throws(KernelError) in box.value = try onCardRead(card) }
-            }
-            do throws(TransactionFailure) { outcome = .success(try kernel.run(request)) } catch { outcome = .failure(error) }
-        } catch {
-            outcome = .failure(TransactionFailure(error: error))
-        }
-        let now = clock.nowMicroseconds()
-        switch outcome {
-        case .success(let o):
-            var completion = Completion(o, completedAt: max(now, new.createdAt))
-            completion.installments = box.value
-            return CardResult(started: started, amount: new.amount, completion: completion,
-                              trace: o.trace.map { TraceEntry(command: $0.command, response: $0.response) }, outcome: o, failure: nil)
-        case .failure(let f):
-            var completion = Completion(f, completedAt: max(now, new.createdAt))
-            switch f.error {
-            case .cancelled, .aborted: if f.reversal == nil { completion.status = .cancelled }
-            default: break
-            }
-            return CardResult(started: started, amount: new.amount, completion: completion,
-                              trace: f.trace.map { TraceEntry(command: $0.command, response: $0.response) }, outcome: nil, failure: f)
-        }
-    }
-
-    /// The kernel's terminal data for one of our terminals.
-    func kernelConfiguration(_ terminal: TerminalRuntime) -> TerminalConfiguration {
-        var c = TerminalConfiguration(pinKey: host.pinKey)
-        c.countryCode = terminal.settings.countryCode
-        c.currencyCode = terminal.settings.currencyCode
-        c.promptTimeout = configuration.promptTimeout
-        if let tac = terminal.settings.tacDefault { c.tacDefault = tac }
-        return c
-    }
-
-    /// Reads a card without a transaction (to find what to cancel).
-    func readCard(on terminal: TerminalRuntime) async -> Result<CardRead, TransactionFailure> {
-        let now = clock.nowMicroseconds()
-        return await terminal.perform { [self] in
-            do throws(KernelError) {
-                publish("waiting-for-card", terminal: terminal.settings.name)
-                let channel = try terminal.waitForCard(timeout: configuration.cardTimeout)
-                defer { channel.powerOff() }
-                var kernel = Kernel(configuration: kernelConfiguration(terminal), card: ChannelCardLink(channel), keypad: terminal.keypad, host: host)
-                do throws(TransactionFailure) {
-                    return .success(try kernel.readCard(TransactionRequest(amount: 0, date: UTCDateParts(secondsSince1970: now / 1_000_000), stan: .first)))
-                } catch {
-                    return .failure(error)
-                }
-            } catch {
-                return .failure(TransactionFailure(error: error))
-            }
-        }
+    public func publish(_ event: BenchEvent, terminal: String?) {
+        context.events.publish(event, terminal: terminal)
     }
 
     // MARK: Loading
@@ -295,7 +170,43 @@ public final class Bench: @unchecked Sendable {
     }
 }
 
-/// Carries the installments a front agreed on out of the kernel's card-read hook.
-final class InstallmentsBox: @unchecked Sendable {
-    var value: Int?
+/// The configured terminals, as the workflows find them by name.
+struct TerminalList: TerminalDirectory {
+    let terminals: [TerminalRuntime]
+
+    func terminal(_ name: String?) throws(WorkflowError) -> any TerminalSession { try runtime(name) }
+
+    func runtime(_ name: String?) throws(WorkflowError) -> TerminalRuntime {
+        guard let name, !name.isEmpty else {
+            guard let first = terminals.first else { throw .notFound("no terminal is configured") }
+            return first
+        }
+        guard let t = terminals.first(where: { $0.settings.name == name }) else {
+            throw .notFound("no terminal named \"\(name)\" (terminals: \(terminals.map(\.settings.name).joined(separator: ", ")))")
+        }
+        return t
+    }
+}
+
+/// The issuer's card facts, from the configured card profiles.
+struct ProfileDirectory: CardDirectory {
+    let profiles: [String: CardProfile]
+
+    func facts(pan: String) -> CardFacts? {
+        profiles[pan].map { CardFacts(installmentsMaximum: $0.installmentsMaximum, issuerName: $0.issuerName, debit: $0.accountType == .debit) }
+    }
+}
+
+extension DaemonConfiguration {
+    /// What the workflows take from the configuration.
+    var workflowSettings: WorkflowSettings {
+        var s = WorkflowSettings()
+        s.cardTimeout = cardTimeout
+        s.promptTimeout = promptTimeout
+        s.hostTimeout = hostTimeout
+        s.utcOffsetSeconds = utcOffsetSeconds
+        s.vivaAmountTable = vivaAmountTable
+        s.billpocketAmountTable = billpocketAmountTable
+        return s
+    }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Ledger
+import Workflows
 
 /// `POST /v1/billpocket/users`: a name, and the user's installment plans as months to minimum
 /// amount in cents (`{"3": 30000}`); without `msi`, `BillpocketUserBody.defaultPlans`.
@@ -85,42 +86,42 @@ extension API {
         admin.post("/v1/billpocket/users") { request, context in
             try await handle("billpocket-users", bench) {
                 let body = try await decode(BillpocketUserBody.self, request, context)
-                let (user, token) = try bench.createBillpocketUser(name: body.name, msiMinimums: try body.plans())
+                let (user, token) = try bench.billpocket.createUser(name: body.name, msiMinimums: try body.plans())
                 return json(BillpocketUserView(user, token: token), status: .created)
             }
         }
         admin.get("/v1/billpocket/users") { _, _ in
             try await handle("billpocket-users", bench) {
-                json(try bench.adminCall { try bench.ledger.billpocketUsers() }.map { BillpocketUserView($0) })
+                json(try bench.billpocket.users().map { BillpocketUserView($0) })
             }
         }
         admin.post("/v1/billpocket/users/:id/rotate") { _, context in
             try await handle("billpocket-users", bench) {
-                let (user, token) = try bench.rotateBillpocketUser(id: try userID(context))
+                let (user, token) = try bench.billpocket.rotateUser(id: try userID(context))
                 return json(BillpocketUserView(user, token: token))
             }
         }
         admin.post("/v1/billpocket/users/:id/invalidate") { _, context in
             try await handle("billpocket-users", bench) {
-                json(BillpocketUserView(try bench.invalidateBillpocketUser(id: try userID(context))))
+                json(BillpocketUserView(try bench.billpocket.invalidateUser(id: try userID(context))))
             }
         }
         admin.post("/v1/billpocket/device-tokens") { request, context in
             try await handle("billpocket-device-tokens", bench) {
                 let body = try await decode(DeviceTokenBody.self, request, context)
-                let (issued, token) = try bench.issueBillpocketDeviceToken(userID: body.user, alias: body.alias)
+                let (issued, token) = try bench.billpocket.issueDeviceToken(userID: body.user, alias: body.alias)
                 return json(DeviceTokenView(issued, token: token), status: .created)
             }
         }
         admin.get("/v1/billpocket/device-tokens") { request, _ in
             try await handle("billpocket-device-tokens", bench) {
                 let user = try request.uri.queryParameters.get("user").map { Int64(try intParameter(String($0), "user", 1...Int.max)) }
-                return json(try bench.adminCall { try bench.ledger.billpocketDeviceTokens(userID: user) }.map { DeviceTokenView($0) })
+                return json(try bench.billpocket.deviceTokens(userID: user).map { DeviceTokenView($0) })
             }
         }
         router.get("/v1/vouchers/:id") { _, context in
             try await handle("vouchers", bench) {
-                let text = try bench.billpocketVoucher(context.parameters.get("id") ?? "")
+                let text = try bench.billpocket.voucher(context.parameters.get("id") ?? "")
                 return Response(status: .ok, headers: [.contentType: "text/plain; charset=utf-8"],
                                 body: .init(byteBuffer: ByteBuffer(string: text)))
             }

@@ -2,6 +2,7 @@ import CardIO
 import EMV
 import Foundation
 import VirtualCard
+import Workflows
 
 /// A point in a card's conversation: the `n`th command with this instruction name
 /// (`GENERATE AC#2`; `GENERATE AC` is the first).
@@ -34,9 +35,10 @@ public struct RemovalPoint: Sendable, Equatable, CustomStringConvertible {
     public var description: String { occurrence == 1 ? instruction : "\(instruction)#\(occurrence)" }
 }
 
-/// A virtual card inserted through the API (a scenario's, a tester's): it lives in the daemon,
-/// sits in the terminal's reader as an in-process card, and can leave by itself right after
-/// answering a given command, as a cardholder pulling the card out at that moment.
+/// A virtual card living in the daemon, in a terminal's reader as an in-process card (it answers
+/// on the kernel's own thread): one inserted through the API (a scenario's, a tester's), which can
+/// leave by itself right after answering a given command, as a cardholder pulling it out at that
+/// moment, or demo mode's card.
 final class InsertedVirtualCard: InProcessCard, @unchecked Sendable {
     // Unchecked: everything mutable is under `lock`.
     private let lock = NSLock()

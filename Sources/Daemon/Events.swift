@@ -1,11 +1,12 @@
 import Foundation
 import Synchronization
+import Terminal
+import Workflows
 
-/// Something that happened on the bench, as `GET /v1/events` streams it (server-sent events: the
-/// `event:` line is `type`, the `data:` line this value as JSON).
+/// A `BenchEvent` as `GET /v1/events` streams it (server-sent events: the `event:` line is
+/// `type`, the `data:` line this value as JSON).
 public struct DaemonEvent: Sendable, Codable, Equatable {
-    /// `card-inserted`, `card-removed`, `waiting-for-card`, `prompt`, `prompt-answered`,
-    /// `transaction-started`, `outcome`, `keypad-queued`, `clock`.
+    /// One of `BenchEvent.Name`'s.
     public let type: String
     public let terminal: String?
     /// Microseconds since 1970 on the daemon's clock.
@@ -18,6 +19,23 @@ public struct DaemonEvent: Sendable, Codable, Equatable {
         self.terminal = terminal
         self.at = at
         self.data = data
+    }
+
+    public init(_ event: BenchEvent, terminal: String?, at: Int64) {
+        self.init(type: event.name.rawValue, terminal: terminal, at: at, data: event.data)
+    }
+}
+
+/// The workflows' and terminals' events, stamped with the bench's clock, into the hub; a card
+/// transaction's outcome is counted in the metrics too.
+struct EventFeed: EventSink {
+    let hub: EventHub
+    let clock: any Terminal.Clock
+    let metrics: BenchMetrics
+
+    func publish(_ event: BenchEvent, terminal: String?) {
+        if case .outcome(_, let status, _, _, let micros) = event { metrics.recordTransaction(status: status.rawValue, micros: micros) }
+        hub.publish(DaemonEvent(event, terminal: terminal, at: clock.nowMicroseconds()))
     }
 }
 

@@ -4,6 +4,7 @@ import Ledger
 import Foundation
 import Terminal
 import VirtualCard
+import Workflows
 
 /// An API error: the HTTP status it maps to and a message naming the field and rule.
 public enum DaemonError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -47,11 +48,24 @@ public enum DaemonError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 extension DaemonError {
+    /// A workflow's refusal as the API answers it.
+    public init(_ error: WorkflowError) {
+        switch error {
+        case .badRequest(let field, let rule): self = .badRequest(field: field, rule: rule)
+        case .notFound(let what): self = .notFound(what)
+        case .conflict(let what): self = .conflict(what)
+        case .unrecordable(let what): self = .unrecordable(what)
+        case .failure(let what): self = .failure(what)
+        }
+    }
+
     /// A ledger failure as the API answers it: a value that broke one of the ledger's rules is the
     /// request's fault (400, naming the field), anything else the daemon's (500).
     init(ledger error: any Error, _ doing: String) {
         if let error = error as? DaemonError {
             self = error
+        } else if let error = error as? WorkflowError {
+            self.init(error)
         } else if case .invalid(let field, let rule)? = error as? LedgerError {
             self = .badRequest(field: field, rule: rule)
         } else {
@@ -61,12 +75,14 @@ extension DaemonError {
 }
 
 /// A CardIO channel as the kernel's card link: reader failures become the kernel's precise errors.
-public final class ChannelCardLink: CardLink {
+public final class ChannelCardLink: CardSession {
     public let channel: any CardChannel
 
     public init(_ channel: any CardChannel) { self.channel = channel }
 
     public func powerOn() throws(KernelError) -> [UInt8] { channel.atr }
+
+    public func powerOff() { channel.powerOff() }
 
     public func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8] {
         do { return try channel.transmit(command) } catch {
@@ -81,7 +97,7 @@ public final class ChannelCardLink: CardLink {
 
 /// One emulated device at run time: its reader, keypad, the transaction it is busy with, and the
 /// thread its blocking card work runs on (the kernel talks to the card synchronously).
-public final class TerminalRuntime: @unchecked Sendable {
+public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
     public let settings: TerminalSettings
     /// The terminal's reader, whichever kind.
     public let reader: any CardReader
@@ -96,9 +112,16 @@ public final class TerminalRuntime: @unchecked Sendable {
     private let lock = NSLock()
     private var activity: String?
     private var aborted = false
-    private var demo: DemoCard?
+    private var demo: InsertedVirtualCard?
 
-    init(settings: TerminalSettings, runtimeDirectory: String, demoCard: CardProfile?, events: EventHub, clock: any Terminal.Clock) throws {
+    public var name: String { settings.name }
+    public var tid: String { settings.tid }
+    public var terminalData: TerminalData {
+        TerminalData(countryCode: settings.countryCode, currencyCode: settings.currencyCode, tacDefault: settings.tacDefault)
+    }
+    public var prompts: any Prompts { keypad }
+
+    init(settings: TerminalSettings, runtimeDirectory: String, demoCard: CardProfile?, events: any EventSink) throws {
         self.settings = settings
         if settings.serialPath != nil || settings.udevName != nil {
             let serial = SerialReader(name: settings.udevName ?? settings.name, path: settings.serialPath, settings: settings.serial)
@@ -115,21 +138,15 @@ public final class TerminalRuntime: @unchecked Sendable {
             reader = virtual
         }
         let terminal = settings.name
-        keypad = TerminalKeypad(autoPIN: demoCard?.pin) { prompt in
-            var data = ["prompt": prompt.name]
-            switch prompt {
-            case .pin(_, let tries): if let tries { data["triesLeft"] = String(tries) }
-            case .select(_, let options): data["options"] = options.joined(separator: "\n")
-            case .confirm, .photo: break
-            }
-            events.publish(DaemonEvent(type: "prompt", terminal: terminal, at: clock.nowMicroseconds(), data: data))
-        }
+        keypad = TerminalKeypad(autoPIN: demoCard?.pin) { prompt in events.publish(.prompt(prompt), terminal: terminal) }
         work = DispatchQueue(label: "cardbench.terminal.\(settings.name)")
-        demo = try demoCard.map { try DemoCard(profile: $0) }
+        // The demo card keeps its counters (ATC, PIN tries) across transactions, as the one
+        // physical card a demo would use.
+        demo = try demoCard.map { try InsertedVirtualCard(profile: $0, removeAfter: nil, pinTries: nil) }
         reader.addObserver { event in
             switch event {
-            case .cardInserted: events.publish(DaemonEvent(type: "card-inserted", terminal: terminal, at: clock.nowMicroseconds()))
-            case .cardRemoved: events.publish(DaemonEvent(type: "card-removed", terminal: terminal, at: clock.nowMicroseconds()))
+            case .cardInserted: events.publish(.cardInserted, terminal: terminal)
+            case .cardRemoved: events.publish(.cardRemoved, terminal: terminal)
             }
         }
     }
@@ -138,7 +155,7 @@ public final class TerminalRuntime: @unchecked Sendable {
     public var currentActivity: String? { lock.withLock { activity } }
 
     /// Takes the terminal for one transaction; a second caller gets "terminal busy".
-    func acquire(_ what: String) throws(DaemonError) {
+    public func acquire(_ what: String) throws(WorkflowError) {
         let current: String? = lock.withLock {
             if let activity { return activity }
             activity = what
@@ -149,7 +166,7 @@ public final class TerminalRuntime: @unchecked Sendable {
         keypad.begin()
     }
 
-    func release() {
+    public func release() {
         keypad.end()
         lock.withLock {
             activity = nil
@@ -159,7 +176,7 @@ public final class TerminalRuntime: @unchecked Sendable {
 
     /// Stops the transaction in progress (the Viva `abort` action): the card wait and any prompt
     /// end at once. Returns false when the terminal was idle.
-    func abort() -> Bool {
+    public func abort() -> Bool {
         let busy = lock.withLock {
             guard activity != nil else { return false }
             aborted = true
@@ -169,23 +186,23 @@ public final class TerminalRuntime: @unchecked Sendable {
         return busy
     }
 
-    var isAborted: Bool { lock.withLock { aborted } }
+    public var isAborted: Bool { lock.withLock { aborted } }
 
     /// Runs blocking card work on the terminal's own thread.
-    func perform<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    public func perform<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
             work.async { continuation.resume(returning: body()) }
         }
     }
 
     /// Waits for a card (inserting the demo card when there is one) and powers it on.
-    func waitForCard(timeout: Duration) throws(KernelError) -> any CardChannel {
+    public func waitForCard(timeout: Duration) throws(KernelError) -> any CardSession {
         if let demo, let virtualReader, !virtualReader.isCardPresent { try? virtualReader.insert(demo) }
         let deadline = ContinuousClock.now + timeout
         while true {
             if isAborted { throw .aborted(step: "waiting for the card") }
             do {
-                return try reader.connect(timeout: .milliseconds(100))
+                return ChannelCardLink(try reader.connect(timeout: .milliseconds(100)))
             } catch .noCard {
                 if ContinuousClock.now >= deadline { throw .promptTimeout(prompt: "present card") }
             } catch {
@@ -207,33 +224,5 @@ public final class TerminalRuntime: @unchecked Sendable {
         _ = abort()
         virtualReader?.stop()
         serialReader?.stop()
-    }
-}
-
-/// Demo mode's card: a virtual card living in the daemon and sitting in the terminal's reader as
-/// an in-process card, so it answers on the kernel's own thread. It keeps its counters (ATC, PIN
-/// tries) across transactions, as the one physical card a demo would use.
-final class DemoCard: InProcessCard, @unchecked Sendable {
-    // Unchecked: `card` is touched only under `lock`.
-    private let lock = NSLock()
-    private var card: VirtualCard
-
-    init(profile: CardProfile) throws(EMVError) {
-        card = try VirtualCard(profile: profile)
-    }
-
-    func powerOn(warm: Bool) -> [UInt8] {
-        lock.withLock {
-            card.reset()
-            return card.atr
-        }
-    }
-
-    func powerOff() {
-        lock.withLock { card.reset() }
-    }
-
-    func respond(to command: [UInt8]) -> [UInt8] {
-        lock.withLock { card.respond(to: command) }
     }
 }

@@ -1,3 +1,4 @@
+import EMV
 import Terminal
 
 /// The app a transaction was requested through. Stored as its raw value.
@@ -276,4 +277,9 @@ public struct BatchTotals: Sendable, Equatable {
     public let batchNumber: Int
     public let count: Int
     public let amount: Int64
+}
+
+extension StoredTransaction {
+    /// The card brand recorded (the column holds its display name).
+    public var cardBrand: CardBrand? { brand.flatMap { name in CardBrand.allCases.first { $0.displayName == name } } }
 }

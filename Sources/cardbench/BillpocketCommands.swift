@@ -1,6 +1,7 @@
 import ArgumentParser
 import Daemon
 import Foundation
+import Terminal
 
 struct BillpocketCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -172,5 +173,5 @@ struct DeviceTokenCommand: AsyncParsableCommand {
 private func planText(_ plans: [String: Int64]) -> String {
     let sorted = plans.compactMap { key, value in Int(key).map { ($0, value) } }.sorted { $0.0 < $1.0 }
     if sorted.isEmpty { return "none" }
-    return sorted.map { "\($0.0) from \($0.1 / 100).\(String(format: "%02lld", $0.1 % 100))" }.joined(separator: ", ")
+    return sorted.map { "\($0.0) from \(Money.decimal($0.1))" }.joined(separator: ", ")
 }

@@ -385,12 +385,6 @@ enum CLIFormat {
         return String(out.reversed())
     }
 
-    /// Minor units as major units with 2 decimals: 10000 → "100.00".
-    static func money(_ minor: Int) -> String {
-        let cents = String(minor % 100)
-        return "\(minor / 100)." + (cents.count == 1 ? "0" : "") + cents
-    }
-
     static func seconds(_ value: Double) -> String {
         value == value.rounded() ? String(Int(value)) : String(value)
     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Daemon
 import Foundation
+import Terminal
 import NIOHTTP1
 
 /// Where the daemon is: `--socket` on every daemon command.
@@ -114,7 +115,7 @@ struct TxList: AsyncParsableCommand {
         for t in rows {
             let card = t.maskedPAN.map { " \($0)" } ?? ""
             let code = t.responseCode.map { " \($0)" } ?? ""
-            print("#\(t.id) \(t.terminal) STAN \(t.stan) \(t.provider) \(t.action) \(CLIFormat.money(Int(t.amount))) \(t.status)\(code)\(card) \(t.transactionId)")
+            print("#\(t.id) \(t.terminal) STAN \(t.stan) \(t.provider) \(t.action) \(Money.decimal(t.amount)) \(t.status)\(code)\(card) \(t.transactionId)")
         }
     }
 }
@@ -135,7 +136,7 @@ struct TxShow: AsyncParsableCommand {
         if json { return printRaw(data) }
         let t = try decodeReply(TransactionView.self, data)
         print("#\(t.id) \(t.provider) \(t.action) on \(t.terminal) (TID \(t.tid)): \(t.status) \(t.responseCode ?? "") \(t.message ?? "")")
-        print("amount \(CLIFormat.money(Int(t.amount))) (tip \(CLIFormat.money(Int(t.tipAmount)))) currency \(t.currency)  STAN \(t.stan)  RRN \(t.rrn)  auth \(t.authorisationCode ?? "-")")
+        print("amount \(Money.decimal(t.amount)) (tip \(Money.decimal(t.tipAmount))) currency \(t.currency)  STAN \(t.stan)  RRN \(t.rrn)  auth \(t.authorisationCode ?? "-")")
         if let pan = t.maskedPAN { print("card: \(t.brand ?? "") \(pan) \(t.cardholderName ?? "")  AID \(t.aid ?? "-") \(t.applicationLabel ?? "")") }
         if let arqc = t.arqc { print("ARQC \(arqc)  ATC \(t.atc ?? "-")  TVR \(t.tvr ?? "-")  CVM \(t.cvm ?? "-")") }
         if let reference = t.clientReference { print("client reference: \(reference)") }
@@ -162,7 +163,7 @@ struct TerminalsCommand: AsyncParsableCommand {
         for t in try decodeReply([TerminalView].self, data) {
             print("\(t.name) TID \(t.tid) reader \(t.reader) card \(t.cardPresent ? "present" : "absent") \(t.activity.map { "busy: \($0)" } ?? "idle")"
                   + "\(t.prompt.map { ", asking for \($0)" } ?? "") last STAN \(t.lastSTAN ?? "-") batch \(t.batchNumber) \(t.batchOpen ? "open" : "closed") "
-                  + "(\(t.batchCount) for \(CLIFormat.money(Int(t.batchAmount))))")
+                  + "(\(t.batchCount) for \(Money.decimal(t.batchAmount)))")
         }
     }
 }

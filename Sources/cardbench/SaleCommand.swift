@@ -5,10 +5,11 @@ import Foundation
 import Ledger
 import Terminal
 import VirtualCard
+import Workflows
 
 /// One EMV sale run in this process: a virtual card, the kernel, the emulated host and the ledger —
-/// the whole chain the daemon runs, without a daemon.
-struct SaleCommand: ParsableCommand {
+/// the daemon's own sale workflow (`WorkflowContext.cardTransaction`), without a daemon.
+struct SaleCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sale",
         abstract: "Run one EMV chip sale in-process: virtual card, kernel, emulated host, ledger.",
@@ -102,55 +103,63 @@ struct SaleCommand: ParsableCommand {
         return value
     }
 
-    func run() throws {
+    func run() async throws {
         let profile = try loadCardProfile(card, option: "--card")
         let cardState = try CardStateFile(path: state).load()
         let link = ProfileCardLink(card: try VirtualCard(profile: profile, state: cardState), removeBefore: removeBefore)
-        let keypad = ScriptedPINPad(pins: pin.isEmpty ? profile.pin.map { [$0] } ?? [] : pin, selection: select)
+        // The PINs and the application choice wait in the keypad's queue; a prompt with no answer
+        // left times out at once.
+        let keypad = TerminalKeypad()
+        for p in (pin.isEmpty ? profile.pin.map { [$0] } ?? [] : pin).prefix(15) { _ = try keypad.enter(.pin(p)) }
+        _ = try keypad.enter(.select(select + 1))
 
         let pinKey = try TDESKey(SecureRandom.bytes(16))
         let host = EmulatedHost(pinKey: pinKey, amountTable: AmountTable(option: amountTable)!, seed: UInt64.random(in: 1...UInt64.max))
         try host.register(profile)
-        if let hostDelay { host.enqueue(.delay(milliseconds: hostDelay)) }
-        if let hostCode { host.enqueue(.respond(ResponseCode(stringLiteral: hostCode))) }
+        if let hostDelay { host.enqueue(.delay(milliseconds: hostDelay), queue: terminal) }
+        if let hostCode { host.enqueue(.respond(ResponseCode(stringLiteral: hostCode)), queue: terminal) }
         host.setUnavailable(hostUnavailable)
-
-        var configuration = TerminalConfiguration(pinKey: pinKey)
-        configuration.currencyCode = currency
-        var kernel = Kernel(configuration: configuration, card: link, keypad: keypad,
-                            host: TimedHost(host, timeout: .milliseconds(Int(hostTimeout * 1000))))
 
         let store = try openLedgerCLI(ledger)
         let clock = SystemClock()
         do { _ = try store.ensureTerminal(name: terminal, tid: tid) } catch { throw CLIError(message: "--tid: \(error)", code: 2) }
+        let session = CommandLineTerminal(name: terminal, tid: tid, currency: currency, keypad: keypad, card: link)
+        var settings = WorkflowSettings()
+        settings.promptTimeout = .zero
+        settings.hostTimeout = .milliseconds(Int(hostTimeout * 1000))
+        settings.cardTimeout = .zero
+        let context = WorkflowContext(store: store, host: host, clock: clock, events: NoEvents(), cards: NoCards(),
+                                      terminals: session, settings: settings)
         let amountMinor = try Self.minorUnits(amount)
-        let startedAt = clock.nowMicroseconds()
-        let started = try store.begin(NewTransaction(terminal: terminal, provider: .cli, action: .sale, amount: Int64(amountMinor),
-                                                     currency: currency, createdAt: startedAt))
-        let request = TransactionRequest(amount: amountMinor, date: UTCDateParts(secondsSince1970: startedAt / 1_000_000), stan: started.stan)
-        let result: Result<TransactionOutcome, TransactionFailure>
-        do throws(TransactionFailure) { result = .success(try kernel.run(request)) } catch { result = .failure(error) }
-        try CardStateFile(path: state).save(link.card.state)
+        let plan = CardTransactionPlan(new: NewTransaction(terminal: terminal, provider: .cli, action: .sale, amount: Int64(amountMinor),
+                                                           currency: currency, createdAt: clock.nowMicroseconds()),
+                                       kind: .purchase, amountTable: host.amountTable)
+        let (answer, run): (Answer, CardRun)
+        do throws(WorkflowError) {
+            (answer, run) = try await context.recordCardTransaction(on: session, plan) { run in
+                Callback(url: nil, target: nil, fields: [], status: run.completion.status.rawValue, message: run.completion.message ?? "")
+            }
+        } catch {
+            throw CLIError(message: "\(error)")
+        }
+        try CardStateFile(path: state).save(link.state)
+        guard let stored = answer.transaction else { throw CLIError(message: "the sale was not recorded") }
 
-        switch result {
+        switch run.result {
         case .success(let outcome):
-            let stored = try store.complete(id: started.id, Completion(outcome, completedAt: clock.nowMicroseconds()),
-                                            trace: outcome.trace.map { TraceEntry(command: $0.command, response: $0.response) })
             if json {
                 try printJSON(SaleReport(outcome, amount: amountMinor, currency: currency, stored: stored, ledger: ledger))
             } else {
                 printOutcome(outcome, amount: amountMinor, stored: stored)
             }
         case .failure(let failure):
-            let stored = try store.complete(id: started.id, Completion(failure, completedAt: clock.nowMicroseconds()),
-                                            trace: failure.trace.map { TraceEntry(command: $0.command, response: $0.response) })
             if json {
                 try printJSON(SaleReport(failure, amount: amountMinor, currency: currency, stored: stored, ledger: ledger))
             } else {
-                print("sale \(CLIFormat.money(amountMinor)) on \(terminal): FAILED — \(failure)")
+                print("sale \(Money.decimal(amountMinor)) on \(terminal): FAILED — \(failure)")
                 print("STAN \(stored.stan)  ledger \(ledger) #\(stored.id) \(stored.status.rawValue)")
                 if let reversal = failure.reversal {
-                    print("reversal: approval \(reversal.authorisationCode ?? "-") for \(CLIFormat.money(reversal.amount)) taken back at the host and recorded")
+                    print("reversal: approval \(reversal.authorisationCode ?? "-") for \(Money.decimal(reversal.amount)) taken back at the host and recorded")
                 }
                 if trace { printTrace(failure.trace) }
             }
@@ -160,7 +169,7 @@ struct SaleCommand: ParsableCommand {
 
     private func printOutcome(_ o: TransactionOutcome, amount: Int, stored: StoredTransaction) {
         let verdict = o.decision == .approved ? "APPROVED" : "DECLINED"
-        print("sale \(CLIFormat.money(amount)) on \(terminal): \(verdict) \(o.responseCode)" + (o.authorisationCode.map { " auth \($0)" } ?? ""))
+        print("sale \(Money.decimal(amount)) on \(terminal): \(verdict) \(o.responseCode)" + (o.authorisationCode.map { " auth \($0)" } ?? ""))
         if o.hostMessage != o.responseCode.meaning { print("message: \(o.hostMessage)") }
         print("STAN \(o.stan)  RRN \(o.rrn)  ledger \(ledger) #\(stored.id) \(stored.status.rawValue)")
         print("card: \(o.brand?.displayName ?? "?") \(o.maskedPAN)" + (o.cardholderName.map { " \($0)" } ?? "") + (o.expiry.map { " exp \($0)" } ?? ""))
@@ -247,8 +256,9 @@ struct SaleReport: Encodable {
 }
 
 /// A virtual card in this process as the kernel's card link.
-final class ProfileCardLink: CardLink {
-    private(set) var card: VirtualCard
+final class ProfileCardLink: CardSession, @unchecked Sendable {
+    // Unchecked: used by one transaction at a time, on one thread.
+    private var card: VirtualCard
     private let removeBefore: Int?
     private var commands = 0
 
@@ -257,10 +267,15 @@ final class ProfileCardLink: CardLink {
         self.removeBefore = removeBefore
     }
 
+    /// The card's counters (ATC, PIN tries) as they are now.
+    var state: CardState { card.state }
+
     func powerOn() throws(KernelError) -> [UInt8] {
         card.reset()
         return card.atr
     }
+
+    func powerOff() {}
 
     func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8] {
         commands += 1
@@ -269,22 +284,41 @@ final class ProfileCardLink: CardLink {
     }
 }
 
-/// A PIN pad answered from the command line; a prompt with no answer left times out at once.
-final class ScriptedPINPad: Keypad {
-    private var pins: [String]
-    private let selection: Int
+/// `cardbench sale`'s terminal: the card is already in the reader, the keypad answers from the
+/// command line, and the work runs on the caller's thread.
+final class CommandLineTerminal: TerminalSession, TerminalDirectory, @unchecked Sendable {
+    let name: String
+    let tid: String
+    let terminalData: TerminalData
+    let keypad: TerminalKeypad
+    let card: ProfileCardLink
+    var prompts: any Prompts { keypad }
+    var isAborted: Bool { false }
 
-    init(pins: [String], selection: Int) {
-        self.pins = pins
-        self.selection = selection
+    init(name: String, tid: String, currency: Int, keypad: TerminalKeypad, card: ProfileCardLink) {
+        self.name = name
+        self.tid = tid
+        terminalData = TerminalData(countryCode: 484, currencyCode: currency)
+        self.keypad = keypad
+        self.card = card
     }
 
-    func selectApplication(_ labels: [String], timeout: Duration) throws(KernelError) -> Int { selection }
+    func acquire(_ what: String) throws(WorkflowError) {}
+    func release() {}
+    func abort() -> Bool { false }
+    func perform<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T { body() }
+    func waitForCard(timeout: Duration) throws(KernelError) -> any CardSession { card }
+    func terminal(_ name: String?) throws(WorkflowError) -> any TerminalSession { self }
+}
 
-    func enterPIN(online: Bool, triesLeft: Int?, timeout: Duration) throws(KernelError) -> String {
-        guard !pins.isEmpty else { throw .promptTimeout(prompt: "PIN") }
-        return pins.removeFirst()
-    }
+/// No one listens to `cardbench sale`'s events.
+struct NoEvents: EventSink {
+    func publish(_ event: BenchEvent, terminal: String?) {}
+}
+
+/// `cardbench sale` asks nothing of the issuer beyond the account.
+struct NoCards: CardDirectory {
+    func facts(pan: String) -> CardFacts? { nil }
 }
 
 /// Opens `--ledger`, naming the option when it cannot be opened.

@@ -5,6 +5,7 @@ import EMV
 import Foundation
 import Terminal
 import VirtualCard
+import Workflows
 
 struct SerialBench: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -77,7 +78,7 @@ struct SerialBench: ParsableCommand {
         try host.register(profile)
         func sale() throws {
             var kernel = Kernel(configuration: TerminalConfiguration(pinKey: pinKey), card: ChannelCardLink(channel),
-                                keypad: ScriptedPINPad(pins: profile.pin.map { [$0] } ?? [], selection: 0), host: host)
+                                keypad: TerminalKeypad(autoPIN: profile.pin), host: host)
             let outcome = try kernel.run(TransactionRequest(amount: 100, date: UTCDateParts(secondsSince1970: 1_800_000_000), stan: .first))
             guard outcome.decision == .approved else { throw CLIError(message: "T=\(t): the sale was declined (\(outcome.responseCode))") }
         }

@@ -6,7 +6,7 @@ import Glibc
 import Testing
 
 /// The repository root (for Scenarios/cards), found from this file.
-let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+@_exported import TestSupport
 
 /// The directory of the built products (cardbenchd and cardbench sit beside the test bundle).
 let productsDirectory: URL = {

@@ -3,6 +3,7 @@ import Ledger
 import Terminal
 import Testing
 @testable import Daemon
+import Workflows
 
 @Suite("strict JSON bodies")
 struct JSONBodyTests {
@@ -119,13 +120,14 @@ struct UnrecordableTests {
                                  clientReference: "unrec-1", createdAt: bench.clock.nowMicroseconds())
         do {
             // A front that puts the card number into its callback: the ledger refuses the outbox.
-            _ = try await bench.cardTransaction(on: terminal, new, kind: .purchase, amountTable: .none) { result in
-                [OutboxMessage(kind: .callback, target: "myapp://r", payload: "myapp://r?pan=\(result.outcome?.pan ?? "")")]
+            _ = try await bench.context.cardTransaction(on: terminal, CardTransactionPlan(new: new, kind: .purchase, amountTable: .none)) { run in
+                let pan = (try? run.result.get())?.pan ?? ""
+                return Callback(url: "myapp://r?pan=\(pan)", target: "myapp://r", fields: [], status: "", message: "")
             }
             Issue.record("the transaction was answered as if recorded")
-        } catch let error as DaemonError {
+        } catch {
             guard case .unrecordable(let message) = error else { Issue.record("\(error)"); return }
-            #expect(error.status == 422)
+            #expect(DaemonError(error).status == 422)
             #expect(message.contains("approved, then reversed at the host") && message.contains("recorded as failed"), "\(message)")
         }
         #expect(bench.host.account(pan: "4761739001010010")?.balance == balance, "the approval was taken back")

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import Scenario
 
-let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+@_exported import TestSupport
 
 /// Writes `yaml` as a scenario file beside the shipped library (so its card names resolve) and
 /// removes it after `body`.

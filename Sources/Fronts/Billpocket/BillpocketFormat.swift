@@ -1,4 +1,5 @@
 import EMV
+import Terminal
 
 /// Whether the card's account is a credit or a debit one: the callback's `accountType`.
 public enum BillpocketAccountType: String, Sendable, Equatable, CaseIterable {
@@ -19,11 +20,7 @@ public enum BillpocketFormat {
 
     /// An amount as the app writes it, a decimal point and exactly 2 decimals, no grouping and no
     /// currency sign: 10000 -> "100.00", 50 -> "0.50", 0 -> "0.00".
-    public static func amount(cents: Int) -> String {
-        let magnitude = cents.magnitude
-        let fraction = magnitude % 100
-        return (cents < 0 ? "-" : "") + String(magnitude / 100) + "." + (fraction < 10 ? "0" : "") + String(fraction)
-    }
+    public static func amount(cents: Int) -> String { Money.decimal(cents) }
 
     /// Why a text is not an amount.
     enum AmountProblem: Error, Equatable {

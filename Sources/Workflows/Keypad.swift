@@ -42,7 +42,7 @@ public enum KeypadInput: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Whether this input can answer `prompt`; cancel answers anything.
-    func fits(_ prompt: PromptKind) -> Bool {
+    public func fits(_ prompt: PromptKind) -> Bool {
         switch (self, prompt) {
         case (.cancel, _), (.pin, .pin), (.select, .select), (.confirm, .confirm), (.confirm, .photo): true
         default: false
@@ -50,11 +50,36 @@ public enum KeypadInput: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// A terminal's keypad. The kernel's thread blocks in a prompt until an answer arrives from the
+/// The prompts of a terminal: the kernel's (application, PIN) and the fronts' (installments, a
+/// transaction to cancel, a photo), all answered with keypad inputs.
+public protocol Prompts: Keypad, Sendable {
+    /// Shows `kind` and waits up to `timeout` for a fitting answer; `step` names the moment in
+    /// errors ("PIN entry").
+    func ask(_ kind: PromptKind, timeout: Duration, step: String) throws(KernelError) -> KeypadInput
+}
+
+extension Prompts {
+    public func selectApplication(_ labels: [String], timeout: Duration) throws(KernelError) -> Int {
+        switch try ask(.select(title: "application", options: labels), timeout: timeout, step: "application selection") {
+        case .select(let n) where (1...labels.count).contains(n): return n - 1
+        case .select(let n): throw .invalidCardData("application \(n) is not one of 1 to \(labels.count)")
+        default: throw .cancelled(step: "application selection")
+        }
+    }
+
+    public func enterPIN(online: Bool, triesLeft: Int?, timeout: Duration) throws(KernelError) -> String {
+        switch try ask(.pin(online: online, triesLeft: triesLeft), timeout: timeout, step: "PIN entry") {
+        case .pin(let digits): return digits
+        default: throw .cancelled(step: "PIN entry")
+        }
+    }
+}
+
+/// A terminal's keypad, the one keypad of the daemon, the scenarios and `cardbench sale`. The kernel's thread blocks in a prompt until an answer arrives from the
 /// API, the prompt times out, or the transaction is aborted. Answers given while no prompt is up
 /// wait in a queue and answer the next prompts of the current or next transaction, so a test can
 /// enter its PIN before it opens the URL.
-public final class TerminalKeypad: Keypad, @unchecked Sendable {
+public final class TerminalKeypad: Prompts, @unchecked Sendable {
     public struct Snapshot: Sendable, Equatable {
         public let prompt: PromptKind?
         public let queued: [KeypadInput]
@@ -82,7 +107,7 @@ public final class TerminalKeypad: Keypad, @unchecked Sendable {
 
     /// Answers the prompt that is up, or queues the input for the next one. Refuses an input that
     /// cannot answer the prompt that is up, naming both.
-    public func enter(_ input: KeypadInput) throws(DaemonError) -> Bool {
+    public func enter(_ input: KeypadInput) throws(WorkflowError) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         if let prompt, answer == nil {
@@ -102,21 +127,21 @@ public final class TerminalKeypad: Keypad, @unchecked Sendable {
     }
 
     /// Starts a transaction: clears a previous abort (queued inputs stay: they were entered for it).
-    func begin() {
+    public func begin() {
         condition.lock()
         aborted = false
         condition.unlock()
     }
 
     /// Forgets queued inputs (a new scenario starts clean).
-    func clearQueue() {
+    public func clearQueue() {
         condition.lock()
         queued = []
         condition.unlock()
     }
 
     /// Ends a transaction: forgets what it did not use.
-    func end() {
+    public func end() {
         condition.lock()
         queued = []
         prompt = nil
@@ -126,7 +151,7 @@ public final class TerminalKeypad: Keypad, @unchecked Sendable {
     }
 
     /// Wakes a waiting prompt with a cancel (the transaction was aborted).
-    func abort() {
+    public func abort() {
         condition.lock()
         aborted = true
         condition.broadcast()
@@ -134,7 +159,7 @@ public final class TerminalKeypad: Keypad, @unchecked Sendable {
     }
 
     /// Shows `kind` and waits for a fitting answer.
-    func ask(_ kind: PromptKind, timeout: Duration, step: String) throws(KernelError) -> KeypadInput {
+    public func ask(_ kind: PromptKind, timeout: Duration, step: String) throws(KernelError) -> KeypadInput {
         condition.lock()
         defer {
             prompt = nil
@@ -160,22 +185,5 @@ public final class TerminalKeypad: Keypad, @unchecked Sendable {
         if let answer { return answer }
         if aborted { throw .aborted(step: step) }
         throw .promptTimeout(prompt: kind.name)
-    }
-
-    // MARK: Keypad (the kernel's prompts)
-
-    public func selectApplication(_ labels: [String], timeout: Duration) throws(KernelError) -> Int {
-        switch try ask(.select(title: "application", options: labels), timeout: timeout, step: "application selection") {
-        case .select(let n) where (1...labels.count).contains(n): return n - 1
-        case .select(let n): throw .invalidCardData("application \(n) is not one of 1 to \(labels.count)")
-        default: throw .cancelled(step: "application selection")
-        }
-    }
-
-    public func enterPIN(online: Bool, triesLeft: Int?, timeout: Duration) throws(KernelError) -> String {
-        switch try ask(.pin(online: online, triesLeft: triesLeft), timeout: timeout, step: "PIN entry") {
-        case .pin(let digits): return digits
-        default: throw .cancelled(step: "PIN entry")
-        }
     }
 }

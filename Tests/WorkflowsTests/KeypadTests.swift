@@ -1,7 +1,7 @@
 import Foundation
 import Terminal
 import Testing
-@testable import Daemon
+@testable import Workflows
 
 @Suite("terminal keypad")
 struct KeypadTests {
@@ -19,7 +19,7 @@ struct KeypadTests {
     }
 
     func waitForPrompt(_ keypad: TerminalKeypad) async throws {
-        for _ in 0..<200 where keypad.snapshot.prompt == nil { try await Task.sleep(for: .milliseconds(5)) }
+        for _ in 0..<2000 where keypad.snapshot.prompt == nil { try await Task.sleep(for: .milliseconds(5)) }
         #expect(keypad.snapshot.prompt != nil)
     }
 
@@ -28,8 +28,8 @@ struct KeypadTests {
         let keypad = TerminalKeypad()
         let prompt = ask(keypad, .select(title: "application", options: ["VISA", "ELECTRON"]))
         try await waitForPrompt(keypad)
-        #expect(throws: DaemonError.conflict("the keypad is asking for application; PIN (4 digits) does not answer it")) { try keypad.enter(.pin("1234")) }
-        #expect(throws: DaemonError.self) { try keypad.enter(.select(3)) }
+        #expect(throws: WorkflowError.conflict("the keypad is asking for application; PIN (4 digits) does not answer it")) { try keypad.enter(.pin("1234")) }
+        #expect(throws: WorkflowError.self) { try keypad.enter(.select(3)) }
         #expect(try keypad.enter(.select(2)) == true)
         #expect(await prompt.value == .success(.select(2)))
     }

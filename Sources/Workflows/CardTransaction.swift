@@ -1,0 +1,178 @@
+import EMV
+import Ledger
+import Terminal
+
+/// What the card part of a transaction came to, before the front renders it.
+public struct CardRun: Sendable {
+    public let started: Started
+    /// What the host was asked for, in minor units.
+    public let amount: Int64
+    /// What the ledger records.
+    public let completion: Completion
+    public let trace: [TraceEntry]
+    /// The kernel's outcome (approved or declined), or why there was none.
+    public let result: Result<TransactionOutcome, TransactionFailure>
+}
+
+/// One chip transaction to run: what the ledger begins, what the host is asked, by which table
+/// it declines, and what the front decides once the card is read.
+public struct CardTransactionPlan: Sendable {
+    public var new: NewTransaction
+    public var kind: AuthorisationRequest.Kind
+    public var amountTable: AmountTable
+    /// The amount the table is read with, when not the request's total (Billpocket: tip excluded).
+    public var tableAmount: Int?
+    /// The country the transaction is made in, when not the terminal's.
+    public var country: Int?
+    /// Called once the card's data is read, before the cardholder verification: returns the
+    /// installments agreed on (nil: none), or throws to end the transaction (a refused brand, a
+    /// cancelled prompt).
+    public var onCardRead: (@Sendable (CardRead) throws(KernelError) -> Int?)?
+
+    public init(new: NewTransaction, kind: AuthorisationRequest.Kind, amountTable: AmountTable, tableAmount: Int? = nil,
+                country: Int? = nil, onCardRead: (@Sendable (CardRead) throws(KernelError) -> Int?)? = nil) {
+        self.new = new
+        self.kind = kind
+        self.amountTable = amountTable
+        self.tableAmount = tableAmount
+        self.country = country
+        self.onCardRead = onCardRead
+    }
+}
+
+extension WorkflowContext {
+    /// Runs one chip transaction on `terminal` (already acquired): begins it in the ledger (the
+    /// STAN is durable before the host is asked), waits for the card, runs the kernel, lets
+    /// `render` make the callback, and commits the outcome with its callback's outbox rows in one
+    /// write. The daemon, the scenarios' daemon cores and `cardbench sale` all sell through here.
+    public func cardTransaction(on terminal: any TerminalSession, _ plan: CardTransactionPlan,
+                                render: @escaping @Sendable (CardRun) -> Callback) async throws(WorkflowError) -> Answer {
+        try await recordCardTransaction(on: terminal, plan, render: render).0
+    }
+
+    /// `cardTransaction`, also returning what the card part came to (the kernel's outcome with
+    /// its trace), for a caller that shows more than the callback (`cardbench sale`).
+    public func recordCardTransaction(on terminal: any TerminalSession, _ plan: CardTransactionPlan,
+                                      render: @escaping @Sendable (CardRun) -> Callback) async throws(WorkflowError) -> (Answer, CardRun) {
+        // All of it runs on the terminal's own thread: the ledger's writes block (a durable commit,
+        // shared with other terminals by group commit), and blocking Swift's cooperative threads
+        // would stall every other request on the daemon.
+        let done: Result<(Answer, CardRun), WorkflowError> = await terminal.perform { [self] in
+            let started: Started
+            do { started = try store.begin(plan.new) } catch {
+                return .failure(WorkflowError(ledger: error, "the ledger could not record the transaction"))
+            }
+            publish(.transactionStarted(stan: started.stan, action: plan.new.action), terminal: terminal.name)
+            let run = runKernel(on: terminal, plan, started: started)
+            let callback = render(run)
+            do {
+                let stored = try store.complete(id: started.id, run.completion, trace: run.trace, outbox: callback.outbox())
+                return .success((Answer(callback: callback, transaction: stored), run))
+            } catch {
+                return .failure(recordUnrecordable(run, refused: error))
+            }
+        }
+        let (answer, run) = try done.get()
+        if let stored = answer.transaction {
+            publish(.outcome(stan: stored.stan, status: stored.status, responseCode: stored.responseCode ?? "", message: stored.message ?? "",
+                             microseconds: stored.completedAt.map { $0 - stored.createdAt }), terminal: terminal.name)
+        }
+        return (answer, run)
+    }
+
+    /// A completion the ledger refused (a value breaking one of its rules, a failing disk): an
+    /// approval is taken back at the host, since nothing may stay authorised that is not recorded,
+    /// and the transaction is recorded as failed (reversed, when it had been approved) without the
+    /// refused parts, so it does not stay in progress. Returns the error the request answers with.
+    func recordUnrecordable(_ run: CardRun, refused error: any Error) -> WorkflowError {
+        let completion = run.completion
+        let approved = completion.status == .approved
+        var reversed = false
+        if approved, let code = completion.authorisationCode {
+            reversed = host.void(authorisationCode: code, amount: Int(run.amount))
+        }
+        var failed = completion
+        failed.status = .failed
+        failed.reversal = approved
+        failed.message = String(("not recorded: \(error)" + (approved ? "; the host's approval was reversed" : "")).prefix(500))
+        var recorded = (try? store.complete(id: run.started.id, failed, trace: run.trace, outbox: [])) != nil
+        if !recorded {
+            // The trace may be what was refused: the outcome matters more than the exchange.
+            recorded = (try? store.complete(id: run.started.id, failed, trace: [], outbox: [])) != nil
+        }
+        let what = approved ? (reversed ? "was approved, then reversed at the host" : "was approved; the host had no approval left to reverse")
+            : "ended \(completion.status.rawValue)"
+        return .unrecordable("the transaction (STAN \(run.started.stan)) \(what), and its outcome could not be recorded as it was: \(error)"
+            + (recorded ? "; it is recorded as failed" : "; it could not be recorded at all and will be failed at the next start"))
+    }
+
+    /// Waits for the card and runs the kernel (on the terminal's thread).
+    func runKernel(on terminal: any TerminalSession, _ plan: CardTransactionPlan, started: Started) -> CardRun {
+        let new = plan.new
+        // The transaction's currency is the front's (Billpocket sells in pesos whatever the
+        // terminal's default), and so is the country it is made in.
+        var configuration = kernelConfiguration(terminal)
+        configuration.currencyCode = new.currency
+        if let country = plan.country { configuration.countryCode = country }
+        var request = TransactionRequest(amount: Int(new.amount), date: UTCDateParts(secondsSince1970: new.createdAt / 1_000_000), stan: started.stan)
+        request.kind = plan.kind
+        var installments: Int?
+        let result: Result<TransactionOutcome, TransactionFailure>
+        do throws(KernelError) {
+            publish(.waitingForCard(stan: started.stan), terminal: terminal.name)
+            let card = try terminal.waitForCard(timeout: settings.cardTimeout)
+            defer { card.powerOff() }
+            var kernel = Kernel(configuration: configuration, card: card, keypad: terminal.prompts,
+                                host: TimedHost(host, timeout: settings.hostTimeout, queue: terminal.name, amountTable: plan.amountTable,
+                                                tableAmount: plan.tableAmount))
+            if let onCardRead = plan.onCardRead {
+                kernel.onCardRead = { card throws(KernelError) in installments = try onCardRead(card) }
+            }
+            do throws(TransactionFailure) { result = .success(try kernel.run(request)) } catch { result = .failure(error) }
+        } catch {
+            result = .failure(TransactionFailure(error: error))
+        }
+        let now = max(clock.nowMicroseconds(), new.createdAt)
+        switch result {
+        case .success(let outcome):
+            var completion = Completion(outcome, completedAt: now)
+            completion.installments = installments
+            return CardRun(started: started, amount: new.amount, completion: completion,
+                           trace: outcome.trace.map { TraceEntry(command: $0.command, response: $0.response) }, result: result)
+        case .failure(let failure):
+            var completion = Completion(failure, completedAt: now)
+            switch failure.error {
+            case .cancelled, .aborted: if failure.reversal == nil { completion.status = .cancelled }
+            default: break
+            }
+            return CardRun(started: started, amount: new.amount, completion: completion,
+                           trace: failure.trace.map { TraceEntry(command: $0.command, response: $0.response) }, result: result)
+        }
+    }
+
+    /// Reads a card without a transaction (to find what to cancel), on the terminal's thread.
+    func readCard(on terminal: any TerminalSession) -> Result<CardRead, TransactionFailure> {
+        let now = clock.nowMicroseconds()
+        do throws(KernelError) {
+            publish(.waitingForCard(stan: nil), terminal: terminal.name)
+            let card = try terminal.waitForCard(timeout: settings.cardTimeout)
+            defer { card.powerOff() }
+            var kernel = Kernel(configuration: kernelConfiguration(terminal), card: card, keypad: terminal.prompts, host: host)
+            do throws(TransactionFailure) {
+                return .success(try kernel.readCard(TransactionRequest(amount: 0, date: UTCDateParts(secondsSince1970: now / 1_000_000), stan: .first)))
+            } catch {
+                return .failure(error)
+            }
+        } catch {
+            return .failure(TransactionFailure(error: error))
+        }
+    }
+
+    /// Asks the terminal's keypad, on the terminal's thread.
+    func ask(_ terminal: any TerminalSession, _ kind: PromptKind, step: String) async -> Result<KeypadInput, KernelError> {
+        let timeout = settings.promptTimeout
+        return await terminal.perform { () -> Result<KeypadInput, KernelError> in
+            do throws(KernelError) { return .success(try terminal.prompts.ask(kind, timeout: timeout, step: step)) } catch { return .failure(error) }
+        }
+    }
+}

@@ -1,0 +1,91 @@
+import EMV
+import Ledger
+import Terminal
+
+/// Something that happened on the bench. `GET /v1/events` streams each as its `name` and its
+/// `data` (never a PAN or a PIN).
+public enum BenchEvent: Sendable, Equatable {
+    case cardInserted
+    case cardRemoved
+    /// A terminal waits for a card: for the transaction with this STAN, or to read one (a cancel).
+    case waitingForCard(stan: STAN?)
+    /// The keypad asks something.
+    case prompt(PromptKind)
+    /// An input answered the prompt that was up.
+    case promptAnswered(KeypadInput)
+    /// An input came while no prompt was up: it waits for the next one.
+    case keypadQueued(KeypadInput)
+    case transactionStarted(stan: STAN, action: TransactionAction)
+    /// A card transaction's outcome, with the host's response code and message, and how long it
+    /// took from begin to commit (for the daemon's metrics; not streamed).
+    case outcome(stan: STAN, status: TransactionStatus, responseCode: String, message: String, microseconds: Int64?)
+    /// A transaction with no card (a cancel, a capture, a refund) was recorded.
+    case recorded(stan: STAN, status: TransactionStatus, action: TransactionAction)
+    /// A Billpocket user's tokens configured the terminal.
+    case billpocketConfigured(user: Int64)
+    case readerAdded(reader: String, path: String)
+    case readerRemoved(reader: String, path: String)
+    /// The manual clock was set or advanced (microseconds since 1970).
+    case clock(now: Int64)
+
+    /// The names events go by: the `event:` line of the stream.
+    public enum Name: String, CaseIterable, Sendable {
+        case cardInserted = "card-inserted"
+        case cardRemoved = "card-removed"
+        case waitingForCard = "waiting-for-card"
+        case prompt
+        case promptAnswered = "prompt-answered"
+        case keypadQueued = "keypad-queued"
+        case transactionStarted = "transaction-started"
+        /// Both card outcomes and recorded transactions with no card.
+        case outcome
+        case billpocketConfigured = "billpocket-configured"
+        case readerAdded = "reader-added"
+        case readerRemoved = "reader-removed"
+        case clock
+    }
+
+    public var name: Name {
+        switch self {
+        case .cardInserted: .cardInserted
+        case .cardRemoved: .cardRemoved
+        case .waitingForCard: .waitingForCard
+        case .prompt: .prompt
+        case .promptAnswered: .promptAnswered
+        case .keypadQueued: .keypadQueued
+        case .transactionStarted: .transactionStarted
+        case .outcome, .recorded: .outcome
+        case .billpocketConfigured: .billpocketConfigured
+        case .readerAdded: .readerAdded
+        case .readerRemoved: .readerRemoved
+        case .clock: .clock
+        }
+    }
+
+    /// The event's fields as the stream shows them.
+    public var data: [String: String] {
+        switch self {
+        case .cardInserted, .cardRemoved: [:]
+        case .waitingForCard(let stan): stan.map { ["stan": $0.description] } ?? [:]
+        case .prompt(let kind):
+            switch kind {
+            case .pin(_, let tries): ["prompt": kind.name].merging(tries.map { ["triesLeft": String($0)] } ?? [:]) { a, _ in a }
+            case .select(_, let options): ["prompt": kind.name, "options": options.joined(separator: "\n")]
+            case .confirm, .photo: ["prompt": kind.name]
+            }
+        case .promptAnswered(let input), .keypadQueued(let input): ["input": input.description]
+        case .transactionStarted(let stan, let action): ["stan": stan.description, "action": action.rawValue]
+        case .outcome(let stan, let status, let code, let message, _):
+            ["stan": stan.description, "status": status.rawValue, "responseCode": code, "message": message]
+        case .recorded(let stan, let status, let action): ["stan": stan.description, "status": status.rawValue, "action": action.rawValue]
+        case .billpocketConfigured(let user): ["user": String(user)]
+        case .readerAdded(let reader, let path), .readerRemoved(let reader, let path): ["reader": reader, "path": path]
+        case .clock(let now): ["now": String(now)]
+        }
+    }
+}
+
+/// Where workflows and terminals report events; the daemon stamps and streams them.
+public protocol EventSink: Sendable {
+    func publish(_ event: BenchEvent, terminal: String?)
+}

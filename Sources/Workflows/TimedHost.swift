@@ -1,0 +1,51 @@
+import Foundation
+import Terminal
+
+/// Applies the emulated host's simulated latency for real, and gives up after `timeout` as a
+/// terminal does: the transaction goes on as "unable to go online", and an approval that arrives
+/// too late is reversed at the host so the issuer's state stays right.
+public struct TimedHost: AuthorisationHost {
+    let host: EmulatedHost
+    let timeout: Duration
+    /// The host queue one-shot outcomes come from: the terminal's name.
+    let queue: String
+    /// The front's scripted declines by amount.
+    let amountTable: AmountTable
+    /// The amount the table is read with, when not the request's total (Billpocket: tip excluded).
+    let tableAmount: Int?
+
+    /// Wraps `host`; answers later than `timeout` count as no answer.
+    public init(_ host: EmulatedHost, timeout: Duration, queue: String = "", amountTable: AmountTable? = nil, tableAmount: Int? = nil) {
+        self.host = host
+        self.timeout = timeout
+        self.queue = queue
+        self.amountTable = amountTable ?? host.amountTable
+        self.tableAmount = tableAmount
+    }
+
+    public func authorise(_ request: AuthorisationRequest) throws(HostError) -> AuthorisationResponse {
+        let answer = try host.authorise(request, queue: queue, amountTable: amountTable, tableAmount: tableAmount)
+        let delay = Duration.milliseconds(answer.delayMilliseconds)
+        if delay > timeout {
+            Thread.sleep(forTimeInterval: Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
+            host.reverse(request, approval: answer)
+            throw .unavailable(reason: "no answer from the host in \(timeout)")
+        }
+        if answer.delayMilliseconds > 0 { Thread.sleep(forTimeInterval: Double(answer.delayMilliseconds) / 1000) }
+        return answer
+    }
+
+    public func reverse(_ request: AuthorisationRequest, approval: AuthorisationResponse) { host.reverse(request, approval: approval) }
+}
+
+extension AmountTable {
+    /// The command-line spelling: none, billpocket, stripe-cents.
+    public init?(option: String) {
+        switch option {
+        case "none": self = .none
+        case "billpocket": self = .billpocket
+        case "stripe-cents": self = .stripeCents
+        default: return nil
+        }
+    }
+}

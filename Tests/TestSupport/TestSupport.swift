@@ -1,0 +1,198 @@
+import EMV
+import Foundation
+import Ledger
+import Synchronization
+import Terminal
+import VirtualCard
+import Workflows
+
+/// The checkout this test target was built from (for `Scenarios/cards`, the shipped configuration…).
+public let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// A shipped card profile, by file name (`visa-credit-cvn10.yaml`).
+public func shippedProfile(_ name: String) throws -> CardProfile {
+    let path = repositoryRoot.appendingPathComponent("Scenarios/cards/\(name)").path
+    return try CardProfile.parse(yaml: try String(contentsOfFile: path, encoding: .utf8), file: path)
+}
+
+/// A real ledger file in a fresh temporary directory; `remove()` closes and deletes it.
+public final class TemporaryLedger: @unchecked Sendable {
+    public let directory: String
+    public let ledger: Ledger
+
+    public init() throws {
+        var template = Array("/tmp/cardbench-test-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw CocoaError(.fileWriteUnknown) }
+        directory = String(cString: made)
+        let path = directory + "/ledger.sqlite"
+        ledger = try Ledger(path: path, panKey: try Ledger.loadOrCreatePANKey(at: Ledger.defaultPANKeyPath(database: path)))
+    }
+
+    public func remove() {
+        try? ledger.close()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// A virtual card in the test's process, as the card of a terminal session: it keeps its
+/// counters across transactions, and can be pulled out right after its n-th command.
+public final class VirtualCardSession: CardSession, @unchecked Sendable {
+    // Unchecked: under `lock`.
+    private let lock = NSLock()
+    private var card: VirtualCard
+    private var commands = 0
+    /// Leave after answering this many commands (nil: stay).
+    public var removeAfter: Int?
+
+    public init(_ profile: CardProfile) throws {
+        card = try VirtualCard(profile: profile)
+    }
+
+    public func powerOn() throws(KernelError) -> [UInt8] {
+        lock.withLock {
+            card.reset()
+            return card.atr
+        }
+    }
+
+    public func powerOff() {}
+
+    public func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8] {
+        let answer: [UInt8]? = lock.withLock {
+            if let removeAfter, commands >= removeAfter { return nil }
+            commands += 1
+            return card.respond(to: command)
+        }
+        guard let answer else { throw .cardRemoved(step: (try? CommandAPDU(bytes: command).instructionName) ?? "an APDU") }
+        return answer
+    }
+}
+
+/// A terminal for workflow tests: a card slot, the one keypad (`TerminalKeypad`, its inputs
+/// queued ahead as a scenario's), busy and abort as the daemon's terminals have them, and its
+/// blocking work on a thread of its own.
+public final class TestTerminal: TerminalSession, @unchecked Sendable {
+    public let name: String
+    public let tid: String
+    public var terminalData: TerminalData
+    public let keypad = TerminalKeypad()
+    public var prompts: any Prompts { keypad }
+    private let state = Mutex<(card: VirtualCardSession?, activity: String?, aborted: Bool)>((nil, nil, false))
+    private let work: DispatchQueue
+
+    public init(name: String = "bench1", tid: String = "10000001", currency: Int = 978) {
+        self.name = name
+        self.tid = tid
+        terminalData = TerminalData(countryCode: 300, currencyCode: currency)
+        work = DispatchQueue(label: "test terminal \(name)")
+    }
+
+    /// Puts `card` in the slot (nil: empties it).
+    public func insert(_ card: VirtualCardSession?) { state.withLock { $0.card = card } }
+
+    public var isAborted: Bool { state.withLock { $0.aborted } }
+
+    public func acquire(_ what: String) throws(WorkflowError) {
+        let busy: String? = state.withLock { s in
+            if let activity = s.activity { return activity }
+            s.activity = what
+            s.aborted = false
+            return nil
+        }
+        if let busy { throw .conflict("terminal \(name) is busy: \(busy) in progress") }
+        keypad.begin()
+    }
+
+    public func release() {
+        keypad.end()
+        state.withLock { $0.activity = nil }
+    }
+
+    public func abort() -> Bool {
+        let busy = state.withLock { s in
+            guard s.activity != nil else { return false }
+            s.aborted = true
+            return true
+        }
+        if busy { keypad.abort() }
+        return busy
+    }
+
+    public func perform<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { c in work.async { c.resume(returning: body()) } }
+    }
+
+    public func waitForCard(timeout: Duration) throws(KernelError) -> any CardSession {
+        guard let card = state.withLock({ $0.card }) else { throw .promptTimeout(prompt: "present card") }
+        return card
+    }
+}
+
+/// The terminals of a harness, by name.
+public struct TestTerminals: TerminalDirectory {
+    public let all: [TestTerminal]
+
+    public func terminal(_ name: String?) throws(WorkflowError) -> any TerminalSession {
+        guard let name, !name.isEmpty else { return all[0] }
+        guard let t = all.first(where: { $0.name == name }) else { throw .notFound("no terminal named \"\(name)\"") }
+        return t
+    }
+}
+
+/// Every event published, in order.
+public final class RecordedEvents: EventSink, @unchecked Sendable {
+    private let events = Mutex<[(BenchEvent, String?)]>([])
+
+    public init() {}
+
+    public func publish(_ event: BenchEvent, terminal: String?) { events.withLock { $0.append((event, terminal)) } }
+
+    public var all: [BenchEvent] { events.withLock { $0.map(\.0) } }
+}
+
+/// Card facts from profiles.
+public struct ProfileFacts: CardDirectory {
+    public let profiles: [String: CardProfile]
+
+    public func facts(pan: String) -> CardFacts? {
+        profiles[pan].map { CardFacts(installmentsMaximum: $0.installmentsMaximum, issuerName: $0.issuerName, debit: $0.accountType == .debit) }
+    }
+}
+
+/// Everything a workflow runs against, real but in process and without sockets: a ledger file,
+/// the emulated host knowing the given cards, a manual clock, recorded events, test terminals.
+public final class WorkflowHarness: @unchecked Sendable {
+    public let temporary: TemporaryLedger
+    public let host: EmulatedHost
+    public let clock: ManualClock
+    public let events = RecordedEvents()
+    public let terminals: [TestTerminal]
+    public let context: WorkflowContext
+
+    public init(cards: [CardProfile], terminals: [TestTerminal] = [TestTerminal()], at secondsSince1970: Int64 = 1_795_000_000) throws {
+        temporary = try TemporaryLedger()
+        host = EmulatedHost(pinKey: try TDESKey(Hex.decode("0123456789ABCDEFFEDCBA9876543210")), amountTable: .none)
+        var profiles: [String: CardProfile] = [:]
+        for card in cards {
+            var keys: [String: CryptogramKeys] = [:]
+            for app in card.applications { keys[Hex.encode(app.aid)] = try app.cryptogramKeys(pan: card.pan, psn: card.psn) }
+            host.setAccount(pan: card.pan, IssuerAccount(
+                balance: card.issuerState.balance, currency: card.issuerState.currency, blocked: card.issuerState.blocked,
+                lost: card.issuerState.lost, stolen: card.issuerState.stolen, expiry: (card.expiry.year, card.expiry.month),
+                pin: card.pin, pinTryLimit: card.pinTryLimit, keys: keys))
+            profiles[card.pan] = card
+        }
+        clock = ManualClock(secondsSince1970: secondsSince1970)
+        self.terminals = terminals
+        for t in terminals { _ = try temporary.ledger.ensureTerminal(name: t.name, tid: t.tid) }
+        var settings = WorkflowSettings()
+        settings.promptTimeout = .milliseconds(200)
+        settings.cardTimeout = .milliseconds(200)
+        context = WorkflowContext(store: temporary.ledger, host: host, clock: clock, events: events, cards: ProfileFacts(profiles: profiles),
+                                  terminals: TestTerminals(all: terminals), settings: settings)
+    }
+
+    public var ledger: Ledger { temporary.ledger }
+
+    public func remove() { temporary.remove() }
+}
