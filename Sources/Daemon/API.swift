@@ -491,7 +491,7 @@ public struct TerminalView: Codable, Sendable {
     init(_ t: TerminalRuntime, _ bench: Bench) throws {
         let record = try bench.ledger.terminal(name: t.settings.name)
         let keypad = t.keypad.snapshot
-        name = t.settings.name; tid = t.settings.tid; reader = t.settings.reader
+        name = t.settings.name; tid = t.settings.tid; reader = t.settings.reader.description
         cardPresent = t.reader.isCardPresent; activity = t.currentActivity; prompt = keypad.prompt?.name
         queuedKeypadInputs = keypad.queued.count; lastSTAN = record?.lastSTAN?.description
         batchNumber = record?.batchNumber ?? 1; batchOpen = record?.batchOpen ?? true
@@ -527,7 +527,7 @@ public struct ReaderView: Codable, Sendable {
         name = t.reader.name; terminal = t.settings.name; cardPresent = t.reader.isCardPresent
         if let serial = t.serialReader {
             let status = serial.status
-            kind = t.settings.udevName != nil ? "udev" : "serial"
+            kind = t.settings.reader.kind
             socket = nil; tcpPort = nil; card = nil
             path = status.path; state = status.state; atr = status.atr; transmissionProtocol = status.transmissionProtocol
             error = status.error

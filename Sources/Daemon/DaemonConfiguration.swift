@@ -25,10 +25,8 @@ public struct TerminalSettings: Sendable, Equatable {
     public var name: String
     /// The Viva terminal ID: 8 digits.
     public var tid: String
-    /// `virtual:<name>`: a virtual reader listening on `<runtime>/readers/<name>.sock`;
-    /// `serial:<path>`: a serial reader on that tty; `udev:<name>`: the serial reader udev names
-    /// so (`ENV{CARDBENCH_NAME}`, udev-rules/70-cardbench.rules), whenever it is plugged in.
-    public var reader: String
+    /// Which reader the terminal's cards come through.
+    public var reader: ReaderSpec
     /// The line settings of a serial or udev reader.
     public var serial = SerialSettings()
     /// 9F1A, ISO 3166 numeric.
@@ -41,7 +39,7 @@ public struct TerminalSettings: Sendable, Equatable {
     /// terminal decides when it cannot go online (00…00 lets it approve offline, as Y3).
     public var tacDefault: [UInt8]?
 
-    public init(name: String, tid: String, reader: String, countryCode: Int = 300, currencyCode: Int = 978,
+    public init(name: String, tid: String, reader: ReaderSpec, countryCode: Int = 300, currencyCode: Int = 978,
                 readerTCPPort: UInt16? = nil) {
         self.name = name
         self.tid = tid
@@ -51,19 +49,64 @@ public struct TerminalSettings: Sendable, Equatable {
         self.readerTCPPort = readerTCPPort
     }
 
-    /// The reader's name when it is a virtual one.
-    public var virtualReaderName: String? {
-        reader.hasPrefix("virtual:") ? String(reader.dropFirst("virtual:".count)) : nil
-    }
-
-    /// The tty when the reader is `serial:<path>`.
-    public var serialPath: String? {
-        reader.hasPrefix("serial:") ? String(reader.dropFirst("serial:".count)) : nil
-    }
-
     /// The udev name when the reader is `udev:<name>`.
     public var udevName: String? {
-        reader.hasPrefix("udev:") ? String(reader.dropFirst("udev:".count)) : nil
+        if case .udev(let name) = reader { return name }
+        return nil
+    }
+}
+
+/// A terminal's reader as the configuration names it, parsed once.
+public enum ReaderSpec: Sendable, Equatable, CustomStringConvertible {
+    /// `virtual:<name>`: a virtual reader listening on `<runtime>/readers/<name>.sock`.
+    case virtual(name: String)
+    /// `serial:<path>`: a serial reader on that tty.
+    case serial(path: String)
+    /// `udev:<name>`: the serial reader udev names so (`ENV{CARDBENCH_NAME}`,
+    /// udev-rules/70-cardbench.rules), whenever it is plugged in.
+    case udev(name: String)
+
+    /// Parses `kind:value`; the error is the rule broken.
+    public init(parsing text: String) throws(ConfigurationError) {
+        func rule(_ r: String) -> ConfigurationError { ConfigurationError(key: "reader", rule: r) }
+        let parts = text.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+        let value = parts.count == 2 ? parts[1] : ""
+        switch parts.count == 2 ? parts[0] : "" {
+        case "virtual":
+            guard DaemonConfiguration.isValidName(value) else {
+                throw rule("virtual:<name> needs a name of 1 to 32 letters, digits, - or _, got \"\(text)\"")
+            }
+            self = .virtual(name: value)
+        case "serial":
+            guard value.hasPrefix("/"), value.count > 1 else {
+                throw rule("serial:<path> needs an absolute path such as /dev/ttyUSB0, got \"\(text)\"")
+            }
+            self = .serial(path: value)
+        case "udev":
+            guard DaemonConfiguration.isValidName(value) else {
+                throw rule("udev:<name> needs the reader's ENV{CARDBENCH_NAME}: 1 to 32 letters, digits, - or _, got \"\(text)\"")
+            }
+            self = .udev(name: value)
+        default:
+            throw rule("must be virtual:<name>, serial:<path> or udev:<name>, got \"\(text)\"")
+        }
+    }
+
+    /// `virtual`, `serial` or `udev`, as `GET /v1/readers` shows it.
+    public var kind: String {
+        switch self {
+        case .virtual: "virtual"
+        case .serial: "serial"
+        case .udev: "udev"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .virtual(let name): "virtual:\(name)"
+        case .serial(let path): "serial:\(path)"
+        case .udev(let name): "udev:\(name)"
+        }
     }
 }
 
@@ -104,7 +147,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     /// PEM certificate chain and private key: the TCP listener speaks TLS when both are set.
     public var tlsCertificate: String?
     public var tlsKey: String?
-    public var terminals = [TerminalSettings(name: "bench1", tid: "10000001", reader: "virtual:bench1")]
+    public var terminals = [TerminalSettings(name: "bench1", tid: "10000001", reader: .virtual(name: "bench1"))]
     /// Card profiles (files or directories of `.yaml`) whose accounts the emulated issuer holds.
     public var cardProfiles = ["Scenarios/cards"]
     /// Present this profile automatically when a transaction waits for a card, and enter its PIN.
@@ -283,23 +326,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 guard tids.insert(tid).inserted else {
                     throw ConfigurationError(key: prefix + "tid", rule: "\(tid) is already another terminal's TID")
                 }
-                let reader = text(prefix + "reader") ?? "virtual:\(name)"
-                var settings = TerminalSettings(name: name, tid: tid, reader: reader)
-                if let virtual = settings.virtualReaderName {
-                    guard Self.isValidName(virtual) else {
-                        throw ConfigurationError(key: prefix + "reader", rule: "virtual:<name> needs a name of 1 to 32 letters, digits, - or _, got \"\(reader)\"")
-                    }
-                } else if let path = settings.serialPath {
-                    guard path.hasPrefix("/"), path.count > 1 else {
-                        throw ConfigurationError(key: prefix + "reader", rule: "serial:<path> needs an absolute path such as /dev/ttyUSB0, got \"\(reader)\"")
-                    }
-                } else if let udev = settings.udevName {
-                    guard Self.isValidName(udev) else {
-                        throw ConfigurationError(key: prefix + "reader", rule: "udev:<name> needs the reader's ENV{CARDBENCH_NAME}: 1 to 32 letters, digits, - or _, got \"\(reader)\"")
-                    }
-                } else {
-                    throw ConfigurationError(key: prefix + "reader", rule: "must be virtual:<name>, serial:<path> or udev:<name>, got \"\(reader)\"")
+                let reader: ReaderSpec
+                do throws(ConfigurationError) { reader = try ReaderSpec(parsing: text(prefix + "reader") ?? "virtual:\(name)") } catch {
+                    throw ConfigurationError(key: prefix + "reader", rule: error.rule)
                 }
+                var settings = TerminalSettings(name: name, tid: tid, reader: reader)
                 settings.serial = try Self.serialSettings(prefix + "serial.", text: text, number: number, flag: flag)
                 if let c = try number(prefix + "country", 1...999) { settings.countryCode = c }
                 if let c = try number(prefix + "currency", 1...999) { settings.currencyCode = c }
@@ -312,7 +343,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 }
                 return settings
             }
-            let readers = terminals.compactMap(\.virtualReaderName)
+            let readers = terminals.compactMap { t -> String? in
+                if case .virtual(let name) = t.reader { return name }
+                return nil
+            }
             if Set(readers).count != readers.count {
                 throw ConfigurationError(key: "terminals", rule: "two terminals use the same virtual reader")
             }

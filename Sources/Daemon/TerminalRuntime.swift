@@ -123,19 +123,18 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
 
     init(settings: TerminalSettings, runtimeDirectory: String, demoCard: CardProfile?, events: any EventSink) throws {
         self.settings = settings
-        if settings.serialPath != nil || settings.udevName != nil {
-            let serial = SerialReader(name: settings.udevName ?? settings.name, path: settings.serialPath, settings: settings.serial)
-            serialReader = serial
-            virtualReader = nil
-            reader = serial
-            readerSocket = ""
-        } else {
-            let name = settings.virtualReaderName ?? settings.name
-            readerSocket = (runtimeDirectory as NSString).appendingPathComponent("readers/\(name).sock")
-            let virtual = try VirtualReader(name: name, socketPath: readerSocket, tcpPort: settings.readerTCPPort)
-            virtualReader = virtual
-            serialReader = nil
-            reader = virtual
+        switch settings.reader {
+        case .serial(let path):
+            let serial = SerialReader(name: settings.name, path: path, settings: settings.serial)
+            (serialReader, virtualReader, reader, readerSocket) = (serial, nil, serial, "")
+        case .udev(let name):
+            // No tty until udev reports the reader plugged in.
+            let serial = SerialReader(name: name, path: nil, settings: settings.serial)
+            (serialReader, virtualReader, reader, readerSocket) = (serial, nil, serial, "")
+        case .virtual(let name):
+            let socket = (runtimeDirectory as NSString).appendingPathComponent("readers/\(name).sock")
+            let virtual = try VirtualReader(name: name, socketPath: socket, tcpPort: settings.readerTCPPort)
+            (serialReader, virtualReader, reader, readerSocket) = (nil, virtual, virtual, socket)
         }
         let terminal = settings.name
         keypad = TerminalKeypad(autoPIN: demoCard?.pin) { prompt in events.publish(.prompt(prompt), terminal: terminal) }

@@ -141,7 +141,7 @@ final class InProcessDaemon: @unchecked Sendable {
         configuration.manualClock = true
         // The scenario sets the clock it names (Execution.run).
         configuration.cardProfiles = [key.cardsDirectory]
-        var terminal = TerminalSettings(name: key.terminal, tid: "10000001", reader: "virtual:\(key.terminal)")
+        var terminal = TerminalSettings(name: key.terminal, tid: "10000001", reader: .virtual(name: key.terminal))
         terminal.tacDefault = try key.tacDefault.map { try Hex.decode($0) }
         configuration.terminals = [terminal]
         configuration.callbacks.allowedHosts = []

@@ -18,7 +18,7 @@ struct ConfigurationTests {
         #expect(c.stateDirectory == ".cardbench")
         #expect(c.effectiveRuntimeDirectory == ".cardbench/run")
         #expect(c.httpPort == 8780)
-        #expect(c.terminals == [TerminalSettings(name: "bench1", tid: "10000001", reader: "virtual:bench1")])
+        #expect(c.terminals == [TerminalSettings(name: "bench1", tid: "10000001", reader: .virtual(name: "bench1"))])
     }
 
     @Test("a YAML file sets terminals and values; CARDBENCH_* environment variables override it; systemd's directories apply")
@@ -108,11 +108,11 @@ struct ConfigurationTests {
         defer { try? FileManager.default.removeItem(atPath: path) }
         let c = try await DaemonConfiguration.load(file: path, environment: [:])
         let lab = c.terminals[0], hot = c.terminals[1]
-        #expect(lab.serialPath == "/dev/ttyUSB0" && lab.udevName == nil && lab.virtualReaderName == nil)
+        #expect(lab.reader == .serial(path: "/dev/ttyUSB0") && lab.udevName == nil)
         #expect(lab.serial.baud == 19200 && lab.serial.parity == .odd && lab.serial.stopBits == 1)
         #expect(lab.serial.resetLine == .dtr && !lab.serial.resetAssertedIsReset && lab.serial.resetPulse == .milliseconds(50))
         #expect(lab.serial.presenceLine == .dcd && !lab.serial.presenceAssertedIsCard && !lab.serial.echo)
-        #expect(hot.udevName == "phoenix1")
+        #expect(hot.reader == .udev(name: "phoenix1") && hot.udevName == "phoenix1")
         #expect(hot.serial == SerialSettings(), "defaults: 9600 8E2, RTS reset asserted, always present, echo on")
     }
 

@@ -411,7 +411,7 @@ struct OpenAPITests {
         configuration.runtimeDirectory = directory.url.appendingPathComponent("run").path
         configuration.cardProfiles = [Locations.file("Scenarios/cards").path]
         configuration.manualClock = true
-        var second = TerminalSettings(name: "bench2", tid: "10000002", reader: "virtual:bench2")
+        var second = TerminalSettings(name: "bench2", tid: "10000002", reader: .virtual(name: "bench2"))
         second.readerTCPPort = 0
         configuration.terminals.append(second)
         let bench = try Bench(configuration: configuration)

@@ -520,7 +520,7 @@ struct SystemdUnitTests {
         #expect(configuration.effectiveRuntimeDirectory == "/run/cardbench")
         #expect(DaemonServer.controlSocket(runtimeDirectory: configuration.effectiveRuntimeDirectory) == "/run/cardbench/control.sock")
         #expect(configuration.httpPort == nil, "TCP is off under systemd: the socket's group is the permission")
-        #expect(configuration.terminals == [TerminalSettings(name: "bench1", tid: "10000001", reader: "virtual:bench1")])
+        #expect(configuration.terminals == [TerminalSettings(name: "bench1", tid: "10000001", reader: .virtual(name: "bench1"))])
         #expect(configuration.callbacks.allowedHosts == ["127.0.0.1", "localhost", "::1"])
         #expect(configuration.manualClock == false)
         #expect(configuration.demoCard == nil)
