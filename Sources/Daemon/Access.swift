@@ -130,9 +130,9 @@ struct AccessMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         if let refused = policy.refusal(request) {
-            var response = json(ErrorBody(error: refused.description, field: nil, rule: nil), status: HTTPResponse.Status(code: refused.status))
+            var response = json(ErrorBody(error: refused.description, field: nil, rule: nil), status: refused.status)
             if case .unauthorized = refused { response.headers[.wwwAuthenticate] = "Bearer realm=\"cardbench\"" }
-            bench.metrics.recordRequest(route: "refused", status: refused.status)
+            bench.metrics.recordRequest(route: "refused", status: refused.statusCode)
             return response
         }
         var context = context
@@ -158,8 +158,8 @@ struct AdminOnlyMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard context.identity?.mayAdminister == true else {
             let refused = DaemonError.forbidden("the admin routes (Billpocket users and device tokens) answer on the control socket only; set http.admin: true to allow them on TCP")
-            bench.metrics.recordRequest(route: "refused", status: refused.status)
-            return json(ErrorBody(error: refused.description, field: nil, rule: nil), status: HTTPResponse.Status(code: refused.status))
+            bench.metrics.recordRequest(route: "refused", status: refused.statusCode)
+            return json(ErrorBody(error: refused.description, field: nil, rule: nil), status: refused.status)
         }
         return try await next(request, context)
     }

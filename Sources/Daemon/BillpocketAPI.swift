@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import NIOCore
 import Ledger
 import Workflows
 
@@ -77,55 +78,43 @@ public struct DeviceTokenView: Codable, Sendable, Equatable {
     }
 }
 
-extension API {
-    /// The Billpocket admin routes (users, device tokens) and the vouchers callbacks point at.
-    func billpocketRoutes(_ router: Router<APIContext>) {
-        let bench = self.bench
+/// The Billpocket front's routes: its admin API (users, device tokens) and the vouchers its
+/// callbacks point at.
+struct BillpocketRoutes {
+    let bench: Bench
+
+    var collection: RouteCollection<APIContext> {
+        let routes = RouteCollection(context: APIContext.self)
+        let front = bench.billpocket
         // Who gets credentials: the socket's callers, or TCP's with http.admin.
-        let admin = router.group().add(middleware: AdminOnlyMiddleware(bench: bench))
+        let admin = routes.group().add(middleware: AdminOnlyMiddleware(bench: bench))
         admin.post("/v1/billpocket/users") { request, context in
-            try await handle("billpocket-users", bench) {
-                let body = try await decode(BillpocketUserBody.self, request, context)
-                let (user, token) = try bench.billpocket.createUser(name: body.name, msiMinimums: try body.plans())
-                return json(BillpocketUserView(user, token: token), status: .created)
-            }
+            let body = try await decode(BillpocketUserBody.self, request, context)
+            let (user, token) = try front.createUser(name: body.name, msiMinimums: try body.plans())
+            return json(BillpocketUserView(user, token: token), status: .created)
         }
-        admin.get("/v1/billpocket/users") { _, _ in
-            try await handle("billpocket-users", bench) {
-                json(try bench.billpocket.users().map { BillpocketUserView($0) })
-            }
-        }
+        admin.get("/v1/billpocket/users") { _, _ in json(try front.users().map { BillpocketUserView($0) }) }
         admin.post("/v1/billpocket/users/:id/rotate") { _, context in
-            try await handle("billpocket-users", bench) {
-                let (user, token) = try bench.billpocket.rotateUser(id: try userID(context))
-                return json(BillpocketUserView(user, token: token))
-            }
+            let (user, token) = try front.rotateUser(id: try userID(context))
+            return json(BillpocketUserView(user, token: token))
         }
         admin.post("/v1/billpocket/users/:id/invalidate") { _, context in
-            try await handle("billpocket-users", bench) {
-                json(BillpocketUserView(try bench.billpocket.invalidateUser(id: try userID(context))))
-            }
+            json(BillpocketUserView(try front.invalidateUser(id: try userID(context))))
         }
         admin.post("/v1/billpocket/device-tokens") { request, context in
-            try await handle("billpocket-device-tokens", bench) {
-                let body = try await decode(DeviceTokenBody.self, request, context)
-                let (issued, token) = try bench.billpocket.issueDeviceToken(userID: body.user, alias: body.alias)
-                return json(DeviceTokenView(issued, token: token), status: .created)
-            }
+            let body = try await decode(DeviceTokenBody.self, request, context)
+            let (issued, token) = try front.issueDeviceToken(userID: body.user, alias: body.alias)
+            return json(DeviceTokenView(issued, token: token), status: .created)
         }
         admin.get("/v1/billpocket/device-tokens") { request, _ in
-            try await handle("billpocket-device-tokens", bench) {
-                let user = try request.uri.queryParameters.get("user").map { Int64(try intParameter(String($0), "user", 1...Int.max)) }
-                return json(try bench.billpocket.deviceTokens(userID: user).map { DeviceTokenView($0) })
-            }
+            let user = try request.uri.queryParameters.get("user").map { Int64(try intParameter(String($0), "user", 1...Int.max)) }
+            return json(try front.deviceTokens(userID: user).map { DeviceTokenView($0) })
         }
-        router.get("/v1/vouchers/:id") { _, context in
-            try await handle("vouchers", bench) {
-                let text = try bench.billpocket.voucher(context.parameters.get("id") ?? "")
-                return Response(status: .ok, headers: [.contentType: "text/plain; charset=utf-8"],
-                                body: .init(byteBuffer: ByteBuffer(string: text)))
-            }
+        routes.get("/v1/vouchers/:id") { _, context in
+            let text = try front.voucher(context.parameters.get("id") ?? "")
+            return Response(status: .ok, headers: [.contentType: "text/plain; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: text)))
         }
+        return routes
     }
 }
 

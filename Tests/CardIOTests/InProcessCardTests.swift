@@ -55,7 +55,13 @@ struct InProcessCardTests {
         let bench = try Bench()
         defer { bench.tearDown() }
         let reader = bench.reader
-        let waiting = Task.detached { try reader.connect(timeout: .seconds(5)).atr }
+        // The wait blocks a thread of its own: on a loaded 2-core machine a blocked cooperative
+        // thread could keep this test's own insertion from running before the wait gives up.
+        let waiting = Task.detached {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<[UInt8], any Error>) in
+                Thread.detachNewThread { c.resume(with: Result { try reader.connect(timeout: .seconds(30)).atr }) }
+            }
+        }
         try await Task.sleep(for: .milliseconds(100))
         try bench.reader.insert(LocalTestCard())
         #expect(try await waiting.value == testATR)

@@ -216,11 +216,18 @@ struct DeliveryTests {
         _ = try await daemon.open(saleURL(reference: "m1"))
         _ = try await daemon.client.send(method: "POST", "/v1/terminals/bench1/host-queue", json: ["code": "05"])
         _ = try await daemon.open(saleURL(reference: "m2"))
+        // A refusal is counted with the status the client got, on the route it came to.
+        let refused = try await daemon.client.send(method: "POST", "/v1/open", json: OpenRequest(url: "nope://x"))
+        #expect(refused.status == 400)
+        let missing = try await daemon.client.send(method: "GET", "/v1/transactions/999999")
+        #expect(missing.status == 404)
         let reply = try await daemon.client.send(method: "GET", "/metrics")
         let text = String(decoding: reply.body, as: UTF8.self)
         #expect(text.contains(#"cardbench_transactions_total{status="approved"} 1"#), "\(text)")
         #expect(text.contains(#"cardbench_transactions_total{status="declined"} 1"#))
         #expect(text.contains("cardbench_transaction_duration_seconds_bucket"))
         #expect(text.contains(#"cardbench_api_requests_total{route="open",status="200"} 2"#))
+        #expect(text.contains(#"cardbench_api_requests_total{route="open",status="400"} 1"#))
+        #expect(text.contains(#"cardbench_api_requests_total{route="transaction",status="404"} 1"#))
     }
 }

@@ -127,7 +127,7 @@ struct UnrecordableTests {
             Issue.record("the transaction was answered as if recorded")
         } catch {
             guard case .unrecordable(let message) = error else { Issue.record("\(error)"); return }
-            #expect(DaemonError(error).status == 422)
+            #expect(DaemonError(error).statusCode == 422)
             #expect(message.contains("approved, then reversed at the host") && message.contains("recorded as failed"), "\(message)")
         }
         #expect(bench.host.account(pan: "4761739001010010")?.balance == balance, "the approval was taken back")

@@ -1,0 +1,69 @@
+import Foundation
+import Hummingbird
+
+/// The HTTP API, the same on the Unix socket and on TCP (docs/openapi.yaml): the access check,
+/// the request metrics, and a route collection per area. A front with routes of its own (the
+/// Billpocket admin API and vouchers) brings its collection.
+public struct API: Sendable {
+    let bench: Bench
+    let requests: OpenRequests
+
+    public init(bench: Bench) {
+        self.bench = bench
+        requests = OpenRequests()
+    }
+
+    /// The routes, behind `policy`'s access check (`.socket` for the control socket).
+    public func router(policy: ListenerPolicy = .socket) -> Router<APIContext> {
+        let router = Router(context: APIContext.self)
+        router.add(middleware: AccessMiddleware(policy: policy, bench: bench))
+        router.add(middleware: RequestMetricsMiddleware(metrics: bench.metrics))
+        router.addRoutes(ServiceRoutes(bench: bench).collection)
+        router.addRoutes(TransactionRoutes(bench: bench, requests: requests).collection)
+        router.addRoutes(TerminalRoutes(bench: bench).collection)
+        router.addRoutes(HostRoutes(bench: bench).collection)
+        router.addRoutes(EventRoutes(bench: bench).collection)
+        router.addRoutes(BillpocketRoutes(bench: bench).collection)
+        return router
+    }
+}
+
+/// Counts every routed request by its route's name and its answer's status
+/// (`cardbench_api_requests_total`); an error is first turned into the `DaemonError` the client
+/// gets, so its status is the one counted.
+struct RequestMetricsMiddleware: RouterMiddleware {
+    typealias Context = APIContext
+    let metrics: BenchMetrics
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            let response = try await next(request, context)
+            metrics.recordRequest(route: Self.name(context.endpointPath), status: Int(response.status.code))
+            return response
+        } catch let error as HTTPError {
+            // No such route or method: the access middleware answers and counts it.
+            throw error
+        } catch {
+            let refused = DaemonError(any: error)
+            metrics.recordRequest(route: Self.name(context.endpointPath), status: refused.statusCode)
+            throw refused
+        }
+    }
+
+    /// A route's name in the metrics: the names they have always had, the path for any other.
+    static func name(_ path: String?) -> String {
+        guard let path else { return "unrouted" }
+        return names[path] ?? path
+    }
+
+    static let names: [String: String] = [
+        "/v1/health": "health", "/metrics": "metrics", "/v1/open": "open", "/v1/requests/{id}": "requests",
+        "/v1/transactions": "transactions", "/v1/transactions/{id}": "transaction", "/v1/terminals": "terminals",
+        "/v1/terminals/{name}": "terminal", "/v1/readers": "readers", "/v1/terminals/{name}/card": "card",
+        "/v1/terminals/{name}/reset": "reset", "/v1/terminals/{name}/keypad": "keypad", "/v1/terminals/{name}/abort": "abort",
+        "/v1/terminals/{name}/host-queue": "host-queue", "/v1/host/accounts": "accounts", "/v1/clock": "clock", "/v1/events": "events",
+        "/v1/billpocket/users": "billpocket-users", "/v1/billpocket/users/{id}/rotate": "billpocket-users",
+        "/v1/billpocket/users/{id}/invalidate": "billpocket-users", "/v1/billpocket/device-tokens": "billpocket-device-tokens",
+        "/v1/vouchers/{id}": "vouchers",
+    ]
+}

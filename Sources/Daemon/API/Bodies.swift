@@ -1,0 +1,139 @@
+import EMV
+import Foundation
+import Hummingbird
+import Ledger
+import NIOCore
+import Terminal
+import Workflows
+
+/// `POST /v1/open`'s body.
+public struct OpenRequest: Codable, Sendable {
+    public var url: String
+    public var terminal: String?
+    /// false: answer 202 with an id at once; `GET /v1/requests/{id}` waits for the result.
+    public var wait: Bool?
+
+    public init(url: String, terminal: String? = nil, wait: Bool? = nil) {
+        self.url = url
+        self.terminal = terminal
+        self.wait = wait
+    }
+}
+
+/// `POST /v1/clock`'s body: exactly one of `set` (ISO 8601) and `advanceSeconds`.
+public struct ClockBody: Codable, Sendable {
+    public let set: String?
+    public let advanceSeconds: Int64?
+
+    public init(set: String? = nil, advanceSeconds: Int64? = nil) {
+        self.set = set
+        self.advanceSeconds = advanceSeconds
+    }
+}
+
+/// `POST /v1/terminals/{name}/card`: a card profile, by name (`profile`, one of the configured
+/// card directories') or inline (`profileYAML`), and optionally the command after which the card
+/// leaves (`GENERATE AC`, `GENERATE AC#2`) and its PIN try counter.
+public struct CardBody: Codable, Sendable {
+    public let profile: String?
+    public let profileYAML: String?
+    public let removeAfter: String?
+    public let pinTries: Int?
+    /// The card's first cryptogram comes out with a bit flipped: an ARQC the issuer rejects.
+    public let corruptCryptogram: Bool?
+
+    public init(profile: String? = nil, profileYAML: String? = nil, removeAfter: String? = nil, pinTries: Int? = nil,
+                corruptCryptogram: Bool? = nil) {
+        self.profile = profile
+        self.profileYAML = profileYAML
+        self.removeAfter = removeAfter
+        self.pinTries = pinTries
+        self.corruptCryptogram = corruptCryptogram
+    }
+}
+
+/// `POST /v1/host/accounts`: a card profile whose account the issuer takes afresh, by name
+/// (`profile`) or inline (`profileYAML`).
+public struct AccountBody: Codable, Sendable {
+    public let profile: String?
+    public let profileYAML: String?
+
+    public init(profile: String? = nil, profileYAML: String? = nil) {
+        self.profile = profile
+        self.profileYAML = profileYAML
+    }
+}
+
+/// `{"pin": "1234"}`, `{"select": 2}`, `{"confirm": true}` or `{"cancel": true}`.
+public struct KeypadBody: Codable, Sendable {
+    public let pin: String?
+    public let select: Int?
+    public let confirm: Bool?
+    public let cancel: Bool?
+
+    public init(pin: String? = nil, select: Int? = nil, confirm: Bool? = nil, cancel: Bool? = nil) {
+        self.pin = pin
+        self.select = select
+        self.confirm = confirm
+        self.cancel = cancel
+    }
+
+    func input() throws -> KeypadInput {
+        let given = [pin != nil, select != nil, confirm == true, cancel == true].filter { $0 }.count
+        guard given == 1 else { throw DaemonError.badRequest(field: "keypad", rule: "give exactly one of pin, select, confirm and cancel") }
+        if let pin {
+            guard (4...12).contains(pin.count), pin.allSatisfy(\.isASCIIDigit) else {
+                throw DaemonError.badRequest(field: "pin", rule: "must be 4 to 12 digits")
+            }
+            return .pin(pin)
+        }
+        if let select {
+            guard select >= 1 else { throw DaemonError.badRequest(field: "select", rule: "must be 1 or more (options are numbered from 1)") }
+            return .select(select)
+        }
+        return confirm == true ? .confirm : .cancel
+    }
+}
+
+/// `{"code": "51"}`, `{"unavailable": true}` or `{"delayMs": 1500}`.
+public struct HostOutcomeBody: Codable, Sendable {
+    public let code: String?
+    public let unavailable: Bool?
+    public let delayMs: Int?
+
+    public init(code: String? = nil, unavailable: Bool? = nil, delayMs: Int? = nil) {
+        self.code = code
+        self.unavailable = unavailable
+        self.delayMs = delayMs
+    }
+
+    /// The most outcomes one terminal's queue holds: a scenario queues a few; more is a mistake.
+    public static let maximumQueued = 100
+
+    /// How the CLI shows a queued outcome.
+    public var text: String { code.map { "respond \($0)" } ?? (unavailable == true ? "unavailable" : "delay \(delayMs ?? 0) ms") }
+
+    init(_ outcome: QueuedOutcome) {
+        switch outcome {
+        case .respond(let c): code = c.code; unavailable = nil; delayMs = nil
+        case .unavailable: code = nil; unavailable = true; delayMs = nil
+        case .delay(let ms): code = nil; unavailable = nil; delayMs = ms
+        }
+    }
+
+    func outcome() throws -> QueuedOutcome {
+        let given = [code != nil, unavailable == true, delayMs != nil].filter { $0 }.count
+        guard given == 1 else { throw DaemonError.badRequest(field: "outcome", rule: "give exactly one of code, unavailable and delayMs") }
+        if let code {
+            guard code.count == 2, code.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+                throw DaemonError.badRequest(field: "code", rule: "must be a 2-character ISO 8583 response code such as 00, 05 or 51")
+            }
+            return .respond(ResponseCode(code.uppercased()))
+        }
+        if let delayMs {
+            guard (1...600_000).contains(delayMs) else { throw DaemonError.badRequest(field: "delayMs", rule: "must be 1 to 600000") }
+            return .delay(milliseconds: delayMs)
+        }
+        return .unavailable
+    }
+}

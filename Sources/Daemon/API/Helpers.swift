@@ -1,0 +1,45 @@
+import EMV
+import Foundation
+import Hummingbird
+import Ledger
+import NIOCore
+import Terminal
+import Workflows
+
+/// cost a tenth of the JSON encoding of every reply.
+func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) -> Response {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.withoutEscapingSlashes]
+    let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
+    return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+}
+
+func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: APIContext) async throws -> T {
+    let buffer: ByteBuffer
+    do { buffer = try await request.body.collect(upTo: 1 << 20) } catch {
+        throw DaemonError.payloadTooLarge("the request body is over 1 MiB")
+    }
+    do {
+        return try JSONBody.decode(T.self, from: Array(buffer.readableBytesView))
+    } catch let problem as JSONBody.Problem {
+        throw DaemonError.badRequest(field: problem.path, rule: problem.rule)
+    } catch let DecodingError.keyNotFound(key, _) {
+        throw DaemonError.badRequest(field: key.stringValue, rule: "is required")
+    } catch let DecodingError.typeMismatch(_, c), let DecodingError.valueNotFound(_, c) {
+        throw DaemonError.badRequest(field: c.codingPath.map(\.stringValue).joined(separator: ".").nonEmpty ?? "body",
+                                     rule: "has the wrong type: \(c.debugDescription)")
+    } catch {
+        throw DaemonError.badRequest(field: "body", rule: "must be a JSON object: \(error.localizedDescription)")
+    }
+}
+
+func intParameter(_ text: String, _ name: String, _ range: ClosedRange<Int>) throws -> Int {
+    guard let n = Int(text), range.contains(n) else {
+        throw DaemonError.badRequest(field: name, rule: "must be a whole number from \(range.lowerBound) to \(range.upperBound)")
+    }
+    return n
+}
+
+extension String {
+    var nonEmpty: String? { isEmpty ? nil : self }
+}
