@@ -27,7 +27,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration.git", exact: "1.4.0", traits: ["YAML"]),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
         .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", exact: "2.4.1"),
         .package(url: "https://github.com/apple/swift-system.git", exact: "1.8.1"),
     ],
@@ -66,7 +65,7 @@ let package = Package(
         // Readers and channels: the vpcd virtual-reader link now, serial and udev later.
         .target(
             name: "CardIO",
-            dependencies: ["EMV", "CLibUDev"]
+            dependencies: ["EMV", "CLibUDev", .product(name: "Logging", package: "swift-log")]
         ),
         // libudev from Debian's libudev-dev: serial readers are found and followed through udev.
         .systemLibrary(
@@ -112,7 +111,6 @@ let package = Package(
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -132,6 +130,7 @@ let package = Package(
             name: "cardbenchd",
             dependencies: [
                 "Daemon",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -190,7 +189,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CardIOTests",
-            dependencies: ["CardIO", "EMV"]
+            dependencies: ["CardIO", "EMV", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "CLITests",

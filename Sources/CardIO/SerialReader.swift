@@ -1,5 +1,6 @@
 import EMV
 import Foundation
+import Logging
 
 extension SerialPort: CardLine {}
 
@@ -17,7 +18,7 @@ public final class SerialReader: CardReader, @unchecked Sendable {
     public let settings: SerialSettings
     /// Extra wait on every ISO 7816-3 timeout (bridges deliver in bursts, schedulers run late).
     public let slack: Duration
-    private let log: @Sendable (String) -> Void
+    private let logger: Logger
     private let condition = NSCondition()
     private let io = NSLock()
     private var path: String?
@@ -34,12 +35,12 @@ public final class SerialReader: CardReader, @unchecked Sendable {
 
     /// A reader on `path`, or on nothing until `attach(path:)` when nil (a udev reader).
     public init(name: String, path: String?, settings: SerialSettings, slack: Duration = ISO7816.defaultSlack,
-                log: @escaping @Sendable (String) -> Void = VirtualReader.logToStandardError) {
+                logger: Logger = Logger(label: "cardbench")) {
         self.name = name
         self.path = path
         self.settings = settings
         self.slack = slack
-        self.log = log
+        self.logger = logger
     }
 
     /// What `cardbench readers` shows.
@@ -129,7 +130,7 @@ public final class SerialReader: CardReader, @unchecked Sendable {
                 condition.broadcast()
             }
         } catch {
-            log("reader \(name): \(error)")
+            logger.error("reader \(name): \(error)")
             condition.withLock { lastError = error.description }
         }
     }
@@ -155,7 +156,7 @@ public final class SerialReader: CardReader, @unchecked Sendable {
         guard let port = condition.withLock({ port }) else { return }
         let now: Bool
         do throws(CardIOError) { now = try port.cardPresent() } catch {
-            log("reader \(name): \(error)")
+            logger.error("reader \(name): \(error)")
             now = false
         }
         let changed: Bool = condition.withLock {

@@ -6,6 +6,7 @@ import Musl
 import Darwin
 #endif
 import Foundation
+import Logging
 
 /// The reader side of vsmartcard's vpcd protocol (see VPCD.swift for the protocol): listens on a
 /// Unix socket (mode 0660, never world-writable; an existing stale socket file is replaced) and
@@ -33,7 +34,7 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
     /// How long a card may stay silent before its channel throws `timeout` and it is ejected.
     public let responseTimeout: Duration
 
-    private let log: @Sendable (String) -> Void
+    private let logger: Logger
     private let condition = NSCondition()
     private let lifecycle = NSLock()
     private var running: Running?
@@ -64,20 +65,15 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
         let inode: UInt64
     }
 
-    /// Writes a line to standard error; the default `log`.
-    public static let logToStandardError: @Sendable (String) -> Void = { message in
-        FileHandle.standardError.write(Data("cardbench: \(message)\n".utf8))
-    }
-
     /// Makes a reader; nothing listens until `start()`.
     /// - Parameters:
     ///   - name: the reader's name in events and errors.
     ///   - socketPath: the Unix socket to listen on (at most 107 bytes).
     ///   - tcpPort: also listen on 127.0.0.1 at this port; 0 picks a free one (see `tcpPortBound`).
     ///   - responseTimeout: how long a card may take to answer a frame.
-    ///   - log: where refused cards and listener trouble are reported; never given APDU data.
+    ///   - logger: where refused cards and listener trouble are reported; never given APDU data.
     public init(name: String, socketPath: String, tcpPort: UInt16? = nil, responseTimeout: Duration = .seconds(10),
-                log: @escaping @Sendable (String) -> Void = VirtualReader.logToStandardError) throws(CardIOError) {
+                logger: Logger = Logger(label: "cardbench")) throws(CardIOError) {
         guard !name.isEmpty else {
             throw .invalidEndpoint("a virtual reader needs a name")
         }
@@ -91,7 +87,7 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
         self.socketPath = socketPath
         self.tcpPort = tcpPort
         self.responseTimeout = responseTimeout
-        self.log = log
+        self.logger = logger
     }
 
     /// The TCP port actually listened on (the ephemeral one when `tcpPort` was 0), while started.
@@ -284,7 +280,7 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
             if ready < 0 {
                 let code = errno
                 if code == EINTR { continue }
-                log("reader \(name): poll failed: \(Socket.errorText(code)); retrying")
+                logger.error("reader \(name): poll failed: \(Socket.errorText(code)); retrying")
                 usleep(50_000)
                 continue
             }
@@ -317,7 +313,7 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
                 break
             default:
                 // Out of descriptors and the like: keep listening, but do not spin.
-                log("reader \(name): accepting a card failed: \(Socket.errorText(code))")
+                logger.error("reader \(name): accepting a card failed: \(Socket.errorText(code))")
                 usleep(50_000)
             }
             return
@@ -325,13 +321,13 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         let peer = tcp ? Self.describe(address) : "a process on the Unix socket"
         if locked({ inProcess != nil }) {
-            log("reader \(name): refused a card (\(peer)): an in-process card is inserted and a reader holds one card at a time")
+            logger.warning("reader \(name): refused a card (\(peer)): an in-process card is inserted and a reader holds one card at a time")
             closeDescriptor(fd)
             return
         }
         if let present = card {
             if present.isAlive {
-                log("reader \(name): refused a second card (\(peer)): a card is already inserted and a reader holds one card at a time")
+                logger.warning("reader \(name): refused a second card (\(peer)): a card is already inserted and a reader holds one card at a time")
                 closeDescriptor(fd)
                 return
             }

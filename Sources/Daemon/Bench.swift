@@ -3,6 +3,7 @@ import EMV
 import Foundation
 import Fronts
 import Ledger
+import Logging
 import Terminal
 import VirtualCard
 import Workflows
@@ -38,7 +39,9 @@ public final class Bench: @unchecked Sendable {
     /// The fronts a URL may be addressed to, by scheme.
     public let fronts: [any Front]
 
-    public init(configuration: DaemonConfiguration) throws {
+    /// Reads `configuration`, opens the ledger and makes the terminals; `logger` gets the readers'
+    /// trouble (refused cards, a failing tty).
+    public init(configuration: DaemonConfiguration, logger: Logger = Logger(label: "cardbenchd")) throws {
         self.configuration = configuration
         if configuration.manualClock {
             let manual = ManualClock(secondsSince1970: configuration.clockStart / 1_000_000)
@@ -66,7 +69,7 @@ public final class Bench: @unchecked Sendable {
         let runtime = configuration.effectiveRuntimeDirectory
         let feed = EventFeed(hub: events, clock: clock, metrics: metrics)
         terminals = try configuration.terminals.map {
-            try TerminalRuntime(settings: $0, runtimeDirectory: runtime, demoCard: demo, events: feed)
+            try TerminalRuntime(settings: $0, runtimeDirectory: runtime, demoCard: demo, events: feed, logger: logger)
         }
         for t in configuration.terminals { _ = try ledger.ensureTerminal(name: t.name, tid: t.tid) }
         recovered = try ledger.recoverInterrupted(now: clock.nowMicroseconds())

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Logging
 import Ledger
 import NIOCore
 import ServiceLifecycle
@@ -16,7 +17,7 @@ import ServiceLifecycle
 /// endpoint holds up only its own callbacks.
 struct CallbackDelivery: Service {
     let bench: Bench
-    let log: @Sendable (String) -> Void
+    let logger: Logger
 
     static let perTargetLimit = 2
     static let totalLimit = 64
@@ -79,7 +80,7 @@ struct CallbackDelivery: Service {
             let updated = try? bench.ledger.markAttemptFailed(id: entry.id, error: error.description, nextAttemptAt: Self.wallNow() + backoff)
             bench.metrics.recordDelivery(kind: entry.kind.rawValue, delivered: false)
             if updated?.status == .failed {
-                log("callback \(entry.id) of transaction \(entry.transactionID) given up after \(entry.attempts + 1) attempts: \(error)")
+                logger.warning("callback \(entry.id) of transaction \(entry.transactionID) given up after \(entry.attempts + 1) attempts: \(error)")
             }
         }
     }

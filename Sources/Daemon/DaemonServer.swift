@@ -18,7 +18,8 @@ public enum DaemonServer {
         (runtimeDirectory as NSString).appendingPathComponent("control.sock")
     }
 
-    public static func run(configuration: DaemonConfiguration, log: @escaping @Sendable (String) -> Void) async throws {
+    /// Runs the daemon until it is told to stop; `logger` gets what an operator should read.
+    public static func run(configuration: DaemonConfiguration, logger log: Logger) async throws {
         let runtime = configuration.effectiveRuntimeDirectory
         // The runtime directory keeps other users out of the sockets before their mode is set.
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true,
@@ -26,9 +27,9 @@ public enum DaemonServer {
         let control = controlSocket(runtimeDirectory: runtime)
         try removeStaleSocket(control)
 
-        let bench = try Bench(configuration: configuration)
+        let bench = try Bench(configuration: configuration, logger: log)
         for t in bench.recovered {
-            log("recovered transaction \(t.id) (terminal \(t.terminalName), STAN \(t.stan)): it was in progress when the daemon stopped; now failed")
+            log.warning("recovered transaction \(t.id) (terminal \(t.terminalName), STAN \(t.stan)): it was in progress when the daemon stopped; now failed")
         }
         try bench.start()
         let notify = SDNotify()
@@ -46,7 +47,7 @@ public enum DaemonServer {
             let scheme = configuration.tlsCertificate == nil ? "http" : "https"
             let shownAddress = configuration.httpAddress.contains(":") ? "[\(configuration.httpAddress)]" : configuration.httpAddress
             let http = ports.first.map { ", \(scheme)://\(shownAddress):\($0) (API token in \(runtime)/\(APIToken.fileName))" } ?? ""
-            log("ready: \(bench.terminals.count) terminal(s) [\(bench.terminals.map(\.settings.name).joined(separator: ", "))], control socket \(control)\(http), ledger \(configuration.stateDirectory)/ledger.sqlite\(configuration.demoCard.map { ", demo card \($0)" } ?? "")")
+            log.notice("ready: \(bench.terminals.count) terminal(s) [\(bench.terminals.map(\.settings.name).joined(separator: ", "))], control socket \(control)\(http), ledger \(configuration.stateDirectory)/ledger.sqlite\(configuration.demoCard.map { ", demo card \($0)" } ?? "")")
             notify.send("READY=1\nSTATUS=serving \(bench.terminals.count) terminal(s)")
         }
 
@@ -72,10 +73,10 @@ public enum DaemonServer {
         if let interval = SDNotify.watchdogInterval() {
             services.append(WatchdogService(notify: notify, interval: interval))
         }
-        services.append(CallbackDelivery(bench: bench, log: log))
+        services.append(CallbackDelivery(bench: bench, logger: log))
         // Last in the list, so the first to hear of a shutdown: it ends the transactions in
         // progress before the listeners wait for their requests to finish.
-        services.append(BenchService(bench: bench, notify: notify, log: log))
+        services.append(BenchService(bench: bench, notify: notify, logger: log))
 
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(
             services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
@@ -148,19 +149,19 @@ struct WatchdogService: Service {
 struct BenchService: Service {
     let bench: Bench
     let notify: SDNotify
-    let log: @Sendable (String) -> Void
+    let logger: Logger
 
     func run() async throws {
         try? await gracefulShutdown()
         notify.send("STOPPING=1")
-        log("stopping: ending transactions in progress")
+        logger.notice("stopping: ending transactions in progress")
         for t in bench.terminals { _ = t.abort() }
         // Give the aborted transactions a moment to commit their outcome before readers close.
         for _ in 0..<50 where bench.terminals.contains(where: { $0.currentActivity != nil }) {
             try? await Task.sleep(for: .milliseconds(100))
         }
         if let error = bench.stop() {
-            log("stopping: could not give back the STANs reserved ahead (a reboot will skip up to 100 of them): \(error)")
+            logger.error("stopping: could not give back the STANs reserved ahead (a reboot will skip up to 100 of them): \(error)")
         }
     }
 }

@@ -1,6 +1,7 @@
 import CardIO
 import EMV
 import Ledger
+import Logging
 import Foundation
 import Terminal
 import VirtualCard
@@ -53,19 +54,19 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
     }
     public var prompts: any Prompts { keypad }
 
-    init(settings: TerminalSettings, runtimeDirectory: String, demoCard: CardProfile?, events: any EventSink) throws {
+    init(settings: TerminalSettings, runtimeDirectory: String, demoCard: CardProfile?, events: any EventSink, logger: Logger) throws {
         self.settings = settings
         switch settings.reader {
         case .serial(let path):
-            let serial = SerialReader(name: settings.name, path: path, settings: settings.serial)
+            let serial = SerialReader(name: settings.name, path: path, settings: settings.serial, logger: logger)
             (serialReader, virtualReader, reader, readerSocket) = (serial, nil, serial, "")
         case .udev(let name):
             // No tty until udev reports the reader plugged in.
-            let serial = SerialReader(name: name, path: nil, settings: settings.serial)
+            let serial = SerialReader(name: name, path: nil, settings: settings.serial, logger: logger)
             (serialReader, virtualReader, reader, readerSocket) = (serial, nil, serial, "")
         case .virtual(let name):
             let socket = (runtimeDirectory as NSString).appendingPathComponent("readers/\(name).sock")
-            let virtual = try VirtualReader(name: name, socketPath: socket, tcpPort: settings.readerTCPPort)
+            let virtual = try VirtualReader(name: name, socketPath: socket, tcpPort: settings.readerTCPPort, logger: logger)
             (serialReader, virtualReader, reader, readerSocket) = (nil, virtual, virtual, socket)
         }
         let terminal = settings.name

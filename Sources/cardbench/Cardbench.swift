@@ -1,4 +1,5 @@
 import ArgumentParser
+import Daemon
 import EMV
 import Foundation
 
@@ -15,6 +16,7 @@ struct Cardbench: AsyncParsableCommand {
     /// Bad input gets one line on stderr naming the argument and the rule, and exit status 2 —
     /// scripts and CI logs read it without a usage screen in the way.
     static func main() async {
+        LineLogHandler.bootstrap("cardbench")
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? AsyncParsableCommand {

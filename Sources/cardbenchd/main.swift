@@ -1,6 +1,7 @@
 import ArgumentParser
 import Daemon
 import Foundation
+import Logging
 
 /// `cardbenchd`: the cardbench daemon, in the foreground as systemd runs it.
 @main
@@ -36,6 +37,7 @@ struct CardbenchDaemon: AsyncParsableCommand {
     var httpPort: String?
 
     func run() async throws {
+        LineLogHandler.bootstrap("cardbenchd")
         var configuration: DaemonConfiguration
         do {
             configuration = try await DaemonConfiguration.load(file: config)
@@ -56,9 +58,7 @@ struct CardbenchDaemon: AsyncParsableCommand {
             throw ExitCode(2)
         }
         do {
-            try await DaemonServer.run(configuration: configuration) { message in
-                FileHandle.standardError.write(Data("cardbenchd: \(message)\n".utf8))
-            }
+            try await DaemonServer.run(configuration: configuration, logger: Logger(label: "cardbenchd"))
         } catch {
             FileHandle.standardError.write(Data("cardbenchd: \(error)\n".utf8))
             // A setting found unusable only once used (a card file that cannot be read, a TLS key)

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import Logging
 import Testing
 @testable import CardIO
 
@@ -170,7 +171,7 @@ struct SerialPortTests {
         card.start()
         defer { _ = card.stop(timeout: .seconds(2)) }
         let events = Locked<[ReaderEvent]>([])
-        let reader = SerialReader(name: "pty1", path: pty.slavePath, settings: .pty, log: { _ in })
+        let reader = SerialReader(name: "pty1", path: pty.slavePath, settings: .pty, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
         reader.addObserver { event in events.withLock { $0.append(event) } }
         reader.start()
         defer { reader.stop() }

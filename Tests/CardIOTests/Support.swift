@@ -5,6 +5,7 @@ import Darwin
 #endif
 import EMV
 import Foundation
+import Logging
 import Testing
 @testable import CardIO
 
@@ -95,7 +96,8 @@ final class Recorder: @unchecked Sendable {
     private let events = Locked<[ReaderEvent]>([])
     private let lines = Locked<[String]>([])
 
-    var log: @Sendable (String) -> Void { { [self] line in lines.withLock { $0.append(line) } } }
+    /// A logger whose messages land in `logged`.
+    var logger: Logger { Logger(label: "test") { _ in RecordingLogHandler(record: { [self] line in lines.withLock { $0.append(line) } }) } }
     func observe(_ event: ReaderEvent) { events.withLock { $0.append(event) } }
     var seen: [ReaderEvent] { events.withLock { $0 } }
     var logged: [String] { lines.withLock { $0 } }
@@ -110,7 +112,7 @@ struct Bench {
     init(name: String = "bench1", tcpPort: UInt16? = nil, responseTimeout: Duration = .seconds(5)) throws {
         dir = try TempDir()
         reader = try VirtualReader(name: name, socketPath: dir.file("reader.sock"), tcpPort: tcpPort,
-                                   responseTimeout: responseTimeout, log: recorder.log)
+                                   responseTimeout: responseTimeout, logger: recorder.logger)
         let recorder = self.recorder
         reader.addObserver { recorder.observe($0) }
         try reader.start()
@@ -236,4 +238,19 @@ final class RawCard: @unchecked Sendable {
         guard finished.wait(timeout: .now() + timeout) == .success else { return false }
         return result.withLock { $0 } == true
     }
+}
+
+/// Hands every message to `record`.
+struct RecordingLogHandler: LogHandler {
+    var logLevel: Logger.Level = .trace
+    var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider?
+    let record: @Sendable (String) -> Void
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) { record("\(event.message)") }
 }

@@ -139,3 +139,15 @@ struct UnrecordableTests {
         #expect(try bench.ledger.outbox(transactionID: sale.id).isEmpty)
     }
 }
+
+@Suite("log lines")
+struct LogLineTests {
+    @Test("a plain line on a terminal; the journal's priority prefix when stderr is the journal")
+    func lines() {
+        let terminal = LineLogHandler(label: "cardbenchd", environment: [:])
+        #expect(terminal.line(.warning, "callback 3 given up") == "cardbenchd: callback 3 given up\n")
+        let journal = LineLogHandler(label: "cardbenchd", environment: ["JOURNAL_STREAM": "8:12345"])
+        #expect(journal.line(.warning, "callback 3 given up") == "<4>cardbenchd: callback 3 given up\n")
+        #expect(journal.line(.error, "x").hasPrefix("<3>") && journal.line(.notice, "ready").hasPrefix("<5>"))
+    }
+}
