@@ -282,4 +282,17 @@ public struct BatchTotals: Sendable, Equatable {
 extension StoredTransaction {
     /// The card brand recorded (the column holds its display name).
     public var cardBrand: CardBrand? { brand.flatMap { name in CardBrand.allCases.first { $0.displayName == name } } }
+
+    /// The cardholder verification performed (the column holds the method's description, as
+    /// `Completion` writes it); nil when none was, or for text that names no method.
+    public var cardholderVerification: CVMethod? { Self.cvMethod(described: cvm) }
+
+    /// The method whose description is `text`.
+    public static func cvMethod(described text: String?) -> CVMethod? { text.flatMap { cvmByDescription[$0] } }
+
+    /// Every named method by its description; built from `CVMethod` so it follows any rewording.
+    private static let cvmByDescription: [String: CVMethod] = Dictionary(
+        uniqueKeysWithValues: [CVMethod.failCVM, .plaintextPINByICC, .encipheredPINOnline, .plaintextPINByICCAndSignature,
+                               .encipheredPINByICC, .encipheredPINByICCAndSignature, .signature, .noCVMRequired, .notAvailable]
+            .map { ($0.description, $0) })
 }

@@ -33,7 +33,7 @@ public struct VivaFront: Front {
         case .capturePreAuth(let capture):
             return try await self.capture(request, capture, on: terminal)
         case .abort:
-            var result = VivaResult(status: .success, message: VivaFormat.successMessage, action: request.command.action)
+            var result = VivaResult(status: .success, message: VivaFormat.successMessage, action: .known(request.command.action))
             if !terminal.abort() {
                 result = VivaResult(failing: request, with: .noTransactionInProgress)
             }
@@ -111,7 +111,7 @@ public struct VivaFront: Front {
                 result = VivaResult(
                     status: approved ? .success : .failed,
                     message: approved ? VivaFormat.successMessage : (VivaFailure(outcome) ?? .declinedByHost(nil)).message,
-                    action: request.command.action, clientTransactionId: sale.clientTransactionId, amount: sale.amount,
+                    action: .known(request.command.action), clientTransactionId: sale.clientTransactionId, amount: sale.amount,
                     tipAmount: sale.tipAmount, verificationMethod: VivaFormat.verificationMethod(cvm: outcome.cvm),
                     rrn: run.started.rrn, cardType: VivaFormat.cardType(brand: outcome.brand), accountNumber: outcome.maskedPAN,
                     referenceNumber: approved ? run.started.stan.description : "",
@@ -249,13 +249,13 @@ public struct VivaFront: Front {
                 let date = VivaFormat.transactionDate(microsecondsSince1970: now, utcOffsetSeconds: context.settings.utcOffsetSeconds)
                 let result: VivaResult
                 if action == .cancel {
-                    result = VivaResult(status: .success, message: VivaFormat.successMessage, action: request.command.action,
+                    result = VivaResult(status: .success, message: VivaFormat.successMessage, action: .known(request.command.action),
                                         amount: Int(amount), cardType: VivaFormat.cardType(brand: original.cardBrand),
                                         accountNumber: original.maskedPAN, tid: tid, transactionDate: date, transactionId: started.uuid)
                 } else {
-                    result = VivaResult(status: .success, message: VivaFormat.successMessage, action: request.command.action,
+                    result = VivaResult(status: .success, message: VivaFormat.successMessage, action: .known(request.command.action),
                                         clientTransactionId: original.clientReference, amount: Int(amount), tipAmount: 0,
-                                        verificationMethod: VivaFormat.verificationMethod(ledgerCVM: original.cvm), rrn: started.rrn,
+                                        verificationMethod: VivaFormat.verificationMethod(cvm: original.cardholderVerification), rrn: started.rrn,
                                         cardType: VivaFormat.cardType(brand: original.cardBrand),
                                         accountNumber: original.maskedPAN, referenceNumber: started.stan.description,
                                         authorisationCode: original.authorisationCode ?? "", tid: tid,
@@ -280,7 +280,7 @@ public struct VivaFront: Front {
     // MARK: batch
 
     func batch(_ request: VivaRequest, _ batch: VivaBatch, on terminal: any TerminalSession) async throws(WorkflowError) -> Answer {
-        var result = VivaResult(status: .success, message: VivaFormat.successMessage, action: request.command.action,
+        var result = VivaResult(status: .success, message: VivaFormat.successMessage, action: .known(request.command.action),
                                 batchCommand: batch.command.rawValue, batchName: batch.batchName, batchId: batch.batchId)
         let store = context.store
         switch batch.command {
@@ -317,7 +317,7 @@ public struct VivaFront: Front {
     }
 
     /// A stored transaction rendered as the app shows it (transactionDetails).
-    func details(_ t: StoredTransaction, action: String) -> VivaResult {
+    func details(_ t: StoredTransaction, action: VivaAction) -> VivaResult {
         // A sale cancelled afterwards was approved (it has the host's code); one cancelled on the
         // keypad or aborted before the host answered has none.
         let approved = t.status == .approved || t.status == .refunded || (t.status == .cancelled && t.responseCode != nil)
@@ -325,9 +325,9 @@ public struct VivaFront: Front {
         let failure: VivaFailure = t.status == .inProgress ? .transactionInProgress
             : code.map { VivaFailure.declined(responseCode: $0, reversed: t.status == .reversed) } ?? .transactionFailed
         return VivaResult(
-            status: approved ? .success : .failed, message: approved ? VivaFormat.successMessage : failure.message, action: action,
+            status: approved ? .success : .failed, message: approved ? VivaFormat.successMessage : failure.message, action: .known(action),
             clientTransactionId: t.clientReference, amount: Int(t.amount), tipAmount: Int(t.tipAmount),
-            verificationMethod: VivaFormat.verificationMethod(ledgerCVM: t.cvm), rrn: t.rrn,
+            verificationMethod: VivaFormat.verificationMethod(cvm: t.cardholderVerification), rrn: t.rrn,
             cardType: VivaFormat.cardType(brand: t.cardBrand),
             accountNumber: t.maskedPAN, referenceNumber: approved ? t.stan.description : "",
             authorisationCode: approved ? t.authorisationCode ?? "" : "", tid: t.tid,

@@ -34,7 +34,7 @@ struct TextRulesTests {
         }
         // An order code is the app's own 16 digits: never refused for looking like a card number.
         let cancel = try VivaRequest.parse("vivapayclient://pay/v1?callback=myapp://r&action=cancel&referenceNumber=1&orderCode=6211111111111117")
-        #expect(cancel.command.action == "cancel")
+        #expect(cancel.command.action == .cancel)
     }
 
     @Test("a bracketed IPv6 callback is a URI; brackets elsewhere are not")

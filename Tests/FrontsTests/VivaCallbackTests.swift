@@ -105,7 +105,7 @@ struct VivaCallbackTests {
           arguments: ["pre_auth", "capture_pre_auth", "transactionDetails"])
     func saleShaped(action: String) {
         var result = documentSale(status: .success, message: VivaFormat.successMessage)
-        result.action = action
+        result.action = VivaResult.Action(action)
         var sale = documentSale(status: .success, message: VivaFormat.successMessage)
         sale.action = "sale"
         #expect(VivaCallback.fields(result).map(\.name) == VivaCallback.fields(sale).map(\.name))
@@ -211,7 +211,7 @@ struct VivaCallbackTests {
         func text() -> String { String((0..<Int.random(in: 0...20, using: &rng)).map { _ in pool.randomElement(using: &rng)! }) }
         for _ in 0..<300 {
             let result = VivaResult(status: Bool.random(using: &rng) ? .success : .failed, message: text(),
-                                    action: ["sale", "cancel", "batch", "abort", text()].randomElement(using: &rng)!,
+                                    action: VivaResult.Action(["sale", "cancel", "batch", "abort", text()].randomElement(using: &rng)!),
                                     clientTransactionId: text(), amount: Int.random(in: 1...999_999_999_999, using: &rng),
                                     tipAmount: 0, verificationMethod: text(), rrn: text(), cardType: text(), accountNumber: text(),
                                     referenceNumber: text(), authorisationCode: text(), tid: text(), orderCode: text(),

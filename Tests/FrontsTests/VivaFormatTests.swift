@@ -137,23 +137,18 @@ struct VivaFormatTests {
     func chip(cvm: CVMethod, expected: String) {
         #expect(VivaFormat.verificationMethod(cvm: cvm) == expected)
         #expect(VivaFormat.verificationMethod(cvm: cvm, entryMode: .chip) == expected)
-        // The ledger stores the method's description; the overload reads it back the same.
-        #expect(VivaFormat.verificationMethod(ledgerCVM: cvm.description) == expected)
     }
 
-    @Test("no CVM performed, and ledger text that names no method, are NO CVM")
+    @Test("no CVM performed is NO CVM")
     func noCVM() {
         #expect(VivaFormat.verificationMethod(cvm: nil) == "CHIP-NO CVM")
-        #expect(VivaFormat.verificationMethod(ledgerCVM: nil) == "CHIP-NO CVM")
-        #expect(VivaFormat.verificationMethod(ledgerCVM: "PIN") == "CHIP-NO CVM")
     }
 
     @Test("contactless uses the field's ' - ' form")
     func contactless() {
         #expect(VivaFormat.verificationMethod(cvm: .noCVMRequired, entryMode: .contactless) == "CONTACTLESS - NO CVM")
         #expect(VivaFormat.verificationMethod(cvm: .encipheredPINOnline, entryMode: .contactless) == "CONTACTLESS - PIN")
-        #expect(VivaFormat.verificationMethod(ledgerCVM: CVMethod.signature.description, entryMode: .contactless)
-                == "CONTACTLESS - SIGNATURE")
+        #expect(VivaFormat.verificationMethod(cvm: .signature, entryMode: .contactless) == "CONTACTLESS - SIGNATURE")
     }
 
     @Test("entry modes from the kernel's and the ledger's text")

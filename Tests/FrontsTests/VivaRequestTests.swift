@@ -31,7 +31,7 @@ struct VivaRequestTests {
         #expect(request.merchantKey == "SG23323424EXS3")
         #expect(request.appId == "com.vivawallet.InterAppDemo")
         #expect(request.command == .sale(VivaSale(amount: 1200, tipAmount: 200)))
-        #expect(request.command.action == "sale")
+        #expect(request.command.action == .sale)
         #expect(request.parameters.map(\.name) == ["callback", "merchantKey", "appId", "action", "amount", "tipAmount", "withInstallments"])
         #expect(request.parameter("tipAmount") == "200")
     }
@@ -48,7 +48,7 @@ struct VivaRequestTests {
     func documentCancel() throws {
         let request = try parse(base + "&action=cancel&referenceNumber=60646")
         #expect(request.command == .cancel(VivaCancel(referenceNumber: "060646")))
-        #expect(request.command.action == "cancel")
+        #expect(request.command.action == .cancel)
     }
 
     @Test("cancel without a reference leaves the choice to the operator; every cancel field is read")
@@ -94,7 +94,7 @@ struct VivaRequestTests {
     func preAuth() throws {
         let request = try parse(base + "&action=pre_auth&amount=5000&clientTransactionId=hotel-42")
         #expect(request.command == .preAuth(VivaSale(amount: 5000, clientTransactionId: "hotel-42")))
-        #expect(request.command.action == "pre_auth")
+        #expect(request.command.action == .preAuth)
     }
 
     @Test("capture_pre_auth: the pre-authorisation's STAN, and an amount or none")
@@ -103,7 +103,7 @@ struct VivaRequestTests {
                 == .capturePreAuth(VivaCapture(referenceNumber: "000001")))
         #expect(try parse(base + "&action=capture_pre_auth&referenceNumber=833121&amount=4500").command
                 == .capturePreAuth(VivaCapture(referenceNumber: "833121", amount: 4500)))
-        #expect(VivaCommand.capturePreAuth(VivaCapture(referenceNumber: "000001")).action == "capture_pre_auth")
+        #expect(VivaCommand.capturePreAuth(VivaCapture(referenceNumber: "000001")).action == .capturePreAuth)
     }
 
     @Test("abort, batch and transactionDetails")
@@ -115,9 +115,9 @@ struct VivaRequestTests {
                 == .batch(VivaBatch(command: .close, batchId: "6f1c0a8e-3d4b-4c6e-9a1f-2b3c4d5e6f70")))
         #expect(try parse(base + "&action=transactionDetails&clientTransactionId=abc").command
                 == .transactionDetails(clientTransactionId: "abc"))
-        #expect(VivaCommand.batch(VivaBatch(command: .open)).action == "batch")
-        #expect(VivaCommand.transactionDetails(clientTransactionId: "x").action == "transactionDetails")
-        #expect(VivaCommand.abort.action == "abort")
+        #expect(VivaCommand.batch(VivaBatch(command: .open)).action == .batch)
+        #expect(VivaCommand.transactionDetails(clientTransactionId: "x").action == .transactionDetails)
+        #expect(VivaCommand.abort.action == .abort)
     }
 
     // MARK: Decoding
@@ -325,7 +325,7 @@ struct VivaRequestTests {
                 let request = try VivaRequest.parse(input)
                 parsed += 1
                 #expect(!request.callback.isEmpty)
-                #expect(VivaAction.all.contains(request.command.action))
+                #expect(VivaAction.allCases.contains(request.command.action))
             } catch {
                 #expect(!error.field.isEmpty && !error.rule.isEmpty)
                 #expect(error.description == "\(error.field): \(error.rule)")

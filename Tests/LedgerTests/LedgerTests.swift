@@ -1,4 +1,5 @@
 import Crypto
+import EMV
 import Foundation
 import GRDB
 import Terminal
@@ -666,5 +667,18 @@ struct OutboxBatchTests {
         let reopened = try #require(try ledger.terminal(name: "t1"))
         #expect(reopened.batchOpen && reopened.batchNumber == 3 && reopened.batchAmount == 99)
         #expect(ledgerError { _ = try ledger.closeBatch(terminal: "t9") } == .unknownTerminal(name: "t9"))
+    }
+}
+
+@Suite("typed columns")
+struct TypedColumnTests {
+    @Test("the CVM column reads back as the method it was written from; text naming no method as none")
+    func cvm() {
+        for method in [CVMethod.failCVM, .plaintextPINByICC, .encipheredPINOnline, .plaintextPINByICCAndSignature, .encipheredPINByICC,
+                       .encipheredPINByICCAndSignature, .signature, .noCVMRequired, .notAvailable] {
+            #expect(StoredTransaction.cvMethod(described: "\(method)") == method)
+        }
+        #expect(StoredTransaction.cvMethod(described: nil) == nil)
+        #expect(StoredTransaction.cvMethod(described: "PIN") == nil)
     }
 }

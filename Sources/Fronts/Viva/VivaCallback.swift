@@ -15,8 +15,25 @@ public struct VivaResult: Sendable, Equatable {
     public var status: Status
     /// `message`: `VivaFormat.successMessage` or a `VivaFailure`'s message.
     public var message: String
-    /// `action`: the request's action as sent ("" when it had none).
-    public var action: String
+    /// `action`: the request's action.
+    public var action: Action
+
+    /// The action a callback echoes: one the app knows, or, for a refused request, whatever it
+    /// sent ("" when it sent none).
+    public enum Action: Sendable, Equatable, ExpressibleByStringLiteral, CustomStringConvertible {
+        case known(VivaAction)
+        case asSent(String)
+
+        public init(_ text: String) { self = VivaAction(rawValue: text).map(Action.known) ?? .asSent(text) }
+        public init(stringLiteral text: String) { self.init(text) }
+
+        public var description: String {
+            switch self {
+            case .known(let action): action.rawValue
+            case .asSent(let text): text
+            }
+        }
+    }
     /// `clientTransactionId`: the request's, echoed.
     public var clientTransactionId: String?
     /// `amount`, cents.
@@ -68,7 +85,7 @@ public struct VivaResult: Sendable, Equatable {
     public var cardholderName: String?
 
     /// Makes a result; every field but the first three defaults to nil.
-    public init(status: Status, message: String, action: String, clientTransactionId: String? = nil, amount: Int? = nil,
+    public init(status: Status, message: String, action: Action, clientTransactionId: String? = nil, amount: Int? = nil,
                 tipAmount: Int? = nil, verificationMethod: String? = nil, rrn: String? = nil, cardType: String? = nil,
                 accountNumber: String? = nil, referenceNumber: String? = nil, authorisationCode: String? = nil,
                 tid: String? = nil, orderCode: String? = nil, installments: Int? = nil, transactionDate: String? = nil,
@@ -106,7 +123,7 @@ public struct VivaResult: Sendable, Equatable {
     /// A failed result that echoes what `request` said (its action, client transaction id,
     /// amounts and batch fields); the caller adds what it learnt (tid, date, card fields).
     public init(failing request: VivaRequest, with failure: VivaFailure) {
-        self.init(status: .failed, message: failure.message, action: request.command.action)
+        self.init(status: .failed, message: failure.message, action: .known(request.command.action))
         switch request.command {
         case .sale(let sale), .preAuth(let sale):
             clientTransactionId = sale.clientTransactionId
@@ -130,7 +147,7 @@ public struct VivaResult: Sendable, Equatable {
     /// The failed result for a request that broke a rule (send it only when `error.callback` is
     /// set): the action as sent and the message naming the field and the rule.
     public init(rejecting error: VivaRequestError) {
-        self.init(status: .failed, message: VivaFailure(error).message, action: error.action ?? "")
+        self.init(status: .failed, message: VivaFailure(error).message, action: Action(error.action ?? ""))
     }
 }
 
@@ -175,7 +192,7 @@ public enum VivaCallback {
     public static func fields(_ result: VivaResult) -> [(name: String, value: String)] {
         let failed = result.status == .failed
         var out: [(name: String, value: String)] = [
-            ("status", result.status.rawValue), ("message", result.message), ("action", result.action),
+            ("status", result.status.rawValue), ("message", result.message), ("action", result.action.description),
         ]
         func add(_ name: String, _ value: String?) { out.append((name, value ?? "")) }
         func add(_ name: String, _ value: Int?) { out.append((name, value.map { String($0) } ?? "")) }
@@ -222,12 +239,12 @@ public enum VivaCallback {
     private enum Shape {
         case sale, cancel, batch, bare
 
-        init(action: String) {
+        init(action: VivaResult.Action) {
             switch action {
-            case VivaAction.sale, VivaAction.preAuth, VivaAction.capturePreAuth, VivaAction.transactionDetails: self = .sale
-            case VivaAction.cancel: self = .cancel
-            case VivaAction.batch: self = .batch
-            default: self = .bare
+            case .known(.sale), .known(.preAuth), .known(.capturePreAuth), .known(.transactionDetails): self = .sale
+            case .known(.cancel): self = .cancel
+            case .known(.batch): self = .batch
+            case .known(.abort), .asSent: self = .bare
             }
         }
     }

@@ -97,19 +97,6 @@ public enum VivaFormat {
         }
     }
 
-    /// The `verificationMethod` for the CVM as the ledger stores it: the text of `CVMethod`'s
-    /// description ("Plaintext PIN verification performed by ICC", …), nil when none was performed.
-    /// Text that is no known method's description counts as no CVM.
-    public static func verificationMethod(ledgerCVM: String?, entryMode: VivaEntryMode = .chip) -> String {
-        verificationMethod(cvm: ledgerCVM.flatMap { cvmByDescription[$0] }, entryMode: entryMode)
-    }
-
-    /// Every named method by its description; built from `CVMethod` so it follows any rewording.
-    private static let cvmByDescription: [String: CVMethod] = Dictionary(
-        uniqueKeysWithValues: [CVMethod.failCVM, .plaintextPINByICC, .encipheredPINOnline, .plaintextPINByICCAndSignature,
-                               .encipheredPINByICC, .encipheredPINByICCAndSignature, .signature, .noCVMRequired, .notAvailable]
-            .map { ($0.description, $0) })
-
     // MARK: cardType
 
     /// The `cardType`: the scheme in capitals, as the document's 'VISA': "VISA", "MASTERCARD",

@@ -94,38 +94,31 @@ public enum VivaCommand: Sendable, Equatable {
     /// `action=transactionDetails`: the result of an earlier transaction, found by its client id.
     case transactionDetails(clientTransactionId: String)
 
-    /// The raw action name as the app spells it (`pre_auth`, `transactionDetails`, …).
-    public var action: String {
+    /// The action (`pre_auth`, `transactionDetails`, …).
+    public var action: VivaAction {
         switch self {
-        case .sale: VivaAction.sale
-        case .preAuth: VivaAction.preAuth
-        case .capturePreAuth: VivaAction.capturePreAuth
-        case .cancel: VivaAction.cancel
-        case .abort: VivaAction.abort
-        case .batch: VivaAction.batch
-        case .transactionDetails: VivaAction.transactionDetails
+        case .sale: .sale
+        case .preAuth: .preAuth
+        case .capturePreAuth: .capturePreAuth
+        case .cancel: .cancel
+        case .abort: .abort
+        case .batch: .batch
+        case .transactionDetails: .transactionDetails
         }
     }
 }
 
-/// The action names the app knows, as they appear in `action=`; case-sensitive.
-public enum VivaAction {
-    /// "sale".
-    public static let sale = "sale"
-    /// "pre_auth".
-    public static let preAuth = "pre_auth"
-    /// "capture_pre_auth".
-    public static let capturePreAuth = "capture_pre_auth"
-    /// "cancel".
-    public static let cancel = "cancel"
-    /// "abort".
-    public static let abort = "abort"
-    /// "batch".
-    public static let batch = "batch"
-    /// "transactionDetails".
-    public static let transactionDetails = "transactionDetails"
-    /// Every action cardbench accepts, in the order error messages list them.
-    public static let all = [sale, preAuth, capturePreAuth, cancel, abort, batch, transactionDetails]
+/// The actions the app knows, by their names in `action=` (case-sensitive).
+public enum VivaAction: String, CaseIterable, Sendable, CustomStringConvertible {
+    case sale
+    case preAuth = "pre_auth"
+    case capturePreAuth = "capture_pre_auth"
+    case cancel
+    case abort
+    case batch
+    case transactionDetails
+
+    public var description: String { rawValue }
 }
 
 /// The fields of a sale or a pre-authorisation.
@@ -278,7 +271,7 @@ extension VivaRequest {
                                appId: items.first { $0.name == "appId" }?.value, command: command, parameters: items)
         }
 
-        static let actionList = VivaAction.all.joined(separator: ", ")
+        static let actionList = VivaAction.allCases.map(\.rawValue).joined(separator: ", ")
 
         /// Parameters that carry an identifier the app itself issued, made of digits only by their
         /// own rules: a 16-digit order code can pass the Luhn check under a card brand's IIN
@@ -431,33 +424,33 @@ extension VivaRequest {
         }
 
         func command(for action: String) throws(VivaRequestError) -> VivaCommand {
-            switch action {
-            case VivaAction.sale: return .sale(try sale(preAuth: false))
-            case VivaAction.preAuth: return .preAuth(try sale(preAuth: true))
-            case VivaAction.capturePreAuth:
+            switch VivaAction(rawValue: action) {
+            case .sale: return .sale(try sale(preAuth: false))
+            case .preAuth: return .preAuth(try sale(preAuth: true))
+            case .capturePreAuth:
                 guard let reference = try referenceNumber() else {
                     throw fail("referenceNumber", "is required for capture_pre_auth: the pre-authorisation's STAN (1 to 6 digits)")
                 }
                 return .capturePreAuth(VivaCapture(referenceNumber: reference, amount: try amount(required: false)))
-            case VivaAction.cancel:
+            case .cancel:
                 return .cancel(VivaCancel(referenceNumber: try referenceNumber(), amount: try amount(required: false),
                                           orderCode: try digits("orderCode", atMost: 16), shortOrderCode: try digits("shortOrderCode", atMost: 10),
                                           txnDateFrom: value("txnDateFrom"), txnDateTo: value("txnDateTo")))
-            case VivaAction.abort:
+            case .abort:
                 return .abort
-            case VivaAction.batch:
+            case .batch:
                 guard let raw = value("command") else { throw fail("command", "is required for batch: open or close") }
                 guard let command = VivaBatchCommand(rawValue: raw) else {
                     throw fail("command", "must be open or close; got \(Self.shown(raw))")
                 }
                 return .batch(VivaBatch(command: command, batchName: value("batchName"), batchId: value("batchId")))
-            case VivaAction.transactionDetails:
+            case .transactionDetails:
                 guard let id = try clientTransactionId() else {
                     throw fail("clientTransactionId", "is required for transactionDetails: the id of the transaction to look up")
                 }
                 return .transactionDetails(clientTransactionId: id)
-            default:
-                let known = VivaAction.all.first { $0.lowercased() == action.lowercased() }
+            case nil:
+                let known = VivaAction.allCases.map(\.rawValue).first { $0.lowercased() == action.lowercased() }
                 throw fail("action", "must be one of \(Self.actionList) (case-sensitive)"
                            + (known.map { "; did you mean \($0)?" } ?? "; got \(Self.shown(action))"))
             }
