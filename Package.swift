@@ -35,7 +35,7 @@ let package = Package(
         // terminals with the one keypad, and a harness wiring them into the workflows.
         .target(
             name: "TestSupport",
-            dependencies: ["EMV", "Terminal", "Ledger", "VirtualCard", "Workflows"],
+            dependencies: ["EMV", "Terminal", "Ledger", "VirtualCard", "Workflows", "Daemon"],
             path: "Tests/TestSupport"
         ),
         // libcrypto from Debian's libssl-dev, used for the DES/TDES block cipher only.
@@ -182,6 +182,7 @@ let package = Package(
         .testTarget(
             name: "DaemonTests",
             dependencies: ["Daemon", "Fronts", "Ledger", "Terminal", "EMV", "CardIO", "VirtualCard", "Workflows", "TestSupport",
+                           .product(name: "HummingbirdTesting", package: "hummingbird"),
                            .product(name: "AsyncHTTPClient", package: "async-http-client"),
                            .product(name: "Yams", package: "Yams")],
             // The hostile corpus is read from the source tree (its generator and README sit beside it).

@@ -5,17 +5,18 @@ import Testing
 
 @Suite("terminal keypad")
 struct KeypadTests {
-    /// Runs a prompt on its own thread, as the kernel does, and hands back its answer.
-    func ask(_ keypad: TerminalKeypad, _ kind: PromptKind, timeout: Duration = .seconds(5)) -> Task<Result<KeypadInput, KernelError>, Never> {
-        Task.detached {
-            await withCheckedContinuation { c in
-                Thread.detachNewThread {
-                    do throws(KernelError) { c.resume(returning: .success(try keypad.ask(kind, timeout: timeout, step: "test"))) } catch {
-                        c.resume(returning: .failure(error))
-                    }
-                }
+    /// Runs a prompt on a thread of its own, started at once (as the kernel's is), and hands back
+    /// its answer. The prompt waits a minute by default: a test task can be kept off the 2-core
+    /// machine's cooperative threads for tens of seconds by tests blocking them beside it, and the
+    /// prompt must still be up when it looks.
+    func ask(_ keypad: TerminalKeypad, _ kind: PromptKind, timeout: Duration = .seconds(60)) -> PromptRun {
+        let run = PromptRun()
+        Thread.detachNewThread {
+            do throws(KernelError) { run.finish(.success(try keypad.ask(kind, timeout: timeout, step: "test"))) } catch {
+                run.finish(.failure(error))
             }
         }
+        return run
     }
 
     func waitForPrompt(_ keypad: TerminalKeypad) async throws {
@@ -64,5 +65,35 @@ struct KeypadTests {
         let keypad = TerminalKeypad(autoPIN: "4321")
         #expect(await ask(keypad, .pin(online: false, triesLeft: 3)).value == .success(.pin("4321")))
         #expect(await ask(keypad, .confirm(question: "continue?"), timeout: .milliseconds(30)).value == .failure(.promptTimeout(prompt: "continue?")))
+    }
+}
+
+/// A prompt's answer, once its thread has it.
+final class PromptRun: @unchecked Sendable {
+    // Unchecked: both under `lock`.
+    private let lock = NSLock()
+    private var result: Result<KeypadInput, KernelError>?
+    private var waiter: CheckedContinuation<Result<KeypadInput, KernelError>, Never>?
+
+    func finish(_ r: Result<KeypadInput, KernelError>) {
+        let w: CheckedContinuation<Result<KeypadInput, KernelError>, Never>? = lock.withLock {
+            result = r
+            defer { waiter = nil }
+            return waiter
+        }
+        w?.resume(returning: r)
+    }
+
+    var value: Result<KeypadInput, KernelError> {
+        get async {
+            await withCheckedContinuation { c in
+                let done: Result<KeypadInput, KernelError>? = lock.withLock {
+                    if let result { return result }
+                    waiter = c
+                    return nil
+                }
+                if let done { c.resume(returning: done) }
+            }
+        }
     }
 }
