@@ -52,7 +52,7 @@ public final class Bench: @unchecked Sendable {
             clock = SystemClock()
         }
         try FileManager.default.createDirectory(atPath: configuration.stateDirectory, withIntermediateDirectories: true)
-        ledger = try openLedgerFile((configuration.stateDirectory as NSString).appendingPathComponent("ledger.sqlite"),
+        ledger = try Ledger.openFile((configuration.stateDirectory as NSString).appendingPathComponent("ledger.sqlite"),
                                     outboxMaxAttempts: configuration.callbacks.maxAttempts)
         // The PIN key of online PIN blocks between this terminal and this host: a fixed test key.
         host = EmulatedHost(pinKey: try TDESKey(Hex.decode("0123456789ABCDEFFEDCBA9876543210")), amountTable: .none)

@@ -473,3 +473,13 @@ final class SyncedReservations: @unchecked Sendable {
 
     func set(_ value: Int, for terminalID: Int64) { lock.withLock { values[terminalID] = value } }
 }
+
+extension Ledger {
+    /// Opens (creating if needed) a ledger file and its PAN key beside it (`<file>.pan-key`), and
+    /// the directory it is in.
+    public static func openFile(_ path: String, outboxMaxAttempts: Int = 10) throws -> Ledger {
+        let directory = (path as NSString).deletingLastPathComponent
+        if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
+        return try Ledger(path: path, panKey: try loadOrCreatePANKey(at: defaultPANKeyPath(database: path)), outboxMaxAttempts: outboxMaxAttempts)
+    }
+}

@@ -323,5 +323,5 @@ struct NoCards: CardDirectory {
 
 /// Opens `--ledger`, naming the option when it cannot be opened.
 func openLedgerCLI(_ path: String) throws -> Ledger {
-    do { return try openLedgerFile(path) } catch { throw CLIError(message: "--ledger: \(path): \(error)", code: 2) }
+    do { return try Ledger.openFile(path) } catch { throw CLIError(message: "--ledger: \(path): \(error)", code: 2) }
 }

@@ -361,7 +361,7 @@ struct OpenAPITests {
     @Test("a transaction from a real ledger, with trace and callbacks, encodes as the schema says")
     func transactionFromLedger() throws {
         let directory = try TemporaryDirectory()
-        let ledger = try openLedgerFile(directory.url.appendingPathComponent("ledger.sqlite").path)
+        let ledger = try Ledger.openFile(directory.url.appendingPathComponent("ledger.sqlite").path)
         _ = try ledger.ensureTerminal(name: "bench1", tid: "10000001")
         let now: Int64 = 1_767_225_600_000_000
         let sale = try ledger.begin(NewTransaction(terminal: "bench1", provider: .viva, action: .sale, amount: 1200, tipAmount: 200,

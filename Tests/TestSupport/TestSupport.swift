@@ -1,3 +1,4 @@
+import Daemon
 import EMV
 import Foundation
 import Ledger
@@ -174,12 +175,7 @@ public final class WorkflowHarness: @unchecked Sendable {
         host = EmulatedHost(pinKey: try TDESKey(Hex.decode("0123456789ABCDEFFEDCBA9876543210")), amountTable: .none)
         var profiles: [String: CardProfile] = [:]
         for card in cards {
-            var keys: [String: CryptogramKeys] = [:]
-            for app in card.applications { keys[Hex.encode(app.aid)] = try app.cryptogramKeys(pan: card.pan, psn: card.psn) }
-            host.setAccount(pan: card.pan, IssuerAccount(
-                balance: card.issuerState.balance, currency: card.issuerState.currency, blocked: card.issuerState.blocked,
-                lost: card.issuerState.lost, stolen: card.issuerState.stolen, expiry: (card.expiry.year, card.expiry.month),
-                pin: card.pin, pinTryLimit: card.pinTryLimit, keys: keys))
+            try host.register(card)
             profiles[card.pan] = card
         }
         clock = ManualClock(secondsSince1970: secondsSince1970)
