@@ -90,7 +90,7 @@ public final class Bench: @unchecked Sendable {
         guard let front = fronts.first(where: { $0.scheme == scheme }) else {
             let shown = scheme.count > 40 ? String(scheme.prefix(40)).debugDescription + "…" : scheme.debugDescription
             let names = fronts.map { "\($0.scheme) (\($0.appName))" }
-            let list = names.count > 1 ? names.dropLast().joined(separator: ", ") + " or " + names.last! : names.joined()
+            let list = names.dropLast().joined(separator: ", ") + (names.count > 1 ? " or " : "") + (names.last ?? "")
             throw .badRequest(field: "url", rule: "the scheme must be \(list), got \(shown)")
         }
         do throws(WorkflowError) { return OpenResult(try await front.open(url, terminal: name)) } catch { throw DaemonError(error) }

@@ -233,6 +233,11 @@ extension Bench {
         do throws(WorkflowError) { return try VivaFront.replay(stored, store: ledger).map(OpenResult.init) } catch { throw DaemonError(error) }
     }
 
+    /// What the ledger keeps of a terminal: its last STAN and its batch.
+    public func record(of terminal: TerminalRuntime) throws(DaemonError) -> TerminalRecord? {
+        do { return try ledger.terminal(name: terminal.settings.name) } catch { throw DaemonError(ledger: error, "ledger") }
+    }
+
     /// The outcomes queued at the host for a terminal's next transactions.
     public func hostQueue(terminal name: String?) throws(DaemonError) -> [QueuedOutcome] {
         host.queuedOutcomes(queue: try terminal(name).settings.name)

@@ -145,7 +145,7 @@ public struct TerminalView: Codable, Sendable {
     public let batchAmount: Int64
 
     init(_ t: TerminalRuntime, _ bench: Bench) throws {
-        let record = try bench.ledger.terminal(name: t.settings.name)
+        let record = try bench.record(of: t)
         let keypad = t.keypad.snapshot
         name = t.settings.name; tid = t.settings.tid; reader = t.settings.reader.description
         cardPresent = t.reader.isCardPresent; activity = t.currentActivity; prompt = keypad.prompt?.name
