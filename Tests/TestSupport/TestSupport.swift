@@ -192,3 +192,12 @@ public final class WorkflowHarness: @unchecked Sendable {
 
     public func remove() { temporary.remove() }
 }
+
+/// Runs blocking work (a loop of blocking socket calls, a child process waited for) on a thread
+/// of its own and awaits its result, so it holds none of the few cooperative threads the other
+/// tests of a 2-core machine run on.
+public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}
