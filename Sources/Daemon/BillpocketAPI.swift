@@ -80,12 +80,10 @@ public struct DeviceTokenView: Codable, Sendable, Equatable {
 
 /// The Billpocket front's routes: its admin API (users, device tokens) and the vouchers its
 /// callbacks point at.
-struct BillpocketRoutes {
-    let bench: Bench
-
-    var collection: RouteCollection<APIContext> {
+extension BillpocketFront: FrontRoutes {
+    func routes(on bench: Bench) -> RouteCollection<APIContext> {
         let routes = RouteCollection(context: APIContext.self)
-        let front = bench.billpocket
+        let front = self
         // Who gets credentials: the socket's callers, or TCP's with http.admin.
         let admin = routes.group().add(middleware: AdminOnlyMiddleware(bench: bench))
         admin.post("/v1/billpocket/users") { request, context in

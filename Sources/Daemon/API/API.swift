@@ -3,7 +3,7 @@ import Hummingbird
 
 /// The HTTP API, the same on the Unix socket and on TCP (docs/openapi.yaml): the access check,
 /// the request metrics, and a route collection per area. A front with routes of its own (the
-/// Billpocket admin API and vouchers) brings its collection.
+/// Billpocket admin API and vouchers) brings its collection (`FrontRoutes`).
 public struct API: Sendable {
     let bench: Bench
     let requests: OpenRequests
@@ -23,9 +23,15 @@ public struct API: Sendable {
         router.addRoutes(TerminalRoutes(bench: bench).collection)
         router.addRoutes(HostRoutes(bench: bench).collection)
         router.addRoutes(EventRoutes(bench: bench).collection)
-        router.addRoutes(BillpocketRoutes(bench: bench).collection)
+        for case let front as any FrontRoutes in bench.fronts { router.addRoutes(front.routes(on: bench)) }
         return router
     }
+}
+
+/// A front with HTTP routes of its own (an admin API, the pages its callbacks point at, a
+/// vendor's platform API): the router adds them for every front of the bench that has them.
+protocol FrontRoutes {
+    func routes(on bench: Bench) -> RouteCollection<APIContext>
 }
 
 /// Counts every routed request by its route's name and its answer's status
