@@ -1,8 +1,6 @@
 import CardIO
 import EMV
 import Foundation
-import Ledger
-import Terminal
 import VirtualCard
 import Workflows
 
@@ -201,60 +199,5 @@ extension Bench {
         terminal.keypad.clearQueue()
         _ = host.clearQueue(terminal.settings.name)
         terminal.virtualReader?.removeInProcessCard()
-    }
-}
-
-extension Bench {
-    /// The newest transactions of one terminal (or of all), `limit` at a time, older than `before`.
-    public func transactions(terminal name: String?, limit: Int, before: Int64?) throws(DaemonError) -> [StoredTransaction] {
-        var names = terminals.map(\.settings.name)
-        if let name { names = [try terminal(name).settings.name] }
-        var rows: [StoredTransaction] = []
-        do {
-            for name in names { rows += try ledger.transactions(terminal: name, limit: limit, beforeID: before) }
-        } catch { throw DaemonError(ledger: error, "ledger") }
-        rows.sort { $0.id > $1.id }
-        return Array(rows.prefix(limit))
-    }
-
-    /// A transaction by its id or its UUID, with its trace and its callbacks.
-    public func transaction(_ key: String) throws(DaemonError) -> (StoredTransaction, [TraceEntry], [OutboxEntry])? {
-        do {
-            guard let t = try Int64(key).flatMap({ try ledger.transaction(id: $0) }) ?? ledger.transaction(uuid: key.lowercased()) else { return nil }
-            return (t, try ledger.trace(transactionID: t.id), try ledger.outbox(transactionID: t.id))
-        } catch { throw DaemonError(ledger: error, "ledger") }
-    }
-
-    /// The answer committed with a transaction, as first made (a request answered later).
-    func storedAnswer(transactionID: Int64) throws(DaemonError) -> OpenResult? {
-        let stored: StoredTransaction?
-        do { stored = try ledger.transaction(id: transactionID) } catch { throw DaemonError(ledger: error, "ledger") }
-        guard let stored else { return nil }
-        do throws(WorkflowError) { return try VivaFront.replay(stored, store: ledger).map(OpenResult.init) } catch { throw DaemonError(error) }
-    }
-
-    /// What the ledger keeps of a terminal: its last STAN and its batch.
-    public func record(of terminal: TerminalRuntime) throws(DaemonError) -> TerminalRecord? {
-        do { return try ledger.terminal(name: terminal.settings.name) } catch { throw DaemonError(ledger: error, "ledger") }
-    }
-
-    /// The outcomes queued at the host for a terminal's next transactions.
-    public func hostQueue(terminal name: String?) throws(DaemonError) -> [QueuedOutcome] {
-        host.queuedOutcomes(queue: try terminal(name).settings.name)
-    }
-
-    /// Queues an outcome for a terminal's next transaction; refused past `HostOutcomeBody.maximumQueued`.
-    public func enqueueHostOutcome(_ outcome: QueuedOutcome, terminal name: String?) throws(DaemonError) -> [QueuedOutcome] {
-        let queue = try terminal(name).settings.name
-        guard host.queuedOutcomes(queue: queue).count < HostOutcomeBody.maximumQueued else {
-            throw .conflict("the host queue of terminal \(queue) holds \(HostOutcomeBody.maximumQueued) outcomes already; let transactions use them or clear it (DELETE)")
-        }
-        host.enqueue(outcome, queue: queue)
-        return host.queuedOutcomes(queue: queue)
-    }
-
-    /// Empties a terminal's host queue; returns what it held.
-    public func clearHostQueue(terminal name: String?) throws(DaemonError) -> [QueuedOutcome] {
-        host.clearQueue(try terminal(name).settings.name)
     }
 }
