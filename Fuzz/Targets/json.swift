@@ -12,7 +12,7 @@ import Foundation
 //   Foundation writes it or with every character \u-escaped (surrogate pairs for astral ones);
 // - each body type that decodes re-encodes and decodes back to itself through JSONBody.
 //
-// The body types are copied from Sources/Daemon/API.swift and BillpocketAPI.swift (their stored
+// The body types are copied from Sources/Daemon/API/Bodies.swift and BillpocketAPI.swift (their stored
 // properties, which are all their Codable conformance uses): those files import Hummingbird.
 struct OpenRequest: Codable, Equatable {
     var url: String
