@@ -37,10 +37,12 @@ extension BillpocketExtra {
 /// The Billpocket app: `billpocket://transaction=venta&…` — tokens, sales and refunds
 /// (docs/billpocket.md), the vouchers its callbacks point at, and its users and device tokens.
 public struct BillpocketFront: Front {
+    /// What its workflows run against.
     public let context: WorkflowContext
     public var scheme: String { "billpocket" }
     public var appName: String { "Billpocket app" }
 
+    /// A Billpocket front over `context`.
     public init(context: WorkflowContext) { self.context = context }
 
     /// Tokens first (they configure the terminal for the user), then the sale or the refund.
@@ -239,10 +241,12 @@ public struct BillpocketFront: Front {
         return (user, token)
     }
 
+    /// Invalidates a user: its token is refused as invalidated from now on.
     public func invalidateUser(id: Int64) throws(WorkflowError) -> BillpocketUser {
         try admin { try context.store.invalidateBillpocketUser(id: id, at: context.clock.nowMicroseconds()) }
     }
 
+    /// Every user, without tokens.
     public func users() throws(WorkflowError) -> [BillpocketUser] {
         try admin { try context.store.billpocketUsers() }
     }
@@ -256,6 +260,7 @@ public struct BillpocketFront: Front {
         return (issued, token)
     }
 
+    /// The device tokens issued (to one user, when given), without the tokens themselves.
     public func deviceTokens(userID: Int64?) throws(WorkflowError) -> [BillpocketDeviceToken] {
         try admin { try context.store.billpocketDeviceTokens(userID: userID) }
     }

@@ -6,6 +6,7 @@ import Terminal
 /// nowhere to call back) with its fields in order and unencoded, and the words the reply shows
 /// beside it. It is made once; nothing parses the URL back to learn its fields.
 public struct Callback: Sendable, Equatable {
+    /// One field: its name and its value, unencoded.
     public struct Field: Sendable, Equatable {
         public let name: String
         public let value: String
@@ -16,13 +17,16 @@ public struct Callback: Sendable, Equatable {
         }
     }
 
+    /// The URL the app would open, every value percent-encoded; nil when the request named nowhere to call back.
     public var url: String?
     /// What the URL was rendered after (the request's callback, or its URL scheme): where the
     /// outbox delivers it.
     public var target: String?
+    /// The fields in the order the URL has them.
     public var fields: [Field]
     /// The app's own word for the outcome (`success`, `aprobada`, …).
     public var status: String
+    /// The app's message for the outcome.
     public var message: String
 
     public init(url: String?, target: String?, fields: [(name: String, value: String)], status: String, message: String) {
@@ -55,8 +59,11 @@ public struct Callback: Sendable, Equatable {
 /// What a request came to: the callback, the transaction it recorded (if any), and whether this
 /// is the stored answer to an earlier identical request.
 public struct Answer: Sendable {
+    /// The callback the app would send.
     public var callback: Callback
+    /// The transaction recorded, when the request made or found one.
     public var transaction: StoredTransaction?
+    /// True when this is the stored answer to an earlier identical request.
     public var replayed: Bool
 
     public init(callback: Callback, transaction: StoredTransaction?, replayed: Bool = false) {

@@ -4,11 +4,13 @@ import Terminal
 
 /// What the card part of a transaction came to, before the front renders it.
 public struct CardRun: Sendable {
+    /// The transaction as begun: its STAN, RRN and UUID.
     public let started: Started
     /// What the host was asked for, in minor units.
     public let amount: Int64
     /// What the ledger records.
     public let completion: Completion
+    /// Every APDU exchanged, PAN masked.
     public let trace: [TraceEntry]
     /// The kernel's outcome (approved or declined), or why there was none.
     public let result: Result<TransactionOutcome, TransactionFailure>
@@ -17,8 +19,11 @@ public struct CardRun: Sendable {
 /// One chip transaction to run: what the ledger begins, what the host is asked, by which table
 /// it declines, and what the front decides once the card is read.
 public struct CardTransactionPlan: Sendable {
+    /// What the ledger begins.
     public var new: NewTransaction
+    /// What the host is asked: a purchase or a pre-authorisation.
     public var kind: AuthorisationRequest.Kind
+    /// The front's scripted declines by amount.
     public var amountTable: AmountTable
     /// The amount the table is read with, when not the request's total (Billpocket: tip excluded).
     public var tableAmount: Int?

@@ -45,6 +45,7 @@ public enum BenchEvent: Sendable, Equatable {
         case clock
     }
 
+    /// The event's name on the stream.
     public var name: Name {
         switch self {
         case .cardInserted: .cardInserted

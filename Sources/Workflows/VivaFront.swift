@@ -6,10 +6,12 @@ import Terminal
 /// The Viva Wallet Card Terminal app: `vivapayclient://pay/v1?…` — sale, pre-authorisation,
 /// capture, cancel, abort, batch and transaction details (docs/viva.md).
 public struct VivaFront: Front {
+    /// What its workflows run against.
     public let context: WorkflowContext
     public var scheme: String { "vivapayclient" }
     public var appName: String { "Viva Card Terminal app" }
 
+    /// A Viva front over `context`.
     public init(context: WorkflowContext) { self.context = context }
 
     public func open(_ url: String, terminal name: String?) async throws(WorkflowError) -> Answer {

@@ -154,12 +154,19 @@ public struct WorkflowSettings: Sendable {
 
 /// Everything a workflow runs against.
 public struct WorkflowContext: Sendable {
+    /// The durable record.
     public let store: any TransactionStore
+    /// The emulated issuer: authorisations, voids, reversals.
     public let host: EmulatedHost
+    /// The transaction clock (manual in scenarios).
     public let clock: any Clock
+    /// Where workflows report what happens.
     public let events: any EventSink
+    /// The issuer's facts about cards beyond their accounts.
     public let cards: any CardDirectory
+    /// The terminals a request may name.
     public let terminals: any TerminalDirectory
+    /// Timeouts and scripted tables.
     public let settings: WorkflowSettings
 
     public init(store: any TransactionStore, host: EmulatedHost, clock: any Clock, events: any EventSink, cards: any CardDirectory,
