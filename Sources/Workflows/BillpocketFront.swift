@@ -165,40 +165,25 @@ public struct BillpocketFront: Front {
         if let refusal = BillpocketRefundWindow.check(authorisedAt: authorisedAt, now: Date(timeIntervalSince1970: Double(now) / 1_000_000)) {
             return failed(refusal)
         }
-        let context = self.context
-        let done: Result<Answer, WorkflowError> = await terminal.perform {
-            let transactionID = Self.transactionID()
-            do {
-                let started = try store.begin(NewTransaction(
-                    terminal: terminal.name, provider: .billpocket, action: .refund, amount: original.amount, tipAmount: original.tipAmount,
-                    currency: original.currency, clientReference: request.identifier, originalID: original.id,
-                    extra: BillpocketExtra(transactionid: transactionID, identifier: request.identifier, user: user.id,
-                                           reference: saleExtra.reference).json,
-                    createdAt: now))
-                if let code = original.authorisationCode { context.host.void(authorisationCode: code, amount: Int(original.amount)) }
-                // What the sale's callback said of the card (bank, account type) is what the refund's says.
-                let saleCallback = try store.outbox(transactionID: original.id).first { $0.kind == .callback }
-                    .map { Callback(stored: $0, status: "", message: "") }
-                let result = BillpocketResult(
-                    result: .aprobada, amount: Int(original.amount - original.tipAmount),
-                    tip: original.tipAmount > 0 ? Int(original.tipAmount) : nil, reference: saleExtra.reference, transactionId: transactionID,
-                    authorization: original.authorisationCode ?? "", creditCard: String((original.maskedPAN ?? "").suffix(4)),
-                    cardType: BillpocketFormat.cardType(brand: original.cardBrand) ?? "", aid: original.aid,
-                    appLabel: original.applicationLabel, url: started.uuid, identifier: request.identifier,
-                    bank: saleCallback?.value("bank") ?? "", accountType: saleCallback?.value("accountType").flatMap(BillpocketAccountType.init(rawValue:)))
-                let callback = Self.callback(urlScheme: request.urlScheme, result)
-                let stored = try store.complete(id: started.id, Completion.approved(actingOn: original, completedAt: now), trace: [],
-                                                outbox: callback.outbox())
-                return .success(Answer(callback: callback, transaction: stored))
-            } catch {
-                return .failure(WorkflowError(ledger: error, "the ledger could not record the refund"))
-            }
+        let transactionID = Self.transactionID()
+        let new = NewTransaction(
+            terminal: terminal.name, provider: .billpocket, action: .refund, amount: original.amount, tipAmount: original.tipAmount,
+            currency: original.currency, clientReference: request.identifier, originalID: original.id,
+            extra: BillpocketExtra(transactionid: transactionID, identifier: request.identifier, user: user.id, reference: saleExtra.reference).json,
+            createdAt: now)
+        return try await context.recordWithoutCard(on: terminal, new, actingOn: original, release: original.amount) { started in
+            // What the sale's callback said of the card (bank, account type) is what the refund's says.
+            let saleCallback = try store.outbox(transactionID: original.id).first { $0.kind == .callback }
+                .map { Callback(stored: $0, status: "", message: "") }
+            let result = BillpocketResult(
+                result: .aprobada, amount: Int(original.amount - original.tipAmount),
+                tip: original.tipAmount > 0 ? Int(original.tipAmount) : nil, reference: saleExtra.reference, transactionId: transactionID,
+                authorization: original.authorisationCode ?? "", creditCard: String((original.maskedPAN ?? "").suffix(4)),
+                cardType: BillpocketFormat.cardType(brand: original.cardBrand) ?? "", aid: original.aid,
+                appLabel: original.applicationLabel, url: started.uuid, identifier: request.identifier,
+                bank: saleCallback?.value("bank") ?? "", accountType: saleCallback?.value("accountType").flatMap(BillpocketAccountType.init(rawValue:)))
+            return Self.callback(urlScheme: request.urlScheme, result)
         }
-        let answer = try done.get()
-        if let stored = answer.transaction {
-            context.publish(.recorded(stan: stored.stan, status: stored.status, action: .refund), terminal: terminal.name)
-        }
-        return answer
     }
 
     // MARK: Vouchers

@@ -155,6 +155,31 @@ extension WorkflowContext {
         }
     }
 
+    /// Records a transaction that acts on `original` with no card (a cancel, a capture, a refund),
+    /// on the terminal's thread: begins `new`, gives back `release` minor units of the original's
+    /// approval at the host, lets `render` make the callback for the begun transaction, and commits
+    /// it with the original's new status and the callback's outbox rows in one write.
+    public func recordWithoutCard(on terminal: any TerminalSession, _ new: NewTransaction, actingOn original: StoredTransaction,
+                                  release: Int64, render: @escaping @Sendable (Started) throws -> Callback) async throws(WorkflowError) -> Answer {
+        let done: Result<Answer, WorkflowError> = await terminal.perform { [self] in
+            do {
+                let started = try store.begin(new)
+                if release > 0, let code = original.authorisationCode { host.void(authorisationCode: code, amount: Int(release)) }
+                let callback = try render(started)
+                let stored = try store.complete(id: started.id, Completion.approved(actingOn: original, completedAt: new.createdAt),
+                                                trace: [], outbox: callback.outbox())
+                return .success(Answer(callback: callback, transaction: stored))
+            } catch {
+                return .failure(WorkflowError(ledger: error, "the ledger could not record the \(new.action.rawValue)"))
+            }
+        }
+        let answer = try done.get()
+        if let stored = answer.transaction {
+            publish(.recorded(stan: stored.stan, status: stored.status, action: new.action), terminal: terminal.name)
+        }
+        return answer
+    }
+
     /// Reads a card without a transaction (to find what to cancel), on the terminal's thread.
     func readCard(on terminal: any TerminalSession) -> Result<CardRead, TransactionFailure> {
         let now = clock.nowMicroseconds()

@@ -235,48 +235,31 @@ public struct VivaFront: Front {
     /// original's new status with the callback.
     private func recordVoid(request: VivaRequest, action: TransactionAction, original: StoredTransaction, amount: Int64,
                             on terminal: any TerminalSession) async throws(WorkflowError) -> Answer {
-        let context = self.context
-        let done: Result<Answer, WorkflowError> = await terminal.perform {
-            let tid = terminal.tid
-            let now = context.clock.nowMicroseconds()
-            do {
-                let started = try context.store.begin(NewTransaction(terminal: terminal.name, provider: .viva, action: action, amount: amount,
-                                                                     currency: original.currency, clientReference: original.clientReference,
-                                                                     originalID: original.id, createdAt: now))
-                // A cancel gives the whole amount back; a capture releases what it did not take.
-                let release = action == .cancel ? original.amount : original.amount - amount
-                if release > 0, let code = original.authorisationCode {
-                    context.host.void(authorisationCode: code, amount: Int(release))
-                }
-                let date = VivaFormat.transactionDate(microsecondsSince1970: now, utcOffsetSeconds: context.settings.utcOffsetSeconds)
-                let result: VivaResult
-                if action == .cancel {
-                    result = VivaResult(status: .success, message: VivaFormat.successMessage, action: .known(request.command.action),
-                                        amount: Int(amount), cardType: VivaFormat.cardType(brand: original.cardBrand),
-                                        accountNumber: original.maskedPAN, tid: tid, transactionDate: date, transactionId: started.uuid)
-                } else {
-                    result = VivaResult(status: .success, message: VivaFormat.successMessage, action: .known(request.command.action),
-                                        clientTransactionId: original.clientReference, amount: Int(amount), tipAmount: 0,
-                                        verificationMethod: VivaFormat.verificationMethod(cvm: original.cardholderVerification), rrn: started.rrn,
-                                        cardType: VivaFormat.cardType(brand: original.cardBrand),
-                                        accountNumber: original.maskedPAN, referenceNumber: started.stan.description,
-                                        authorisationCode: original.authorisationCode ?? "", tid: tid,
-                                        orderCode: VivaFormat.orderCode(rrn: started.rrn, tid: tid), transactionDate: date,
-                                        transactionId: started.uuid)
-                }
-                let callback = Self.callback(request.callback, result)
-                let stored = try context.store.complete(id: started.id, Completion.approved(actingOn: original, completedAt: now),
-                                                        trace: [], outbox: callback.outbox())
-                return .success(Answer(callback: callback, transaction: stored))
-            } catch {
-                return .failure(WorkflowError(ledger: error, "the ledger could not record the \(action.rawValue)"))
+        let tid = terminal.tid
+        let now = context.clock.nowMicroseconds()
+        let date = VivaFormat.transactionDate(microsecondsSince1970: now, utcOffsetSeconds: context.settings.utcOffsetSeconds)
+        let new = NewTransaction(terminal: terminal.name, provider: .viva, action: action, amount: amount, currency: original.currency,
+                                 clientReference: original.clientReference, originalID: original.id, createdAt: now)
+        // A cancel gives the whole amount back; a capture releases what it did not take.
+        let release = action == .cancel ? original.amount : original.amount - amount
+        return try await context.recordWithoutCard(on: terminal, new, actingOn: original, release: release) { started in
+            let result: VivaResult
+            if action == .cancel {
+                result = VivaResult(status: .success, message: VivaFormat.successMessage, action: .known(request.command.action),
+                                    amount: Int(amount), cardType: VivaFormat.cardType(brand: original.cardBrand),
+                                    accountNumber: original.maskedPAN, tid: tid, transactionDate: date, transactionId: started.uuid)
+            } else {
+                result = VivaResult(status: .success, message: VivaFormat.successMessage, action: .known(request.command.action),
+                                    clientTransactionId: original.clientReference, amount: Int(amount), tipAmount: 0,
+                                    verificationMethod: VivaFormat.verificationMethod(cvm: original.cardholderVerification), rrn: started.rrn,
+                                    cardType: VivaFormat.cardType(brand: original.cardBrand),
+                                    accountNumber: original.maskedPAN, referenceNumber: started.stan.description,
+                                    authorisationCode: original.authorisationCode ?? "", tid: tid,
+                                    orderCode: VivaFormat.orderCode(rrn: started.rrn, tid: tid), transactionDate: date,
+                                    transactionId: started.uuid)
             }
+            return Self.callback(request.callback, result)
         }
-        let answer = try done.get()
-        if let stored = answer.transaction {
-            context.publish(.recorded(stan: stored.stan, status: stored.status, action: action), terminal: terminal.name)
-        }
-        return answer
     }
 
     // MARK: batch
