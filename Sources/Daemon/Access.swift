@@ -130,7 +130,7 @@ struct AccessMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         if let refused = policy.refusal(request) {
-            var response = json(ErrorBody(error: refused.description, field: nil, rule: nil), status: refused.status)
+            var response = try refused.response(from: request, context: context)
             if case .unauthorized = refused { response.headers[.wwwAuthenticate] = "Bearer realm=\"cardbench\"" }
             bench.metrics.recordRequest(route: "refused", status: refused.statusCode)
             return response
@@ -159,7 +159,7 @@ struct AdminOnlyMiddleware: RouterMiddleware {
         guard context.identity?.mayAdminister == true else {
             let refused = DaemonError.forbidden("the admin routes (Billpocket users and device tokens) answer on the control socket only; set http.admin: true to allow them on TCP")
             bench.metrics.recordRequest(route: "refused", status: refused.statusCode)
-            return json(ErrorBody(error: refused.description, field: nil, rule: nil), status: refused.status)
+            return try refused.response(from: request, context: context)
         }
         return try await next(request, context)
     }

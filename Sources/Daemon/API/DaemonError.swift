@@ -61,17 +61,10 @@ extension DaemonError {
     }
 
     /// A ledger failure as the API answers it: a value that broke one of the ledger's rules is the
-    /// request's fault (400, naming the field), anything else the daemon's (500).
+    /// request's fault (400, naming the field), anything else the daemon's (500) — the workflows'
+    /// rule (`WorkflowError(ledger:)`).
     init(ledger error: any Error, _ doing: String) {
-        if let error = error as? DaemonError {
-            self = error
-        } else if let error = error as? WorkflowError {
-            self.init(error)
-        } else if case .invalid(let field, let rule)? = error as? LedgerError {
-            self = .badRequest(field: field, rule: rule)
-        } else {
-            self = .failure("\(doing): \(error)")
-        }
+        if let error = error as? DaemonError { self = error } else { self.init(WorkflowError(ledger: error, doing)) }
     }
 }
 
