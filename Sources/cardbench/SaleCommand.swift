@@ -85,6 +85,8 @@ struct SaleCommand: AsyncParsableCommand {
         if let hostDelay, !(0...600_000).contains(hostDelay) { throw CLIError(message: "--host-delay: must be 0–600000 ms", code: 2) }
         guard hostTimeout > 0, hostTimeout <= 600 else { throw CLIError(message: "--host-timeout: must be more than 0 and at most 600 s", code: 2) }
         if let removeBefore, removeBefore < 1 { throw CLIError(message: "--remove-before: must be 1 or more", code: 2) }
+        // The keypad queues at most 16 inputs: the PINs and the application choice.
+        if pin.count > 15 { throw CLIError(message: "--pin: at most 15 PINs, got \(pin.count)", code: 2) }
         for p in pin where !(4...12).contains(p.count) || !p.allSatisfy(\.isNumber) {
             throw CLIError(message: "--pin: must be 4–12 digits", code: 2)
         }
@@ -110,7 +112,8 @@ struct SaleCommand: AsyncParsableCommand {
         // The PINs and the application choice wait in the keypad's queue; a prompt with no answer
         // left times out at once.
         let keypad = TerminalKeypad()
-        for p in (pin.isEmpty ? profile.pin.map { [$0] } ?? [] : pin).prefix(15) { _ = try keypad.enter(.pin(p)) }
+        let pins = pin.isEmpty ? profile.pin.map { [$0] } ?? [] : pin
+        for p in pins { _ = try keypad.enter(.pin(p)) }
         _ = try keypad.enter(.select(select + 1))
 
         let pinKey = try TDESKey(SecureRandom.bytes(16))

@@ -97,6 +97,8 @@ struct BadInputTests {
         (["emv", "pinblock", "--format", "4", "--pin", "1234", "--pan", "4111111111111111"], "--key", "AES key"),
         (["emv", "pinblock", "--format", "0", "--pin", "1234", "--pan", "4111111111111111", "--key", "0011"], "--key", "8, 16 or 24 bytes"),
         (["emv", "arqc", "--cvn", "10"], "", "Missing expected argument"),
+        (["sale", "--card", "Scenarios/cards/visa-credit-cvn10.yaml", "--amount", "1.00", "--ledger", "/nonexistent/l.sqlite", "--pin"]
+            + Array(repeating: "1234", count: 16), "--pin", "at most 15 PINs"),
     ])
     func rejects(arguments: [String], option: String, rule: String) throws {
         let r = try run(arguments)

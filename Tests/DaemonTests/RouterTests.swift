@@ -59,6 +59,12 @@ struct RouterTests {
                 let e = try object(response.body)
                 #expect((e["error"] as? String)?.contains("no terminal named \"nope\"") == true)
             }
+            try await client.execute(uri: "/v1/open", method: .post, headers: Self.jsonHeaders, body: Self.body(#"{"url": "nope://x"}"#)) { response in
+                #expect(response.status == .badRequest)
+                let e = try object(response.body)
+                #expect(e["field"] as? String == "url")
+                #expect(e["rule"] as? String == #"the scheme must be vivapayclient (Viva Card Terminal app) or billpocket (Billpocket app), got "nope""#)
+            }
             try await client.execute(uri: "/v1/nope", method: .get) { response in
                 #expect(response.status == .notFound)
                 let e = try object(response.body)
