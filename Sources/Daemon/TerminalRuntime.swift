@@ -42,9 +42,7 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
     /// The virtual reader's socket ("" for a serial reader).
     let readerSocket: String
     private let work: DispatchQueue
-    private let lock = NSLock()
-    private var activity: String?
-    private var aborted = false
+    private let activity: TerminalActivity
     private var demo: InsertedVirtualCard?
 
     public var name: String { settings.name }
@@ -71,6 +69,7 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
         }
         let terminal = settings.name
         keypad = TerminalKeypad(autoPIN: demoCard?.pin) { prompt in events.publish(.prompt(prompt), terminal: terminal) }
+        activity = TerminalActivity(terminal: terminal, keypad: keypad)
         work = DispatchQueue(label: "cardbench.terminal.\(settings.name)")
         // The demo card keeps its counters (ATC, PIN tries) across transactions, as the one
         // physical card a demo would use.
@@ -84,41 +83,18 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
     }
 
     /// What the terminal is doing, or nil when idle.
-    public var currentActivity: String? { lock.withLock { activity } }
+    public var currentActivity: String? { activity.current }
 
     /// Takes the terminal for one transaction; a second caller gets "terminal busy".
-    public func acquire(_ what: String) throws(WorkflowError) {
-        let current: String? = lock.withLock {
-            if let activity { return activity }
-            activity = what
-            aborted = false
-            return nil
-        }
-        if let current { throw .conflict("terminal \(settings.name) is busy: \(current) in progress") }
-        keypad.begin()
-    }
+    public func acquire(_ what: String) throws(WorkflowError) { try activity.acquire(what) }
 
-    public func release() {
-        keypad.end()
-        lock.withLock {
-            activity = nil
-            aborted = false
-        }
-    }
+    public func release() { activity.release() }
 
     /// Stops the transaction in progress (the Viva `abort` action): the card wait and any prompt
     /// end at once. Returns false when the terminal was idle.
-    public func abort() -> Bool {
-        let busy = lock.withLock {
-            guard activity != nil else { return false }
-            aborted = true
-            return true
-        }
-        if busy { keypad.abort() }
-        return busy
-    }
+    public func abort() -> Bool { activity.abort() }
 
-    public var isAborted: Bool { lock.withLock { aborted } }
+    public var isAborted: Bool { activity.isAborted }
 
     /// Runs blocking card work on the terminal's own thread.
     public func perform<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {

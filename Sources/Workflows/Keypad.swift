@@ -187,3 +187,58 @@ public final class TerminalKeypad: Prompts, @unchecked Sendable {
         throw .promptTimeout(prompt: kind.name)
     }
 }
+
+/// What a terminal is busy with: one transaction at a time, and whether it was stopped from
+/// outside. It takes the terminal's keypad along: a new transaction clears an earlier abort, its
+/// end forgets the inputs it did not use, an abort wakes a waiting prompt.
+public final class TerminalActivity: @unchecked Sendable {
+    // Unchecked: `activity` and `aborted` are under `lock`.
+    private let lock = NSLock()
+    private var activity: String?
+    private var aborted = false
+    private let terminal: String
+    private let keypad: TerminalKeypad
+
+    public init(terminal: String, keypad: TerminalKeypad) {
+        self.terminal = terminal
+        self.keypad = keypad
+    }
+
+    /// What the terminal is doing, or nil when idle.
+    public var current: String? { lock.withLock { activity } }
+
+    /// Whether the transaction in progress was stopped from outside.
+    public var isAborted: Bool { lock.withLock { aborted } }
+
+    /// Takes the terminal for `what`; a second caller gets "terminal busy".
+    public func acquire(_ what: String) throws(WorkflowError) {
+        let busy: String? = lock.withLock {
+            if let activity { return activity }
+            activity = what
+            aborted = false
+            return nil
+        }
+        if let busy { throw .conflict("terminal \(terminal) is busy: \(busy) in progress") }
+        keypad.begin()
+    }
+
+    public func release() {
+        keypad.end()
+        lock.withLock {
+            activity = nil
+            aborted = false
+        }
+    }
+
+    /// Stops the transaction in progress: the card wait and any prompt end at once. Returns false
+    /// when the terminal was idle.
+    public func abort() -> Bool {
+        let busy = lock.withLock {
+            guard activity != nil else { return false }
+            aborted = true
+            return true
+        }
+        if busy { keypad.abort() }
+        return busy
+    }
+}

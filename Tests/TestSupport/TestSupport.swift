@@ -70,15 +70,16 @@ public final class VirtualCardSession: CardSession, @unchecked Sendable {
 }
 
 /// A terminal for workflow tests: a card slot, the one keypad (`TerminalKeypad`, its inputs
-/// queued ahead as a scenario's), busy and abort as the daemon's terminals have them, and its
-/// blocking work on a thread of its own.
+/// queued ahead as a scenario's), the daemon's terminals' busy and abort (`TerminalActivity`),
+/// and its blocking work on a thread of its own.
 public final class TestTerminal: TerminalSession, @unchecked Sendable {
     public let name: String
     public let tid: String
     public var terminalData: TerminalData
     public let keypad = TerminalKeypad()
     public var prompts: any Prompts { keypad }
-    private let state = Mutex<(card: VirtualCardSession?, activity: String?, aborted: Bool)>((nil, nil, false))
+    private let card = Mutex<VirtualCardSession?>(nil)
+    private let activity: TerminalActivity
     private let work: DispatchQueue
 
     public init(name: String = "bench1", tid: String = "10000001", currency: Int = 978) {
@@ -86,45 +87,23 @@ public final class TestTerminal: TerminalSession, @unchecked Sendable {
         self.tid = tid
         terminalData = TerminalData(countryCode: 300, currencyCode: currency)
         work = DispatchQueue(label: "test terminal \(name)")
+        activity = TerminalActivity(terminal: name, keypad: keypad)
     }
 
     /// Puts `card` in the slot (nil: empties it).
-    public func insert(_ card: VirtualCardSession?) { state.withLock { $0.card = card } }
+    public func insert(_ card: VirtualCardSession?) { self.card.withLock { $0 = card } }
 
-    public var isAborted: Bool { state.withLock { $0.aborted } }
-
-    public func acquire(_ what: String) throws(WorkflowError) {
-        let busy: String? = state.withLock { s in
-            if let activity = s.activity { return activity }
-            s.activity = what
-            s.aborted = false
-            return nil
-        }
-        if let busy { throw .conflict("terminal \(name) is busy: \(busy) in progress") }
-        keypad.begin()
-    }
-
-    public func release() {
-        keypad.end()
-        state.withLock { $0.activity = nil }
-    }
-
-    public func abort() -> Bool {
-        let busy = state.withLock { s in
-            guard s.activity != nil else { return false }
-            s.aborted = true
-            return true
-        }
-        if busy { keypad.abort() }
-        return busy
-    }
+    public var isAborted: Bool { activity.isAborted }
+    public func acquire(_ what: String) throws(WorkflowError) { try activity.acquire(what) }
+    public func release() { activity.release() }
+    public func abort() -> Bool { activity.abort() }
 
     public func perform<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { c in work.async { c.resume(returning: body()) } }
     }
 
     public func waitForCard(timeout: Duration) throws(KernelError) -> any CardSession {
-        guard let card = state.withLock({ $0.card }) else { throw .promptTimeout(prompt: "present card") }
+        guard let card = card.withLock({ $0 }) else { throw .promptTimeout(prompt: "present card") }
         return card
     }
 }
