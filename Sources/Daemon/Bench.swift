@@ -191,11 +191,13 @@ struct TerminalList: TerminalDirectory {
     }
 }
 
-/// The issuer's card facts, from the configured card profiles.
-struct ProfileDirectory: CardDirectory {
+/// The issuer's card facts, from card profiles by PAN.
+public struct ProfileDirectory: CardDirectory {
     let profiles: [String: CardProfile]
 
-    func facts(pan: String) -> CardFacts? {
+    public init(profiles: [String: CardProfile]) { self.profiles = profiles }
+
+    public func facts(pan: String) -> CardFacts? {
         profiles[pan].map { CardFacts(installmentsMaximum: $0.installmentsMaximum, issuerName: $0.issuerName, debit: $0.accountType == .debit) }
     }
 }

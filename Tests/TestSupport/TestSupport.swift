@@ -130,15 +130,6 @@ public final class RecordedEvents: EventSink, @unchecked Sendable {
     public var all: [BenchEvent] { events.withLock { $0.map(\.0) } }
 }
 
-/// Card facts from profiles.
-public struct ProfileFacts: CardDirectory {
-    public let profiles: [String: CardProfile]
-
-    public func facts(pan: String) -> CardFacts? {
-        profiles[pan].map { CardFacts(installmentsMaximum: $0.installmentsMaximum, issuerName: $0.issuerName, debit: $0.accountType == .debit) }
-    }
-}
-
 /// Everything a workflow runs against, real but in process and without sockets: a ledger file,
 /// the emulated host knowing the given cards, a manual clock, recorded events, test terminals.
 public final class WorkflowHarness: @unchecked Sendable {
@@ -163,7 +154,7 @@ public final class WorkflowHarness: @unchecked Sendable {
         var settings = WorkflowSettings()
         settings.promptTimeout = .milliseconds(200)
         settings.cardTimeout = .milliseconds(200)
-        context = WorkflowContext(store: temporary.ledger, host: host, clock: clock, events: events, cards: ProfileFacts(profiles: profiles),
+        context = WorkflowContext(store: temporary.ledger, host: host, clock: clock, events: events, cards: ProfileDirectory(profiles: profiles),
                                   terminals: TestTerminals(all: terminals), settings: settings)
     }
 
