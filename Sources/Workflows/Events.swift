@@ -70,9 +70,9 @@ public enum BenchEvent: Sendable, Equatable {
         case .waitingForCard(let stan): stan.map { ["stan": $0.description] } ?? [:]
         case .prompt(let kind):
             switch kind {
-            case .pin(_, let tries): ["prompt": kind.name].merging(tries.map { ["triesLeft": String($0)] } ?? [:]) { a, _ in a }
+            case .pin(_, let tries?): ["prompt": kind.name, "triesLeft": String(tries)]
+            case .pin(_, nil), .confirm, .photo: ["prompt": kind.name]
             case .select(_, let options): ["prompt": kind.name, "options": options.joined(separator: "\n")]
-            case .confirm, .photo: ["prompt": kind.name]
             }
         case .promptAnswered(let input), .keypadQueued(let input): ["input": input.description]
         case .transactionStarted(let stan, let action): ["stan": stan.description, "action": action.rawValue]

@@ -136,3 +136,22 @@ enum VivaCardFixture {
         return card
     }
 }
+
+@Suite("events as the stream shows them")
+struct BenchEventTests {
+    @Test("a prompt's data: its name, the PIN tries when known, a selection's options one per line")
+    func promptData() {
+        #expect(BenchEvent.prompt(.pin(online: false, triesLeft: 2)).data == ["prompt": "PIN", "triesLeft": "2"])
+        #expect(BenchEvent.prompt(.pin(online: true, triesLeft: nil)).data == ["prompt": "online PIN"])
+        #expect(BenchEvent.prompt(.select(title: "installments", options: ["2", "3"])).data == ["prompt": "installments", "options": "2\n3"])
+        #expect(BenchEvent.prompt(.photo(mandatory: true)).data == ["prompt": "photo (mandatory)"])
+        #expect(BenchEvent.prompt(.photo(mandatory: true)).name == .prompt)
+    }
+
+    @Test("an outcome's duration is for the metrics: the stream does not show it")
+    func outcomeData() {
+        let event = BenchEvent.outcome(stan: STAN(7)!, status: .approved, responseCode: "00", message: "Approved", microseconds: 1234)
+        #expect(event.data == ["stan": "000007", "status": "approved", "responseCode": "00", "message": "Approved"])
+        #expect(BenchEvent.recorded(stan: STAN(8)!, status: .cancelled, action: .cancel).name == .outcome)
+    }
+}
