@@ -212,6 +212,7 @@ extension DaemonConfiguration {
         s.utcOffsetSeconds = utcOffsetSeconds
         s.vivaAmountTable = vivaAmountTable
         s.billpocketAmountTable = billpocketAmountTable
+        s.appSchemeCallbacksHandedOn = callbacks.command != nil || callbacks.xdgOpen
         return s
     }
 }

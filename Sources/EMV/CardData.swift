@@ -214,6 +214,60 @@ extension PAN {
     /// starts like a Visa and passes Luhn (one in ten of those) is refused, as a PCI data-loss
     /// scanner would flag it.
     public static func likelyPANRange(in text: String) -> Range<String.Index>? {
+        // Every request field passes through here, so the common cases must cost little: fewer
+        // than 13 ASCII digits cannot hold a card number (a digit a combining mark follows is not
+        // one either, so counting bytes only overcounts), and ASCII text is scanned as bytes,
+        // where one byte is one character (but for "\r\n", which is neither digit nor separator).
+        var digitCount = 0, ascii = true
+        for byte in text.utf8 {
+            if byte &- UInt8(ascii: "0") < 10 { digitCount += 1 } else if byte >= 0x80 { ascii = false }
+        }
+        if digitCount < 13 { return nil }
+        if ascii { return asciiLikelyPANRange(in: text) }
+        return characterLikelyPANRange(in: text)
+    }
+
+    /// `likelyPANRange` for ASCII text, on its bytes.
+    static func asciiLikelyPANRange(in text: String) -> Range<String.Index>? {
+        let utf8 = Array(text.utf8)
+        func isDigit(_ i: Int) -> Bool { utf8[i] &- UInt8(ascii: "0") < 10 }
+        func index(_ offset: Int) -> String.Index { text.utf8.index(text.utf8.startIndex, offsetBy: offset) }
+        var index0 = 0
+        while index0 < utf8.count {
+            guard isDigit(index0) else {
+                index0 += 1
+                continue
+            }
+            var groups: [Range<Int>] = []
+            var groupStart = index0
+            var i = index0
+            while i < utf8.count {
+                if isDigit(i) {
+                    i += 1
+                } else if utf8[i] == UInt8(ascii: " ") || utf8[i] == UInt8(ascii: "-") {
+                    let next = i + 1
+                    guard next < utf8.count, isDigit(next) else { break }
+                    groups.append(groupStart..<i)
+                    groupStart = next
+                    i = next
+                } else {
+                    break
+                }
+            }
+            groups.append(groupStart..<i)
+            func digits(_ range: Range<Int>) -> String { String(decoding: utf8[range], as: UTF8.self) }
+            if groups.count > 1, groups.allSatisfy({ (2...6).contains($0.count) }) {
+                if Self.isLikely(groups.map(digits).joined()) { return index(groups[0].lowerBound)..<index(groups[groups.count - 1].upperBound) }
+            } else if let found = groups.first(where: { (13...19).contains($0.count) && Self.isLikely(digits($0)) }) {
+                return index(found.lowerBound)..<index(found.upperBound)
+            }
+            index0 = i
+        }
+        return nil
+    }
+
+    /// `likelyPANRange` by characters, for text that is not all ASCII.
+    static func characterLikelyPANRange(in text: String) -> Range<String.Index>? {
         var index = text.startIndex
         while index < text.endIndex {
             guard text[index].isASCII, text[index].isWholeNumber else {

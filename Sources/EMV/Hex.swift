@@ -3,7 +3,11 @@ public enum Hex {
     private static let digits: [UInt8] = Array("0123456789ABCDEF".utf8)
 
     /// Encodes bytes as uppercase hex with no separators.
+    ///
+    /// Every APDU of every trace is encoded, so contiguous bytes (the usual caller's) are written
+    /// straight into the string's storage rather than walked through a generic iterator.
     public static func encode<S: Sequence>(_ bytes: S) -> String where S.Element == UInt8 {
+        if let encoded = bytes.withContiguousStorageIfAvailable({ encode(buffer: $0) }) { return encoded }
         var out: [UInt8] = []
         out.reserveCapacity(bytes.underestimatedCount * 2)
         for b in bytes {
@@ -11,6 +15,26 @@ public enum Hex {
             out.append(digits[Int(b & 0x0F)])
         }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Encodes an array of bytes (the common caller; no generic dispatch).
+    public static func encode(_ bytes: [UInt8]) -> String { bytes.withUnsafeBufferPointer { encode(buffer: $0) } }
+
+    private static func encode(buffer: UnsafeBufferPointer<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: buffer.count * 2) { out in
+            var i = 0
+            for b in buffer {
+                out[i] = hexDigit(b >> 4)
+                out[i + 1] = hexDigit(b & 0x0F)
+                i += 2
+            }
+            return i
+        }
+    }
+
+    @inline(__always)
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "A") - 10 + nibble
     }
 
     /// Decodes a hex string. Spaces are ignored so values can be pasted from traces.

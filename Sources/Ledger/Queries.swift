@@ -109,7 +109,7 @@ extension Ledger {
     /// refund, retries), at most `limit`.
     public func transactions(provider: Provider, clientReference: String, limit: Int = 100) throws -> [StoredTransaction] {
         try Validate.noNUL(clientReference, field: "clientReference")
-        return try read("find client reference \(clientReference)") { db in
+        return try readOneStatement("find client reference \(clientReference)") { db in
             try Self.fetch(db, Lookup.clientReferenceSQL(provider), [clientReference, limit])
         }
     }

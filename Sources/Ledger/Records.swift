@@ -209,12 +209,16 @@ public struct OutboxMessage: Sendable, Equatable {
     public var payload: String
     /// Microseconds since 1970; nil means at once (the completion time).
     public var nextAttemptAt: Int64?
+    /// Set when the message has nowhere to go but the reply that carries it: it is recorded
+    /// delivered at this time (microseconds since 1970), in the same commit, with one attempt.
+    public var deliveredAt: Int64?
 
-    public init(kind: OutboxKind, target: String, payload: String, nextAttemptAt: Int64? = nil) {
+    public init(kind: OutboxKind, target: String, payload: String, nextAttemptAt: Int64? = nil, deliveredAt: Int64? = nil) {
         self.kind = kind
         self.target = target
         self.payload = payload
         self.nextAttemptAt = nextAttemptAt
+        self.deliveredAt = deliveredAt
     }
 }
 

@@ -10,8 +10,11 @@ enum Validate {
     }
 
     static func terminalName(_ name: String) throws {
-        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-        guard (1...64).contains(name.count), name.allSatisfy(allowed.contains) else {
+        // Every begin checks its terminal's name: bytes, not a set of characters built each time.
+        func allowed(_ b: UInt8) -> Bool {
+            (b | 0x20) &- UInt8(ascii: "a") < 26 || b &- UInt8(ascii: "0") < 10 || b == UInt8(ascii: ".") || b == UInt8(ascii: "_") || b == UInt8(ascii: "-")
+        }
+        guard (1...64).contains(name.utf8.count), name.utf8.allSatisfy(allowed) else {
             throw LedgerError.invalid(field: "name", rule: "must be 1–64 letters, digits, '.', '_' or '-', got \"\(name)\"")
         }
     }
@@ -34,9 +37,9 @@ enum Validate {
 
     /// The kernel masks traces and fronts render masked URLs; this is the ledger refusing to be
     /// the place a mistake upstream turns into a stored PAN.
-    static func noPAN(_ pan: String?, in text: String?, field: String) throws {
+    static func noPAN(_ pan: String?, in text: String?, field: @autoclosure () -> String) throws {
         guard let pan, let text, containsBytes(text, pan) else { return }
-        throw LedgerError.invalid(field: field, rule: "contains the full PAN; only masked card data may be stored")
+        throw LedgerError.invalid(field: field(), rule: "contains the full PAN; only masked card data may be stored")
     }
 
     /// A byte search: `String.contains` goes through Foundation's locale-aware search, which
@@ -70,11 +73,12 @@ enum Validate {
     }
 
     /// Trace hex as the kernel redacts it: PAN digits and PIN blocks appear as '*'.
-    static func maskedHex(_ value: String, field: String, bytes: ClosedRange<Int>) throws {
+    /// `field` is built only for the error: a sale checks some 30 trace fields.
+    static func maskedHex(_ value: String, field: @autoclosure () -> String, bytes: ClosedRange<Int>) throws {
         guard value.utf8.count % 2 == 0, value.utf8.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: "*") }),
               bytes.contains(value.utf8.count / 2) else {
             let size = "\(bytes.lowerBound)–\(bytes.upperBound)"
-            throw LedgerError.invalid(field: field, rule: "must be \(size) bytes of hex ('*' where masked), got \"\(value.prefix(80))\"")
+            throw LedgerError.invalid(field: field(), rule: "must be \(size) bytes of hex ('*' where masked), got \"\(value.prefix(80))\"")
         }
     }
 

@@ -47,9 +47,20 @@ public struct Callback: Sendable, Equatable {
     /// The outbox rows committed with the transaction: the URL itself, which the reply carries
     /// and a configured command, xdg-open or a webhook is given. Delivery runs on wall time,
     /// whatever the transaction clock says: retries must happen.
-    public func outbox(wallNow: Int64 = SystemClock().nowMicroseconds()) -> [OutboxMessage] {
+    ///
+    /// An app-scheme URL that nothing is configured to hand on (`appSchemesHandedOn` false) has
+    /// nowhere to go but the reply: it is recorded delivered in the transaction's own commit,
+    /// rather than left for the delivery loop to mark in a second commit of its own.
+    public func outbox(wallNow: Int64 = SystemClock().nowMicroseconds(), appSchemesHandedOn: Bool = true) -> [OutboxMessage] {
         guard let url, let target else { return [] }
-        return [OutboxMessage(kind: .callback, target: target, payload: url, nextAttemptAt: wallNow)]
+        let replyOnly = !appSchemesHandedOn && !Self.isHTTP(url)
+        return [OutboxMessage(kind: .callback, target: target, payload: url, nextAttemptAt: wallNow, deliveredAt: replyOnly ? wallNow : nil)]
+    }
+
+    /// Whether `url` is an http(s) callback (the delivery loop requests it).
+    static func isHTTP(_ url: String) -> Bool {
+        let scheme = url.utf8.prefix { $0 != UInt8(ascii: ":") }
+        return scheme.count < url.utf8.count && ["http", "https"].contains(String(decoding: scheme, as: UTF8.self).lowercased())
     }
 
     /// A field's value.

@@ -71,7 +71,7 @@ extension WorkflowContext {
             let run = runKernel(on: terminal, plan, started: started)
             let callback = render(run)
             do {
-                let stored = try store.complete(id: started.id, run.completion, trace: run.trace, outbox: callback.outbox())
+                let stored = try store.complete(id: started.id, run.completion, trace: run.trace, outbox: callback.outbox(appSchemesHandedOn: settings.appSchemeCallbacksHandedOn))
                 return .success((Answer(callback: callback, transaction: stored), run))
             } catch {
                 return .failure(recordUnrecordable(run, refused: error))
@@ -167,7 +167,7 @@ extension WorkflowContext {
                 if release > 0, let code = original.authorisationCode { host.void(authorisationCode: code, amount: Int(release)) }
                 let callback = try render(started)
                 let stored = try store.complete(id: started.id, Completion.approved(actingOn: original, completedAt: new.createdAt),
-                                                trace: [], outbox: callback.outbox())
+                                                trace: [], outbox: callback.outbox(appSchemesHandedOn: settings.appSchemeCallbacksHandedOn))
                 return .success(Answer(callback: callback, transaction: stored))
             } catch {
                 return .failure(WorkflowError(ledger: error, "the ledger could not record the \(new.action.rawValue)"))

@@ -148,6 +148,9 @@ public struct WorkflowSettings: Sendable {
     public var utcOffsetSeconds = 0
     public var vivaAmountTable: AmountTable = .stripeCents
     public var billpocketAmountTable: AmountTable = .billpocket
+    /// Whether app-scheme callbacks are handed to something besides the reply (a command,
+    /// xdg-open); when not, their outbox rows are recorded delivered with the transaction.
+    public var appSchemeCallbacksHandedOn = true
 
     public init() {}
 }

@@ -3,8 +3,23 @@ import Daemon
 import Foundation
 import Logging
 
-/// `cardbenchd`: the cardbench daemon, in the foreground as systemd runs it.
+/// The process's entry point: runs `CardbenchDaemon` on the global executor while the main thread
+/// waits. An `async` main would hand the main thread to `dispatch_main()`, which valgrind (3.19
+/// and 3.24 alike) cannot run, and callgrind is how the daemon's cost per sale is measured
+/// (docs/performance.md). Nothing in the daemon needs the main actor.
 @main
+enum CardbenchDaemonMain {
+    static func main() {
+        let finished = DispatchSemaphore(value: 0)
+        Task.detached {
+            await CardbenchDaemon.main()
+            finished.signal()
+        }
+        finished.wait()
+    }
+}
+
+/// `cardbenchd`: the cardbench daemon, in the foreground as systemd runs it.
 struct CardbenchDaemon: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cardbenchd",

@@ -17,9 +17,17 @@ struct BenchSaleTests {
         let floorCommitP50Milliseconds: Double
         let httpRoundTripP50Milliseconds: Double
         let p50RatioToFloor: Double
-        let daemonCPUMillisecondsPerSale: Double
-        let goalRatio: Double
+        let p50RatioToFloors: Double
+        let daemonCPUMicrosecondsPerSale: Double
+        let daemonSystemCPUMicrosecondsPerSale: Double
+        let daemonCPUMicrosecondsPerHTTPFloorRequest: Double
+        let daemonRSSBeforeKB: Int
+        let daemonRSSAfterKB: Int
+        let daemonInstructionsPerSale: Double?
+        let goalDaemonCPUMicrosecondsPerSale: Double
+        let goalRatioToFloors: Double
         let goalSalesPerSecondAt32Terminals: Double
+        let goalRSSGrowthKB: Int
     }
 
     /// A small run through a real cardbenchd: every sale is approved and every figure is there
@@ -34,16 +42,26 @@ struct BenchSaleTests {
         #expect(report.salesPerSecond > 0 && report.p50Milliseconds > 0 && report.p99Milliseconds >= report.p50Milliseconds)
         #expect(report.floorCommitP50Milliseconds > 0 && report.httpRoundTripP50Milliseconds > 0)
         #expect(abs(report.p50RatioToFloor - report.p50Milliseconds / report.floorCommitP50Milliseconds) < 1e-9)
-        #expect(report.daemonCPUMillisecondsPerSale > 0)
-        #expect(report.goalRatio == 2 && report.goalSalesPerSecondAt32Terminals == 1000)
+        #expect(abs(report.p50RatioToFloors - report.p50Milliseconds / (report.floorCommitP50Milliseconds + report.httpRoundTripP50Milliseconds)) < 1e-9)
+        #expect(report.daemonCPUMicrosecondsPerSale >= report.daemonSystemCPUMicrosecondsPerSale && report.daemonSystemCPUMicrosecondsPerSale >= 0)
+        #expect(report.daemonCPUMicrosecondsPerHTTPFloorRequest >= 0)
+        // A daemon that is running has a resident set of megabytes.
+        #expect(report.daemonRSSBeforeKB > 1024 && report.daemonRSSAfterKB > 1024)
+        #expect(report.daemonInstructionsPerSale == nil, "no callgrind, no instruction count")
+        #expect(report.goalDaemonCPUMicrosecondsPerSale == 150 && report.goalRatioToFloors == 1.5)
+        #expect(report.goalSalesPerSecondAt32Terminals == 5000 && report.goalRSSGrowthKB == 5 * 1024)
     }
 
     @Test func theTextReportSaysWhetherEachGoalIsMet() throws {
         let r = try run(["bench", "sale", "--terminals", "1", "--count", "5", "--floor-commits", "10", "--card", Self.card])
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(r.lines.contains { $0.hasPrefix("ratio: sale p50 is ") && ($0.hasSuffix("(goal ≤ 2x: met)") || $0.hasSuffix("(goal ≤ 2x: not met)")) })
-        #expect(r.lines.contains("throughput goal: 1,000 sales/s with 32 terminals (run with --terminals 32)"))
-        #expect(r.lines.contains { $0.hasPrefix("an HTTP round trip to the daemon that does nothing") })
+        func verdict(_ line: String) -> Bool { line.hasSuffix(", met") || line.hasSuffix(", not met") }
+        #expect(r.lines.contains { $0.hasPrefix("goal: daemon CPU per sale ≤ 150 µs: ") && verdict($0) })
+        #expect(r.lines.contains { $0.hasPrefix("goal: sale p50 ≤ 1.5x (commit floor + HTTP floor): ") && $0.contains("the old goal of 2x: ") })
+        #expect(r.lines.contains("goal of 32 terminals: 5,000 sales/s (run with --terminals 32)"))
+        #expect(r.lines.contains("goal of 100,000 sales: RSS growth < 5 MB (run with --count 100000)"))
+        #expect(r.lines.contains { $0.hasPrefix("floor: an HTTP round trip to the daemon that does nothing") })
+        #expect(r.lines.contains { $0.hasPrefix("daemon RSS: ") })
     }
 
     @Test("bad options: one line naming the option, status 2", arguments: [

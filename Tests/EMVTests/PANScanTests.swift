@@ -1,4 +1,4 @@
-import EMV
+@testable import EMV
 import Testing
 
 @Suite("PAN.likelyPANRange: card numbers in request text")
@@ -32,6 +32,44 @@ struct PANScanTests {
         let text = "ref 4761 7390 0101 0010."
         let found = try #require(PAN.likelyPANRange(in: text))
         #expect(text[found] == "4761 7390 0101 0010")
+    }
+
+    @Test("the byte scan of ASCII text finds what the character scan finds, at the same place")
+    func asciiScanAgreesWithCharacterScan() {
+        var random = SplitMix64(state: 0x5CA7)
+        let pans = ["4761739001010010", "5413330089604004", "378282246310005", "6011111111111117", "4111111111111111"]
+        let alphabet = Array("0123456789 -ax.&=\r\n")
+        var found = 0
+        for _ in 0..<20_000 {
+            var text = ""
+            for _ in 0..<Int(random.next() % 40) {
+                if random.next() % 12 == 0 {
+                    // A card number, sometimes grouped in fours.
+                    let pan = pans[Int(random.next() % UInt64(pans.count))]
+                    if random.next() % 2 == 0 {
+                        text += pan
+                    } else {
+                        let separator = random.next() % 2 == 0 ? " " : "-"
+                        text += stride(from: 0, to: pan.count, by: 4).map { i in
+                            String(pan.dropFirst(i).prefix(4))
+                        }.joined(separator: separator)
+                    }
+                } else {
+                    text.append(alphabet[Int(random.next() % UInt64(alphabet.count))])
+                }
+            }
+            let bytes = PAN.asciiLikelyPANRange(in: text), characters = PAN.characterLikelyPANRange(in: text)
+            #expect(bytes == characters, "\(text.debugDescription)")
+            #expect(PAN.likelyPANRange(in: text) == characters, "\(text.debugDescription)")
+            if characters != nil { found += 1 }
+        }
+        #expect(found > 1000)
+    }
+
+    @Test("a digit a combining mark follows is no digit of a card number")
+    func combiningMarks() {
+        #expect(!PAN.looksLikeItHoldsAPAN("476173900101001\u{0301}0"))
+        #expect(PAN.looksLikeItHoldsAPAN("é 4761739001010010"))
     }
 
     @Test("control characters are found with their position, C0, DEL and C1 alike")

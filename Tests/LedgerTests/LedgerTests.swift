@@ -682,3 +682,32 @@ struct TypedColumnTests {
         #expect(StoredTransaction.cvMethod(described: "PIN") == nil)
     }
 }
+
+@Suite("complete: what it returns is what the ledger holds")
+struct CompleteReturnsTheRowTests {
+    @Test("approved, declined, reversed, failed, with and without card data, installments and a trace: the returned row equals a fresh read")
+    func returnedRowEqualsAFreshRead() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let ledger = try Ledger(path: dir.database, panKey: keyA)
+        _ = try ledger.ensureTerminal(name: "t1", tid: "16016684")
+        var withInstallments = approved()
+        withInstallments.installments = 6
+        let cases: [(NewTransaction, Completion)] = [
+            (sale(reference: "r-1"), approved()),
+            (sale(reference: "r-2", pan: panA), declined(pan: nil)),
+            (sale(amount: 99), declined()),
+            (sale(), approved(reversal: true)),
+            (sale(), Completion(status: .failed, message: "card removed", completedAt: leapDay + 1)),
+            (sale(), Completion(status: .cancelled, completedAt: leapDay + 2)),
+            (NewTransaction(terminal: "t1", provider: .billpocket, action: .sale, amount: 300, tipAmount: 15, currency: 484,
+                            clientReference: "b-1", installments: 3, createdAt: leapDay, pan: nil), withInstallments),
+        ]
+        for (new, completion) in cases {
+            let started = try ledger.begin(new)
+            let returned = try ledger.complete(id: started.id, completion, trace: sampleTrace, outbox: [callback()])
+            let read = try #require(try ledger.transaction(id: started.id))
+            #expect(returned == read)
+        }
+    }
+}
