@@ -1,3 +1,4 @@
+import CLibCrypto
 /// The cryptogram versions cardbench computes, by their CVN numbers.
 public enum CVN: Int, Sendable, CaseIterable, CustomStringConvertible, Codable {
     case visa10 = 10
@@ -46,22 +47,55 @@ public enum CVN: Int, Sendable, CaseIterable, CustomStringConvertible, Codable {
 /// CVR, issuer application data and counters as the CVN needs them.
 public struct CryptogramData: Sendable, Hashable {
     /// Tag values: 9F02, 9F03, 9F1A, 95, 5F2A, 9A, 9C, 9F37, 82, 9F36, and 9F10 if given that way.
-    public var tags: [EMVTag: [UInt8]]
+    public var tags: [EMVTag: [UInt8]] { didSet { prepared = Prepared(tags) } }
     /// Card verification results; if absent they are taken from the issuer application data.
     public var cvr: [UInt8]?
     /// Issuer application data (9F10); falls back to `tags[9F10]`.
     public var issuerApplicationData: [UInt8]?
     /// Mastercard CVN 17/21 counters (8 bytes); if absent, taken from the IAD.
     public var counters: [UInt8]?
+    /// The tags as every computation reads them, looked up once: a card and its issuer each MAC
+    /// the same data, and a dozen dictionary lookups per MAC cost more than the DES.
+    private(set) var prepared: Prepared
+
+    /// The ten cryptogram tags in order (nil when one is missing or of the wrong length: `input`
+    /// then names it), the ATC, the Unpredictable Number and the IAD given as a tag.
+    struct Prepared: Sendable, Hashable {
+        /// Empty when a tag is missing or of the wrong length (non-optional: an optional array
+        /// is copied through a generic witness, which showed in `bench crypto`).
+        let terminalInput: [UInt8]
+        /// Empty when there is none.
+        let atc: [UInt8]
+        let unpredictableNumber: [UInt8]?
+        let iad: [UInt8]?
+
+        init(_ tags: [EMVTag: [UInt8]]) {
+            var out: [UInt8] = []
+            out.reserveCapacity(64)
+            var complete = true
+            for (tag, length) in CVN.cryptogramTags {
+                guard let v = tags[tag], v.count == length else {
+                    complete = false
+                    break
+                }
+                out += v
+            }
+            terminalInput = complete ? out : []
+            atc = tags[0x9F36] ?? []
+            unpredictableNumber = tags[0x9F37]
+            iad = tags[0x9F10]
+        }
+    }
 
     public init(tags: [EMVTag: [UInt8]], cvr: [UInt8]? = nil, issuerApplicationData: [UInt8]? = nil, counters: [UInt8]? = nil) {
         self.tags = tags
         self.cvr = cvr
         self.issuerApplicationData = issuerApplicationData
         self.counters = counters
+        prepared = Prepared(tags)
     }
 
-    var iad: [UInt8]? { issuerApplicationData ?? tags[0x9F10] }
+    var iad: [UInt8]? { issuerApplicationData ?? prepared.iad }
 }
 
 /// What the issuer returns for ARPC generation: an authorisation response code (method 1) or a
@@ -76,97 +110,166 @@ public enum ARPCInput: Sendable, Hashable {
 /// An issuer builds it from the issuer master key and the PAN; a card from its ICC master key.
 public struct CryptogramKeys: Sendable {
     public let cvn: CVN
-    public let iccMasterKey: TDESKey
+    /// The ICC master key. A derived one is kept as its two halves, with no key schedules: a
+    /// card or issuer derives it for one cryptogram, and the schedules made on the stack when
+    /// they are used cost less than a key object (`bench crypto` measures this path).
+    public var iccMasterKey: TDESKey {
+        switch master {
+        case .halves(let left, let right): TDESKey(left: left, right: right)
+        case .key(let key): key
+        }
+    }
+
+    private enum Master: Sendable {
+        case halves(DESBlock, DESBlock)
+        case key(TDESKey)
+    }
+
+    private let master: Master
 
     /// Derives the ICC master key from the issuer master key as the CVN prescribes.
     public init(cvn: CVN, issuerMasterKey: TDESKey, pan: String, psn: String) throws(EMVError) {
         self.cvn = cvn
-        iccMasterKey = cvn.usesOptionB
-            ? try KeyDerivation.iccMasterKeyOptionB(issuerMasterKey: issuerMasterKey, pan: pan, psn: psn)
-            : try KeyDerivation.iccMasterKeyOptionA(issuerMasterKey: issuerMasterKey, pan: pan, psn: psn)
+        let (left, right) = try KeyDerivation.iccMasterKeyHalves(issuerMasterKey: issuerMasterKey, pan: pan, psn: psn, optionB: cvn.usesOptionB)
+        master = .halves(left, right)
     }
 
     /// Uses an ICC master key as personalised on a card.
     public init(cvn: CVN, iccMasterKey: TDESKey) {
         self.cvn = cvn
-        self.iccMasterKey = iccMasterKey
+        master = .key(iccMasterKey)
+    }
+
+    /// Runs `body` with the ICC master key's K1, K2, K3 schedules.
+    private func withMasterSchedules<R>(_ body: (UnsafeMutablePointer<DES_key_schedule>) -> R) -> R {
+        switch master {
+        case .halves(let left, let right): TDESKey.withSchedules(left, right, body)
+        case .key(let key): key.withSchedules(body)
+        }
     }
 
     /// The AC session key for a transaction: none (the ICC master key) for Visa CVN 10; the
     /// Mastercard key from ATC and UN for CVN 16/17; the EMV common session key otherwise.
     public func sessionKey(atc: [UInt8], unpredictableNumber: [UInt8]?) throws(EMVError) -> TDESKey {
+        guard let (left, right) = try sessionKeyHalves(atc: atc, unpredictableNumber: unpredictableNumber) else { return iccMasterKey }
+        return TDESKey(left: left, right: right)
+    }
+
+    /// The session key's two halves, or nil when the CVN MACs with the ICC master key.
+    func sessionKeyHalves(atc: [UInt8], unpredictableNumber: [UInt8]?) throws(EMVError) -> (DESBlock, DESBlock)? {
         guard atc.count == 2 else { throw EMVError(field: "tag 9F36", rule: "the ATC is 2 bytes, got \(atc.count)") }
+        let r: (DESBlock, DESBlock)
         switch cvn {
         case .visa10:
-            return iccMasterKey
+            return nil
         case .mastercard16, .mastercard17:
             guard let un = unpredictableNumber else {
                 throw EMVError(field: "tag 9F37", rule: "missing: \(cvn) derives its session key from the Unpredictable Number")
             }
             guard un.count == 4 else { throw EMVError(field: "tag 9F37", rule: "the Unpredictable Number is 4 bytes, got \(un.count)") }
-            return try KeyDerivation.mastercardSessionKey(iccMasterKey: iccMasterKey, atc: atc, unpredictableNumber: un)
+            r = KeyDerivation.mastercardSessionR(atc: atc, unpredictableNumber: un)
         case .visa18, .visa22, .mastercard20, .mastercard21:
-            return try KeyDerivation.commonSessionKey(iccMasterKey: iccMasterKey, atc: atc)
+            r = KeyDerivation.commonSessionR(atc: atc)
         }
+        return withMasterSchedules { TDESKey.deriveHalves(r.0, r.1, schedules: $0) }
     }
 
     /// The bytes the MAC runs over: the ten terminal and card tags, then the CVR (Visa 10,
     /// Mastercard), the whole IAD (Visa 18/22) and the counters (Mastercard 17/21).
     public func input(_ data: CryptogramData) throws(EMVError) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(64)
-        for (tag, length) in CVN.cryptogramTags {
-            guard let v = data.tags[tag] else {
-                throw EMVError(field: "tag \(tag)", rule: "missing: \(cvn) needs \(tag.name ?? "it") (\(length) bytes)")
+        let (tags, first, second) = try inputParts(data)
+        return tags + first + second
+    }
+
+    /// `input` in its three parts, none copied: the tags, then what the CVN adds after them.
+    private func inputParts(_ data: CryptogramData) throws(EMVError) -> ([UInt8], ArraySlice<UInt8>, ArraySlice<UInt8>) {
+        let tags = data.prepared.terminalInput
+        if tags.isEmpty {
+            // Only to name what is wrong: a missing tag, or one of the wrong length.
+            for (tag, length) in CVN.cryptogramTags {
+                guard let v = data.tags[tag] else {
+                    throw EMVError(field: "tag \(tag)", rule: "missing: \(cvn) needs \(tag.name ?? "it") (\(length) bytes)")
+                }
+                guard v.count == length else {
+                    throw EMVError(field: "tag \(tag)", rule: "\(tag.name ?? "value") must be \(length) bytes, got \(v.count)")
+                }
             }
-            guard v.count == length else {
-                throw EMVError(field: "tag \(tag)", rule: "\(tag.name ?? "value") must be \(length) bytes, got \(v.count)")
-            }
-            out += v
+            throw EMVError(field: "tags", rule: "the cryptogram's tags are incomplete")
         }
         switch cvn {
         case .visa10:
-            out += try extract(data.cvr, from: data.iad, range: 3..<7, name: "cvr", what: "the Visa CVR (4 bytes, IAD bytes 4–7)")
+            return (tags, try extract(data.cvr, from: data.iad, range: 3..<7, name: "cvr", what: "the Visa CVR (4 bytes, IAD bytes 4–7)"), [])
         case .visa18, .visa22:
             guard let iad = data.iad else {
                 throw EMVError(field: "iad", rule: "missing: \(cvn) MACs the whole issuer application data (9F10); give --iad or --tag 9F10=")
             }
             guard (1...32).contains(iad.count) else { throw EMVError(field: "iad", rule: "issuer application data is 1–32 bytes, got \(iad.count)") }
-            out += iad
+            return (tags, iad[...], [])
         case .mastercard16, .mastercard20:
-            out += try extract(data.cvr, from: data.iad, range: 2..<8, name: "cvr", what: "the Mastercard CVR (6 bytes, IAD bytes 3–8)")
+            return (tags, try extract(data.cvr, from: data.iad, range: 2..<8, name: "cvr", what: "the Mastercard CVR (6 bytes, IAD bytes 3–8)"), [])
         case .mastercard17, .mastercard21:
-            out += try extract(data.cvr, from: data.iad, range: 2..<8, name: "cvr", what: "the Mastercard CVR (6 bytes, IAD bytes 3–8)")
-            out += try extract(data.counters, from: data.iad, range: 10..<18, name: "counters", what: "the counters (8 bytes, IAD bytes 11–18)")
+            return (tags, try extract(data.cvr, from: data.iad, range: 2..<8, name: "cvr", what: "the Mastercard CVR (6 bytes, IAD bytes 3–8)"),
+                    try extract(data.counters, from: data.iad, range: 10..<18, name: "counters", what: "the counters (8 bytes, IAD bytes 11–18)"))
         }
-        return out
     }
 
-    private func extract(_ given: [UInt8]?, from iad: [UInt8]?, range: Range<Int>, name: String, what: String) throws(EMVError) -> [UInt8] {
+    private func extract(_ given: [UInt8]?, from iad: [UInt8]?, range: Range<Int>, name: String, what: String) throws(EMVError) -> ArraySlice<UInt8> {
         if let given {
             guard given.count == range.count else {
                 throw EMVError(field: name, rule: "\(what): must be \(range.count) bytes, got \(given.count)")
             }
-            return given
+            return given[...]
         }
         guard let iad, iad.count >= range.upperBound else {
             throw EMVError(field: name, rule: "missing: \(cvn) needs \(what); give --\(name) or an --iad that holds it")
         }
-        return Array(iad[range])
+        return iad[range]
     }
 
     /// Computes the application cryptogram (ARQC, TC or AAC — the computation is the same)
     /// and the session key it used.
     public func generate(_ data: CryptogramData) throws(EMVError) -> (cryptogram: [UInt8], sessionKey: TDESKey) {
-        var message = try input(data)
-        let key = try sessionKey(atc: data.tags[0x9F36] ?? [], unpredictableNumber: data.tags[0x9F37])
-        ISO9797.pad(&message, cvn == .visa10 ? .method1 : .method2)
-        return (key.retailMAC(padded: message).bytes, key)
+        (try cryptogram(data), try sessionKey(atc: data.prepared.atc, unpredictableNumber: data.prepared.unpredictableNumber))
+    }
+
+    /// The application cryptogram alone: what a card answers and an issuer checks, neither of
+    /// which keeps the session key, so its schedules live on the stack for the one MAC.
+    public func cryptogram(_ data: CryptogramData) throws(EMVError) -> [UInt8] {
+        let (tags, first, second) = try inputParts(data)
+        let halves = try sessionKeyHalves(atc: data.prepared.atc, unpredictableNumber: data.prepared.unpredictableNumber)
+        // The message is built and padded (ISO 9797-1 method 1 for Visa CVN 10, else method 2)
+        // in a buffer on the stack.
+        let length = tags.count + first.count + second.count
+        let method2 = cvn != .visa10
+        let padded = method2 ? (length + 8) / 8 * 8 : (length == 0 ? 8 : (length + 7) / 8 * 8)
+        let mac = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: padded) { buffer in
+            let out = buffer.baseAddress!
+            var n = 0
+            func append(_ part: ArraySlice<UInt8>) {
+                part.withUnsafeBufferPointer { bytes in
+                    guard let base = bytes.baseAddress else { return }
+                    (out + n).initialize(from: base, count: bytes.count)
+                    n += bytes.count
+                }
+            }
+            append(tags[...])
+            append(first)
+            append(second)
+            if method2 {
+                out[n] = 0x80
+                n += 1
+            }
+            (out + n).initialize(repeating: 0, count: padded - n)
+            let message = UnsafeBufferPointer(buffer)
+            guard let (left, right) = halves else { return withMasterSchedules { TDESKey.retailMAC(schedules: $0, padded: message) } }
+            return TDESKey.retailMAC(left: left, right: right, padded: message)
+        }
+        return mac.bytes
     }
 
     /// Recomputes the cryptogram and compares it in constant time.
     public func verify(_ cryptogram: [UInt8], _ data: CryptogramData) throws(EMVError) -> Bool {
-        TDESKey.constantTimeEqual(try generate(data).cryptogram, cryptogram)
+        TDESKey.constantTimeEqual(try self.cryptogram(data), cryptogram)
     }
 
     /// The ARPC for an ARQC. Method 1 (Visa 10, Mastercard): TDES of ARQC ⊕ (ARC‖000000000000);

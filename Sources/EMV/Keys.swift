@@ -7,10 +7,14 @@ import CryptoExtras
 ///
 /// The key never prints itself: `description` shows the key check value only.
 public struct TDESKey: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
-    private let key: [UInt8]
-    /// K1, K2, K3 schedules. A double-length key's K3 is K1, a single-length key's K2 and K3 are
-    /// K1, so one EDE call serves every length.
-    private let schedules: Schedules
+    /// The key's bytes and its K1, K2, K3 schedules in one allocation (a double-length key's K3
+    /// is K1, a single-length key's K2 and K3 are K1, so one EDE call serves every length). Every
+    /// cryptogram derives two keys; one allocation each, not three, shows in `bench crypto`.
+    private var storage: KeyStorage { shared.storage }
+    private let shared: SharedStorage
+
+    /// `ManagedBuffer` is never `Sendable`; this one is immutable once made.
+    private struct SharedStorage: @unchecked Sendable { let storage: KeyStorage }
 
     /// Makes a key from 8, 16 or 24 bytes. Parity bits are not checked (keys from tests and HSM
     /// dumps often ignore them), matching what issuers' tools accept.
@@ -22,8 +26,14 @@ public struct TDESKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
     }
 
     init(unchecked bytes: [UInt8]) {
-        key = bytes
-        schedules = Schedules(bytes)
+        var blocks = [DESBlock](repeating: DESBlock(cblock: (0, 0, 0, 0, 0, 0, 0, 0)), count: 3)
+        for i in 0..<bytes.count / 8 { blocks[i] = DESBlock(bytes, at: 8 * i) }
+        shared = SharedStorage(storage: KeyStorage.make(blocks[0], blocks[1], blocks[2], length: bytes.count))
+    }
+
+    /// A double-length key of two blocks.
+    init(left: DESBlock, right: DESBlock) {
+        shared = SharedStorage(storage: KeyStorage.make(left, right, left, length: 16))
     }
 
     /// Parses a key written in hex.
@@ -32,11 +42,13 @@ public struct TDESKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
     }
 
     /// Key length in bytes.
-    public var length: Int { key.count }
+    public var length: Int { storage.header.length }
 
     /// The key's bytes in clear — for callers that must hand a derived key to a person (the
     /// `cardbench emv arqc --json` output); nothing else should need it.
-    public var clearBytes: [UInt8] { key }
+    public var clearBytes: [UInt8] { storage.header.bytes }
+
+    private var key: [UInt8] { storage.header.bytes }
 
     /// The key check value: the first 3 bytes of the key encrypting a zero block.
     public var checkValue: [UInt8] { Array(encryptBlock([0, 0, 0, 0, 0, 0, 0, 0]).prefix(3)) }
@@ -86,7 +98,7 @@ public struct TDESKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
         precondition(data.count % 8 == 0 && iv.count == 8, "CBC data is whole 8-byte blocks with an 8-byte IV")
         var out = [UInt8](repeating: 0, count: data.count)
         var ivBlock = DESBlock(iv).cblock
-        let ks = schedules.pointer
+        let ks = storage.schedules
         data.withUnsafeBufferPointer { input in
             out.withUnsafeMutableBufferPointer { output in
                 DES_ede3_cbc_encrypt(input.baseAddress, output.baseAddress, data.count, ks, ks + 1, ks + 2, &ivBlock, DES_ENCRYPT)
@@ -98,13 +110,19 @@ public struct TDESKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
     /// ISO 9797-1 MAC algorithm 3 on this double-length key's halves: single-DES CBC with K1,
     /// then decrypt with K2 and encrypt with K1. `data` is already padded.
     func retailMAC(padded data: [UInt8]) -> DESBlock {
-        let ks = schedules.pointer
+        data.withUnsafeBufferPointer { Self.retailMAC(schedules: storage.schedules, padded: $0) }
+    }
+
+    func retailMAC(padded data: UnsafeBufferPointer<UInt8>) -> DESBlock {
+        Self.retailMAC(schedules: storage.schedules, padded: data)
+    }
+
+    /// The retail MAC with K1 at `ks` and K2 at `ks + 1`.
+    static func retailMAC(schedules ks: UnsafeMutablePointer<DES_key_schedule>, padded data: UnsafeBufferPointer<UInt8>) -> DESBlock {
         var iv: DES_cblock = (0, 0, 0, 0, 0, 0, 0, 0)
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: data.count) { scratch in
-            data.withUnsafeBufferPointer { input in
-                // DES_ncbc_encrypt leaves the last ciphertext block in the IV.
-                DES_ncbc_encrypt(input.baseAddress, scratch.baseAddress, data.count, ks, &iv, DES_ENCRYPT)
-            }
+            // DES_ncbc_encrypt leaves the last ciphertext block in the IV.
+            DES_ncbc_encrypt(data.baseAddress, scratch.baseAddress, data.count, ks, &iv, DES_ENCRYPT)
         }
         var middle: DES_cblock = (0, 0, 0, 0, 0, 0, 0, 0)
         var out: DES_cblock = (0, 0, 0, 0, 0, 0, 0, 0)
@@ -115,7 +133,7 @@ public struct TDESKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
 
     /// CBC-MAC with the whole key (ISO 9797-1 algorithm 1). `data` is already padded.
     func cbcMAC(padded data: [UInt8]) -> DESBlock {
-        let ks = schedules.pointer
+        let ks = storage.schedules
         var iv: DES_cblock = (0, 0, 0, 0, 0, 0, 0, 0)
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: data.count) { scratch in
             data.withUnsafeBufferPointer { input in
@@ -128,20 +146,64 @@ public struct TDESKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
     /// Encrypts two blocks in ECB and makes a double-length key of the result with odd parity:
     /// the shape of every EMV key derivation.
     func deriveKey(_ left: DESBlock, _ right: DESBlock) -> TDESKey {
-        var l = left, r = right
-        ede(&l, encrypt: true)
-        ede(&r, encrypt: true)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(16)
-        l.append(to: &bytes)
-        r.append(to: &bytes)
-        for i in 0..<16 { bytes[i] = TDESKey.oddParity(bytes[i]) }
-        return TDESKey(unchecked: bytes)
+        let (l, r) = deriveHalves(left, right)
+        return TDESKey(left: l, right: r)
+    }
+
+    /// `deriveKey`'s two halves, for a key used once and never kept (a session key's MAC).
+    func deriveHalves(_ left: DESBlock, _ right: DESBlock) -> (DESBlock, DESBlock) {
+        Self.deriveHalves(left, right, schedules: storage.schedules)
+    }
+
+    /// `deriveHalves` under the K1, K2, K3 schedules at `ks`.
+    static func deriveHalves(_ left: DESBlock, _ right: DESBlock, schedules ks: UnsafeMutablePointer<DES_key_schedule>) -> (DESBlock, DESBlock) {
+        var l = left.cblock, r = right.cblock
+        var outL: DES_cblock = (0, 0, 0, 0, 0, 0, 0, 0), outR: DES_cblock = (0, 0, 0, 0, 0, 0, 0, 0)
+        DES_ecb3_encrypt(&l, &outL, ks, ks + 1, ks + 2, DES_ENCRYPT)
+        DES_ecb3_encrypt(&r, &outR, ks, ks + 1, ks + 2, DES_ENCRYPT)
+        var a = DESBlock(cblock: outL), b = DESBlock(cblock: outR)
+        a.setOddParity()
+        b.setOddParity()
+        return (a, b)
+    }
+
+    /// Runs `body` with this key's K1, K2, K3 schedules.
+    func withSchedules<R>(_ body: (UnsafeMutablePointer<DES_key_schedule>) -> R) -> R {
+        withExtendedLifetime(shared) { body(storage.schedules) }
+    }
+
+    /// Runs `body` with K1, K2, K3 schedules of the double-length key `left`‖`right` made on the
+    /// stack (K3 is K1).
+    static func withSchedules<R>(_ left: DESBlock, _ right: DESBlock, _ body: (UnsafeMutablePointer<DES_key_schedule>) -> R) -> R {
+        withUnsafeTemporaryAllocation(of: DES_key_schedule.self, capacity: 3) { ks in
+            let base = ks.baseAddress!
+            var k1 = left.cblock, k2 = right.cblock
+            base.initialize(to: DES_key_schedule())
+            (base + 1).initialize(to: DES_key_schedule())
+            DES_set_key_unchecked(&k1, base)
+            DES_set_key_unchecked(&k2, base + 1)
+            (base + 2).initialize(to: base.pointee)
+            return body(base)
+        }
+    }
+
+    /// `retailMAC` under the double-length key `left`‖`right`, its two schedules on the stack: a
+    /// session key MACs one message, so allocating a key for it costs more than the schedules.
+    static func retailMAC(left: DESBlock, right: DESBlock, padded data: UnsafeBufferPointer<UInt8>) -> DESBlock {
+        withUnsafeTemporaryAllocation(of: DES_key_schedule.self, capacity: 2) { ks in
+            var k1 = left.cblock, k2 = right.cblock
+            let base = ks.baseAddress!
+            base.initialize(to: DES_key_schedule())
+            (base + 1).initialize(to: DES_key_schedule())
+            DES_set_key_unchecked(&k1, base)
+            DES_set_key_unchecked(&k2, base + 1)
+            return retailMAC(schedules: base, padded: data)
+        }
     }
 
     @inline(__always)
     func ede(_ block: inout DESBlock, encrypt: Bool) {
-        let ks = schedules.pointer
+        let ks = storage.schedules
         var input = block.cblock
         var output: DES_cblock = (0, 0, 0, 0, 0, 0, 0, 0)
         DES_ecb3_encrypt(&input, &output, ks, ks + 1, ks + 2, encrypt ? DES_ENCRYPT : DES_DECRYPT)
@@ -166,25 +228,51 @@ public struct TDESKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
         return diff == 0
     }
 
-    /// The three key schedules in one allocation, so a block operation passes pointers instead
-    /// of copying 384 bytes of schedule. Immutable after init, hence safe to share.
-    private final class Schedules: @unchecked Sendable {
-        let pointer: UnsafeMutablePointer<DES_key_schedule>
+    /// The key's blocks and length, and its three schedules after them, in one object. Immutable
+    /// after `make`, hence safe to share.
+    private final class KeyStorage: ManagedBuffer<KeyStorage.Header, DES_key_schedule> {
+        struct Header {
+            let blocks: (DESBlock, DESBlock, DESBlock)
+            let length: Int
 
-        init(_ key: [UInt8]) {
-            pointer = .allocate(capacity: 3)
-            Self.schedule(key, 0, into: pointer)
-            if key.count >= 16 { Self.schedule(key, 8, into: pointer + 1) } else { (pointer + 1).initialize(to: pointer.pointee) }
-            if key.count == 24 { Self.schedule(key, 16, into: pointer + 2) } else { (pointer + 2).initialize(to: pointer.pointee) }
+            var bytes: [UInt8] {
+                var out: [UInt8] = []
+                out.reserveCapacity(length)
+                blocks.0.append(to: &out)
+                if length >= 16 { blocks.1.append(to: &out) }
+                if length == 24 { blocks.2.append(to: &out) }
+                return out
+            }
         }
 
-        deinit { pointer.deallocate() }
-
-        private static func schedule(_ key: [UInt8], _ offset: Int, into target: UnsafeMutablePointer<DES_key_schedule>) {
-            var block = DESBlock(key, at: offset).cblock
-            target.initialize(to: DES_key_schedule())
-            DES_set_key_unchecked(&block, target)
+        /// K1, K2 and K3 from the blocks (K2 and K3 copy K1, or K3 copies K1, for shorter keys).
+        static func make(_ k1: DESBlock, _ k2: DESBlock, _ k3: DESBlock, length: Int) -> KeyStorage {
+            let made = unsafeDowncast(create(minimumCapacity: 3) { _ in Header(blocks: (k1, k2, k3), length: length) }, to: KeyStorage.self)
+            made.withUnsafeMutablePointerToElements { ks in
+                var block = k1.cblock
+                ks.initialize(to: DES_key_schedule())
+                DES_set_key_unchecked(&block, ks)
+                if length >= 16 {
+                    block = k2.cblock
+                    (ks + 1).initialize(to: DES_key_schedule())
+                    DES_set_key_unchecked(&block, ks + 1)
+                } else {
+                    (ks + 1).initialize(to: ks.pointee)
+                }
+                if length == 24 {
+                    block = k3.cblock
+                    (ks + 2).initialize(to: DES_key_schedule())
+                    DES_set_key_unchecked(&block, ks + 2)
+                } else {
+                    (ks + 2).initialize(to: ks.pointee)
+                }
+            }
+            return made
         }
+
+        /// The schedules: stable for the object's life (its elements never move), which the
+        /// key keeps.
+        var schedules: UnsafeMutablePointer<DES_key_schedule> { withUnsafeMutablePointerToElements { $0 } }
     }
 }
 
@@ -202,6 +290,20 @@ struct DESBlock {
 
     /// The first `n` bytes (a truncated MAC).
     func prefix(_ n: Int) -> [UInt8] { n >= 8 ? bytes : Array(bytes.prefix(n)) }
+
+    /// The eight bytes of `value`, most significant first.
+    init(bigEndian value: UInt64) {
+        cblock = (UInt8(truncatingIfNeeded: value >> 56), UInt8(truncatingIfNeeded: value >> 48), UInt8(truncatingIfNeeded: value >> 40),
+                  UInt8(truncatingIfNeeded: value >> 32), UInt8(truncatingIfNeeded: value >> 24), UInt8(truncatingIfNeeded: value >> 16),
+                  UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value))
+    }
+
+    /// Sets each byte's low bit for odd parity, as derived EMV keys have.
+    mutating func setOddParity() {
+        withUnsafeMutableBytes(of: &cblock) { bytes in
+            for i in 0..<8 { bytes[i] = TDESKey.oddParity(bytes[i]) }
+        }
+    }
 
     func append(to out: inout [UInt8]) {
         out.append(cblock.0); out.append(cblock.1); out.append(cblock.2); out.append(cblock.3)

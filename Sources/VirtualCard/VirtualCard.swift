@@ -288,7 +288,7 @@ public struct VirtualCard: Sendable {
         tags[0x9F36] = atc
         let cryptogram: [UInt8]
         do {
-            cryptogram = try keys[index].generate(CryptogramData(tags: tags, issuerApplicationData: iad)).cryptogram
+            cryptogram = try keys[index].cryptogram(CryptogramData(tags: tags, issuerApplicationData: iad))
         } catch {
             // Only reachable when a CDOL lacks a tag the CVN needs, which profile loading refuses.
             return SW.conditionsNotSatisfied

@@ -3,7 +3,22 @@ import Daemon
 import EMV
 import Foundation
 
+/// The process's entry point: runs `Cardbench.main()` on the global executor while the main
+/// thread waits, as `cardbenchd` does (an `async` main hands the main thread to
+/// `dispatch_main()`, which valgrind cannot run; `docs/performance.md` profiles this tool's
+/// benchmarks with callgrind).
 @main
+enum CardbenchMain {
+    static func main() {
+        let finished = DispatchSemaphore(value: 0)
+        Task.detached {
+            await Cardbench.main()
+            finished.signal()
+        }
+        finished.wait()
+    }
+}
+
 struct Cardbench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cardbench",

@@ -80,8 +80,11 @@ struct SaleBench: AsyncParsableCommand {
         let daemonRSSAfterKB: Int
         /// The part of the daemon's CPU per sale spent in the kernel (system time).
         let daemonSystemCPUMicrosecondsPerSale: Double
-        /// The daemon's CPU per do-nothing HTTP request (the HTTP floor's requests).
+        /// The daemon's CPU per do-nothing HTTP request (the HTTP floor's requests), and this client's.
         let daemonCPUMicrosecondsPerHTTPFloorRequest: Double
+        let clientCPUMicrosecondsPerHTTPFloorRequest: Double
+        /// This process's CPU per bare durable commit (the commit floor's).
+        let cpuMicrosecondsPerFloorCommit: Double
         /// Under --callgrind: the daemon's instructions per timed sale, and per do-nothing request.
         let daemonInstructionsPerSale: Double?
         let daemonInstructionsPerHTTPFloorRequest: Double?
@@ -96,7 +99,9 @@ struct SaleBench: AsyncParsableCommand {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
 
+        let floorCPUBefore = Self.ownCPUSeconds()
         let floor = try Ledger.measureCommitFloor(path: directory.appendingPathComponent("floor.sqlite").path, count: floorCommits).sorted()
+        let floorCPU = Self.ownCPUSeconds() - floorCPUBefore
 
         let names = (1...terminals).map { "t\($0)" }
         var yaml = "http:\n  port: off\nhost:\n  cards: []\nviva:\n  amount_table: none\ntimeouts:\n  card_seconds: 10\nterminals: [\(names.joined(separator: ", "))]\nterminal:\n"
@@ -174,6 +179,7 @@ struct SaleBench: AsyncParsableCommand {
         // nothing (GET /v1/health), one at a time.
         if callgrind != nil { try Self.callgrindControl("--instr=on", daemon.processIdentifier) }
         let healthCPUBefore = Self.processCPUSeconds(daemon.processIdentifier)
+        let healthClientCPUBefore = Self.ownCPUSeconds()
         var roundTrips: [Double] = []
         for _ in 0..<floorCommits {
             let t0 = ContinuousClock.now
@@ -183,12 +189,13 @@ struct SaleBench: AsyncParsableCommand {
         }
         roundTrips.sort()
         let healthCPU = Self.processCPUSeconds(daemon.processIdentifier) - healthCPUBefore
+        let healthClientCPU = Self.ownCPUSeconds() - healthClientCPUBefore
         if callgrind != nil { try Self.callgrindControl("--dump=health", daemon.processIdentifier) }
 
         let rssBefore = Self.residentKB(daemon.processIdentifier)
         let daemonCPUBefore = Self.processCPUSeconds(daemon.processIdentifier)
         let daemonSystemBefore = Self.processCPUSeconds(daemon.processIdentifier, systemOnly: true)
-        let clientCPUBefore = Self.processCPUSeconds(getpid())
+        let clientCPUBefore = Self.ownCPUSeconds()
         let perTerminal = count / terminals
         let total = perTerminal * terminals
         let clock = ContinuousClock()
@@ -224,7 +231,7 @@ struct SaleBench: AsyncParsableCommand {
         let elapsed = clock.now - start
         let daemonCPU = Self.processCPUSeconds(daemon.processIdentifier) - daemonCPUBefore
         let daemonSystem = Self.processCPUSeconds(daemon.processIdentifier, systemOnly: true) - daemonSystemBefore
-        let clientCPU = Self.processCPUSeconds(getpid()) - clientCPUBefore
+        let clientCPU = Self.ownCPUSeconds() - clientCPUBefore
         let rssAfter = Self.residentKB(daemon.processIdentifier)
         var instructionsPerSale: Double?, instructionsPerHealth: Double?
         if let callgrind {
@@ -249,6 +256,8 @@ struct SaleBench: AsyncParsableCommand {
                             clientCPUMicrosecondsPerSale: clientCPU * 1e6 / Double(total),
                             daemonRSSBeforeKB: rssBefore, daemonRSSAfterKB: rssAfter, daemonSystemCPUMicrosecondsPerSale: daemonSystem * 1e6 / Double(total),
                             daemonCPUMicrosecondsPerHTTPFloorRequest: healthCPU * 1e6 / Double(floorCommits),
+                            clientCPUMicrosecondsPerHTTPFloorRequest: healthClientCPU * 1e6 / Double(floorCommits),
+                            cpuMicrosecondsPerFloorCommit: floorCPU * 1e6 / Double(floorCommits),
                             daemonInstructionsPerSale: instructionsPerSale, daemonInstructionsPerHTTPFloorRequest: instructionsPerHealth)
         if json { return try printJSON(report) }
         func verdict(_ met: Bool) -> String { met ? "met" : "not met" }
@@ -259,7 +268,9 @@ struct SaleBench: AsyncParsableCommand {
                      report.httpRoundTripP50Milliseconds))
         print(String(format: "CPU per sale: daemon%@ %.0f µs (%.0f µs of it in the kernel), this client %.0f µs", socketCards ? "" : " (with its cards)",
                      report.daemonCPUMicrosecondsPerSale, report.daemonSystemCPUMicrosecondsPerSale, report.clientCPUMicrosecondsPerSale))
-        print(String(format: "CPU of the daemon per do-nothing HTTP request (the HTTP floor): %.0f µs", report.daemonCPUMicrosecondsPerHTTPFloorRequest))
+        print(String(format: "CPU floors: a do-nothing HTTP request %.0f µs in the daemon (and %.0f µs in this client); a bare durable commit %.0f µs; together %.0f µs in the daemon",
+                     report.daemonCPUMicrosecondsPerHTTPFloorRequest, report.clientCPUMicrosecondsPerHTTPFloorRequest, report.cpuMicrosecondsPerFloorCommit,
+                     report.daemonCPUMicrosecondsPerHTTPFloorRequest + report.cpuMicrosecondsPerFloorCommit))
         if let instructionsPerSale, let instructionsPerHealth {
             print(String(format: "instructions (callgrind, daemon): %.0f per sale, %.0f per do-nothing HTTP request", instructionsPerSale, instructionsPerHealth))
         }
@@ -313,6 +324,13 @@ struct SaleBench: AsyncParsableCommand {
         let text = try String(contentsOfFile: file, encoding: .utf8)
         guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("totals:") || $0.hasPrefix("summary:") }) else { return nil }
         return line.split(separator: " ").dropFirst().first.flatMap { Int($0) }
+    }
+
+    /// This process's user plus system CPU seconds (getrusage: microseconds, where /proc's are ticks).
+    static func ownCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 
     /// A process's resident set (VmRSS of /proc/<pid>/status), in kB.

@@ -182,8 +182,20 @@ struct BenchCommandTests {
         let theirs = try #require(object["pyemvOpsPerSecond"] as? Double)
         let floor = try #require(object["desFloorOpsPerSecond"] as? Double)
         #expect(ours > 0 && theirs > 0 && floor > 0)
+        let share = try #require(object["shareOfDESFloor"] as? Double)
+        #expect(abs(share - ours / floor) < 0.01)
+        #expect(object["goalShareOfDESFloor"] as? Double == 0.9)
         #expect(object["pyemv"] as? String == "1.5.0")
         #expect(object["cases"] as? Int == 21)
+    }
+
+    @Test("without pyemv: cardbench and the DES floor, with the floor goal's verdict")
+    func withoutPyemv() throws {
+        let r = try run(["bench", "crypto", "--seconds", "0.05", "--cases", "21", "--without-pyemv", "--python", "/nonexistent/python"])
+        try #require(r.status == 0, "\(r.stderr)")
+        #expect(r.lines.count == 3)
+        #expect(r.lines.first?.hasPrefix("cardbench (Swift, libcrypto DES)") == true)
+        #expect(r.lines.last.map { $0.hasPrefix("goal: at least 90% of the DES floor's rate: ") && ($0.hasSuffix(", met") || $0.hasSuffix(", not met")) } == true)
     }
 
     @Test(arguments: [
