@@ -73,6 +73,8 @@ let package = Package(
             pkgConfig: "libudev",
             providers: [.apt(["libudev-dev"])]
         ),
+        // glibc's malloc.h: the daemon limits its malloc arenas and trims its heap (MemoryTrim).
+        .systemLibrary(name: "CGlibcMalloc"),
         // The durable record: SQLite (WAL) through GRDB — terminals, STANs, transactions, traces, outbox.
         .target(
             name: "Ledger",
@@ -101,7 +103,7 @@ let package = Package(
         .target(
             name: "Daemon",
             dependencies: [
-                "EMV", "VirtualCard", "CardIO", "Terminal", "Ledger", "Fronts", "Workflows",
+                "EMV", "VirtualCard", "CardIO", "Terminal", "Ledger", "Fronts", "Workflows", "CGlibcMalloc",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),

@@ -142,9 +142,37 @@ public final class EmulatedHost: Sendable {
         var unavailable = false
         var authorisationCodes: SplitMix64
         /// Approvals still standing, by authorisation code: what a cancel or capture by reference
-        /// (no card presented) acts on.
-        var approvals: [String: (pan: String, amount: Int, kind: AuthorisationRequest.Kind)] = [:]
+        /// (no card presented) acts on. At most `approvalsHeld`: the oldest is released first,
+        /// as an issuer releases a hold after some days, so a bench that sells for days keeps
+        /// a bounded memory.
+        var approvals: [String: (pan: String, amount: Int, kind: AuthorisationRequest.Kind, serial: Int)] = [:]
+        /// The codes in the order they were approved, with their serials (a code can come back).
+        var approvalOrder: [(code: String, serial: Int)] = []
+        var approvalOrderStart = 0
+        var approvalSerial = 0
+
+        mutating func holdApproval(_ code: String, pan: String, amount: Int, kind: AuthorisationRequest.Kind) {
+            approvalSerial += 1
+            approvals[code] = (pan, amount, kind, approvalSerial)
+            approvalOrder.append((code, approvalSerial))
+            while approvalOrder.count - approvalOrderStart > EmulatedHost.approvalsHeld {
+                let oldest = approvalOrder[approvalOrderStart]
+                approvalOrderStart += 1
+                if approvals[oldest.code]?.serial == oldest.serial { approvals[oldest.code] = nil }
+            }
+            // Drop the released part of the order once it is most of it.
+            if approvalOrderStart > EmulatedHost.approvalsHeld {
+                approvalOrder.removeFirst(approvalOrderStart)
+                approvalOrderStart = 0
+            }
+        }
     }
+
+    /// How many approvals the host holds for cancels and captures by reference.
+    public static let approvalsHeld = 10_000
+
+    /// How many approvals it holds now (for tests).
+    var heldApprovals: Int { state.withLock { $0.approvals.count } }
 
     private let state: Mutex<State>
     /// The PIN encryption key online PIN blocks arrive under.
@@ -188,7 +216,8 @@ public final class EmulatedHost: Sendable {
 
     /// Voids `amount` of the standing approval `authorisationCode` (a cancel, or the part of a
     /// pre-authorisation a capture did not take): the card's balance gets it back. False when the
-    /// host has no such approval (issued before a restart, or already voided in full).
+    /// host has no such approval (issued before a restart, voided in full already, or one of more
+    /// than `approvalsHeld` ago).
     @discardableResult
     public func void(authorisationCode: String, amount: Int) -> Bool {
         state.withLock { s in
@@ -197,7 +226,7 @@ public final class EmulatedHost: Sendable {
             if amount == approval.amount {
                 s.approvals[authorisationCode] = nil
             } else {
-                s.approvals[authorisationCode] = (approval.pan, approval.amount - amount, approval.kind)
+                s.approvals[authorisationCode] = (approval.pan, approval.amount - amount, approval.kind, approval.serial)
             }
             return true
         }
@@ -289,7 +318,7 @@ public final class EmulatedHost: Sendable {
             if r.kind == .refund { s.accounts[r.pan]?.balance += r.amount } else { s.accounts[r.pan]?.balance -= r.amount }
             let n = s.authorisationCodes.next() % 1_000_000
             authCode = String(repeating: "0", count: 6 - String(n).count) + String(n)
-            s.approvals[authCode!] = (r.pan, r.amount, r.kind)
+            s.holdApproval(authCode!, pan: r.pan, amount: r.amount, kind: r.kind)
         }
         var issuerData: [UInt8]? = nil
         if let arqc = r.arqc, let keys = s.accounts[r.pan]?.keys[Hex.encode(r.aid)] {

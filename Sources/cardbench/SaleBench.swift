@@ -46,11 +46,16 @@ struct SaleBench: AsyncParsableCommand {
                                discussion: "Prints the daemon's instructions per sale, the figure that repeats on a noisy machine. Sales run about 50 times slower; use a --count of a few hundred."))
     var callgrind: String?
 
+    @Option(help: ArgumentHelp("Run the daemon under valgrind's massif and write its heap profile to this file.",
+                               discussion: "Shows what the daemon's heap holds after the sales (`ms_print FILE`), for the RSS goal. Sales run about 20 times slower."))
+    var massif: String?
+
     func validate() throws {
         guard (1...128).contains(terminals) else { throw CLIError(message: "--terminals: must be 1 to 128", code: 2) }
         guard count >= terminals, count <= 1_000_000 else { throw CLIError(message: "--count: must be --terminals to 1000000", code: 2) }
         guard (10...100_000).contains(floorCommits) else { throw CLIError(message: "--floor-commits: must be 10 to 100000", code: 2) }
         guard FileManager.default.fileExists(atPath: card) else { throw CLIError(message: "--card: \(card) does not exist", code: 2) }
+        guard callgrind == nil || massif == nil else { throw CLIError(message: "--massif: one valgrind tool at a time; drop --callgrind or --massif", code: 2) }
     }
 
     struct Report: Encodable {
@@ -112,8 +117,9 @@ struct SaleBench: AsyncParsableCommand {
         let daemon = Process()
         let arguments = ["--config", config.path, "--state-directory", directory.appendingPathComponent("state").path,
                          "--runtime-directory", runtime, "--demo-card", card]
-        if let callgrind {
-            // Instrumentation stays off until the timed sales begin, so start-up, the warm-up
+        if let tool = callgrind.map({ ["--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=\($0)"] })
+            ?? massif.map({ ["--tool=massif", "--time-unit=B", "--detailed-freq=4", "--max-snapshots=100", "--massif-out-file=\($0)"] }) {
+            // With callgrind, instrumentation stays off until the timed sales begin, so start-up, the warm-up
             // sales and the floors are not counted (and start-up is not slowed 50 times).
             // valgrind 3.19 cannot read the DWARF 5 of Swift 6's binaries; a copy without it keeps
             // its symbol table, which is all a profile by function needs.
@@ -125,7 +131,7 @@ struct SaleBench: AsyncParsableCommand {
             objcopy.waitUntilExit()
             guard objcopy.terminationStatus == 0 else { throw CLIError(message: "objcopy --strip-debug of cardbenchd failed") }
             daemon.executableURL = URL(fileURLWithPath: "/usr/bin/valgrind")
-            daemon.arguments = ["--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=\(callgrind)", stripped] + arguments
+            daemon.arguments = tool + [stripped] + arguments
         } else {
             daemon.executableURL = Self.sibling("cardbenchd")
             daemon.arguments = arguments
@@ -141,7 +147,7 @@ struct SaleBench: AsyncParsableCommand {
             daemon.waitUntilExit()
         }
         let client = DaemonClient(endpoint: DaemonServer.controlSocket(runtimeDirectory: runtime))
-        let ready = Date().addingTimeInterval(callgrind == nil ? 20 : 120)
+        let ready = Date().addingTimeInterval(callgrind == nil && massif == nil ? 20 : 120)
         while (try? await client.send(method: "GET", "/v1/health", timeout: .seconds(1)))?.status != 200 {
             guard daemon.isRunning, Date() < ready else {
                 throw CLIError(message: "cardbenchd did not start: \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
@@ -193,6 +199,7 @@ struct SaleBench: AsyncParsableCommand {
         if callgrind != nil { try Self.callgrindControl("--dump=health", daemon.processIdentifier) }
 
         let rssBefore = Self.residentKB(daemon.processIdentifier)
+        let rssPartsBefore = Self.residentParts(daemon.processIdentifier)
         let daemonCPUBefore = Self.processCPUSeconds(daemon.processIdentifier)
         let daemonSystemBefore = Self.processCPUSeconds(daemon.processIdentifier, systemOnly: true)
         let clientCPUBefore = Self.ownCPUSeconds()
@@ -233,6 +240,7 @@ struct SaleBench: AsyncParsableCommand {
         let daemonSystem = Self.processCPUSeconds(daemon.processIdentifier, systemOnly: true) - daemonSystemBefore
         let clientCPU = Self.ownCPUSeconds() - clientCPUBefore
         let rssAfter = Self.residentKB(daemon.processIdentifier)
+        let rssPartsAfter = Self.residentParts(daemon.processIdentifier)
         var instructionsPerSale: Double?, instructionsPerHealth: Double?
         if let callgrind {
             try Self.callgrindControl("--dump=timed sales", daemon.processIdentifier)
@@ -274,8 +282,8 @@ struct SaleBench: AsyncParsableCommand {
         if let instructionsPerSale, let instructionsPerHealth {
             print(String(format: "instructions (callgrind, daemon): %.0f per sale, %.0f per do-nothing HTTP request", instructionsPerSale, instructionsPerHealth))
         }
-        print(String(format: "daemon RSS: %.1f MB before the timed sales, %.1f MB after (%+.1f MB)", Double(rssBefore) / 1024, Double(rssAfter) / 1024,
-                     Double(rssAfter - rssBefore) / 1024))
+        print(String(format: "daemon RSS: %.1f MB before the timed sales (%@), %.1f MB after (%@): %+.1f MB", Double(rssBefore) / 1024, rssPartsBefore,
+                     Double(rssAfter) / 1024, rssPartsAfter, Double(rssAfter - rssBefore) / 1024))
         if terminals == 1 {
             print(String(format: "goal: daemon CPU per sale ≤ 150 µs: %.0f µs, %@", report.daemonCPUMicrosecondsPerSale,
                          verdict(report.daemonCPUMicrosecondsPerSale <= report.goalDaemonCPUMicrosecondsPerSale)))
@@ -298,8 +306,10 @@ struct SaleBench: AsyncParsableCommand {
     /// All the client needs of the answer.
     struct Outcome: Decodable { let status: String }
 
+    /// A sale of one cent: the demo card's balance (50,000.00) lasts five million of them, so a
+    /// long run measures approvals, not the card running out.
     static func url(_ n: Int) -> String {
-        "vivapayclient://pay/v1?callback=bench://result&merchantKey=K&appId=bench&action=sale&amount=100&clientTransactionId=bench-\(UUID().uuidString.prefix(8))-\(n)"
+        "vivapayclient://pay/v1?callback=bench://result&merchantKey=K&appId=bench&action=sale&amount=1&clientTransactionId=bench-\(UUID().uuidString.prefix(8))-\(n)"
     }
 
     /// Runs `callgrind_control` on the daemon under callgrind.
@@ -334,10 +344,16 @@ struct SaleBench: AsyncParsableCommand {
     }
 
     /// A process's resident set (VmRSS of /proc/<pid>/status), in kB.
-    static func residentKB(_ pid: Int32) -> Int {
+    static func residentKB(_ pid: Int32, _ field: String = "VmRSS") -> Int {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }) else { return 0 }
         return line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+    }
+
+    /// "anon A MB, file F MB, shmem S MB": what a resident set is made of.
+    static func residentParts(_ pid: Int32) -> String {
+        String(format: "anonymous %.1f MB, files %.1f MB, shared memory %.1f MB", Double(residentKB(pid, "RssAnon")) / 1024,
+               Double(residentKB(pid, "RssFile")) / 1024, Double(residentKB(pid, "RssShmem")) / 1024)
     }
 
     /// User plus system CPU seconds of a process, from /proc/<pid>/stat (fields 14 and 15).

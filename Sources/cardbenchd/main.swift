@@ -10,6 +10,7 @@ import Logging
 @main
 enum CardbenchDaemonMain {
     static func main() {
+        MemoryTrim.limitArenas()
         let finished = DispatchSemaphore(value: 0)
         Task.detached {
             await CardbenchDaemon.main()

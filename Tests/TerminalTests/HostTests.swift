@@ -234,3 +234,27 @@ struct CounterTests {
         #expect(SystemClock().now() > 1_700_000_000)
     }
 }
+
+@Suite("emulated host: approvals held")
+struct HostApprovalsHeldTests {
+    @Test("the host holds the last 10,000 approvals: the oldest can no longer be voided, the newest can, and no more are kept")
+    func bounded() throws {
+        let f = try Fixture("visa-credit-cvn10.yaml", amount: 1, issuerKeys: false)
+        var account = try #require(f.host.account(pan: f.profile.pan))
+        account.balance = 1_000_000
+        f.host.setAccount(pan: f.profile.pan, account)
+        var codes: [String] = []
+        for _ in 0..<(EmulatedHost.approvalsHeld + 1) {
+            let r = try f.host.authorise(f.request)
+            try #require(r.responseCode == .approved)
+            codes.append(try #require(r.authorisationCode))
+        }
+        #expect(f.host.heldApprovals <= EmulatedHost.approvalsHeld)
+        // A six-digit code can come back; the oldest is released unless a later approval reused it.
+        if codes.lastIndex(of: codes[0]) == 0 {
+            #expect(!f.host.void(authorisationCode: codes[0], amount: 1))
+        }
+        #expect(f.host.void(authorisationCode: codes[codes.count - 1], amount: 1))
+        #expect(f.host.account(pan: f.profile.pan)?.balance == 1_000_000 - EmulatedHost.approvalsHeld)
+    }
+}
