@@ -35,6 +35,8 @@ struct EventFeed: EventSink {
 
     func publish(_ event: BenchEvent, terminal: String?) {
         if case .outcome(_, let status, _, _, let micros) = event { metrics.recordTransaction(status: status.rawValue, micros: micros) }
+        // An event's fields are a dictionary of strings: made only when someone listens.
+        guard hub.hasSubscribers else { return }
         hub.publish(DaemonEvent(event, terminal: terminal, at: clock.nowMicroseconds()))
     }
 }
@@ -67,6 +69,9 @@ public final class EventHub: Sendable {
         }
         return stream
     }
+
+    /// Whether any stream is open.
+    public var hasSubscribers: Bool { state.withLock { !$0.subscribers.isEmpty } }
 
     public func publish(_ event: DaemonEvent) {
         let subscribers = state.withLock { Array($0.subscribers.values) }

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 /// What traces may show: APDUs in hex with PINs withheld and PANs masked, so a trace can be
 /// printed, logged or stored (cardbench never keeps a full PAN or any PIN data).
 public enum TraceRedaction {
@@ -19,8 +22,22 @@ public enum TraceRedaction {
 extension String {
     /// `replacement` is only worked out when `target` occurs: most APDUs hold no PAN.
     fileprivate func replacingAll(_ target: String, with replacement: () -> String) -> String {
+        // Every APDU of a trace passes here: look in place first, and copy only when it occurs.
+        var haystack = self, pattern = target
+        let found = haystack.withUTF8 { text in
+            pattern.withUTF8 { needle -> Bool in
+                guard let head = needle.first, text.count >= needle.count else { return false }
+                var i = 0
+                let last = text.count - needle.count
+                while i <= last {
+                    if text[i] == head, memcmp(text.baseAddress! + i, needle.baseAddress!, needle.count) == 0 { return true }
+                    i += 1
+                }
+                return false
+            }
+        }
+        guard found else { return self }
         let text = Array(utf8), needle = Array(target.utf8)
-        guard !needle.isEmpty, text.count >= needle.count else { return self }
         func occurs(at i: Int) -> Bool {
             guard text[i] == needle[0], i + needle.count <= text.count else { return false }
             for k in 1..<needle.count where text[i + k] != needle[k] { return false }

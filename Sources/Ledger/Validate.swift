@@ -75,8 +75,13 @@ enum Validate {
     /// Trace hex as the kernel redacts it: PAN digits and PIN blocks appear as '*'.
     /// `field` is built only for the error: a sale checks some 30 trace fields.
     static func maskedHex(_ value: String, field: @autoclosure () -> String, bytes: ClosedRange<Int>) throws {
-        guard value.utf8.count % 2 == 0, value.utf8.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: "*") }),
-              bytes.contains(value.utf8.count / 2) else {
+        var text = value
+        // On the contiguous bytes: a sale checks some 30 trace fields.
+        let wellFormed = text.withUTF8 { utf8 in
+            for b in utf8 where !(isHexDigit(b) || b == UInt8(ascii: "*")) { return false }
+            return true
+        }
+        guard value.utf8.count % 2 == 0, wellFormed, bytes.contains(value.utf8.count / 2) else {
             let size = "\(bytes.lowerBound)–\(bytes.upperBound)"
             throw LedgerError.invalid(field: field(), rule: "must be \(size) bytes of hex ('*' where masked), got \"\(value.prefix(80))\"")
         }

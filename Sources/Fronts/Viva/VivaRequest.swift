@@ -244,7 +244,7 @@ public struct VivaRequestError: Error, Sendable, Equatable, CustomStringConverti
 extension VivaRequest {
     /// One parse: the callback and the action are remembered as soon as they are known, so every
     /// error thrown after that carries them.
-    fileprivate struct Parser {
+    struct Parser {
         var callback: String? = nil
         var action: String? = nil
         var items: [VivaParameter] = []
@@ -304,18 +304,52 @@ extension VivaRequest {
             return url[url.index(after: base.endIndex)...]
         }
 
+        /// The query's `&`-separated items, split at their first `=`, empty items left out.
+        static func itemsByCharacters(_ text: Substring) -> [(name: Substring, value: Substring)] {
+            text.split(separator: "&", omittingEmptySubsequences: true).map { piece in
+                if let eq = piece.firstIndex(of: "=") { return (piece[..<eq], piece[piece.index(after: eq)...]) }
+                return (piece, piece[piece.endIndex...])
+            }
+        }
+
+        /// `itemsByCharacters` on the bytes of ASCII text.
+        static func itemsByBytes(_ text: Substring) -> [(name: Substring, value: Substring)] {
+            var raw: [(name: Substring, value: Substring)] = []
+            let utf8 = text.utf8
+            var start = utf8.startIndex, eq: String.Index?
+            var i = start
+            func piece(_ end: String.Index) {
+                guard start < end else { return }
+                if let eq {
+                    raw.append((text[start..<eq], text[utf8.index(after: eq)..<end]))
+                } else {
+                    raw.append((text[start..<end], text[end..<end]))
+                }
+            }
+            while i < utf8.endIndex {
+                switch utf8[i] {
+                case UInt8(ascii: "&"):
+                    piece(i)
+                    start = utf8.index(after: i)
+                    eq = nil
+                case UInt8(ascii: "=") where eq == nil:
+                    eq = i
+                default:
+                    break
+                }
+                i = utf8.index(after: i)
+            }
+            piece(utf8.endIndex)
+            return raw
+        }
+
         /// Splits the query into decoded items; refuses a fragment, naming the item it cut short.
         mutating func decodeItems(_ query: Substring) throws(VivaRequestError) {
             let hash = query.firstIndex(of: "#")
             let text = hash.map { query[..<$0] } ?? query
-            var raw: [(name: Substring, value: Substring)] = []
-            for piece in text.split(separator: "&", omittingEmptySubsequences: true) {
-                if let eq = piece.firstIndex(of: "=") {
-                    raw.append((piece[..<eq], piece[piece.index(after: eq)...]))
-                } else {
-                    raw.append((piece, piece[piece.endIndex...]))
-                }
-            }
+            // ASCII (every well-formed request) is split on its bytes, one byte being one
+            // character: the same pieces as by characters, for a fraction of the cost.
+            let raw = text.utf8.allSatisfy({ $0 < 0x80 }) ? Self.itemsByBytes(text) : Self.itemsByCharacters(text)
             // The callback first: a valid one lets every later error be answered.
             let names = raw.map { item in Result { () throws(PercentEncoding.DecodingProblem) in try PercentEncoding.decode(item.name) } }
             let callbackItems = raw.indices.filter { (try? names[$0].get()) == "callback" }
