@@ -128,19 +128,20 @@ interop: deps
 		Tests/Interop/run.sh --profile-pan 5413330089604004 --pin 1234 --imk FEDCBA98765432100123456789ABCDEF --cvn 16 --psn 00
 	@echo "interop: 2 passed, 0 failed"
 
-## bench: release build, then bench crypto (against pyemv), bench card (against a socket ping-pong),
-## bench ledger (lookups at a million rows against a primary-key lookup), bench sale (through the
-## daemon, beside a durable commit) and bench serial (over a pty, beside the wire time at 9600 baud)
+## bench: release build, then bench crypto (against pyemv and the DES floor), bench card (against a
+## socket ping-pong), bench ledger (lookups at a million rows against a primary-key lookup), bench
+## sale (through the daemon, beside a durable commit and a do-nothing request; one terminal, 32,
+## and 100,000 sales for memory growth) and bench serial (over a pty, beside the wire time at 9600 baud)
 bench: deps venv
 	$(SWIFT) build -c release --product cardbench
 	$(SWIFT) build -c release --product cardbenchd
 	CARDBENCH_PYTHON=$(abspath $(VENV))/bin/python .build/release/cardbench bench crypto --seconds $(BENCH_SECONDS)
 	.build/release/cardbench bench card --seconds $(BENCH_SECONDS)
 	.build/release/cardbench bench ledger --rows $(BENCH_LEDGER_ROWS)
-	.build/release/cardbench bench sale --terminals 4 --count 2000
-	.build/release/cardbench bench sale --terminals 1 --count 2000
-	.build/release/cardbench bench sale --terminals 32 --count 6400
+	.build/release/cardbench bench sale --terminals 1 --count 2000 --floor-commits 2000
+	.build/release/cardbench bench sale --terminals 32 --count 6400 --floor-commits 2000
 	.build/release/cardbench bench sale --terminals 32 --count 6400 --socket-cards
+	.build/release/cardbench bench sale --terminals 4 --count 100000
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS)
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS) --size 16
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS) --workload sale
