@@ -169,32 +169,25 @@ public final class Ledger: Sendable {
     /// false (see `GroupCommit`). Ledger errors thrown by `body` pass
     /// through after the rollback; SQLite errors are named after `operation`.
     func write<T>(_ operation: @autoclosure () -> String, durable: Bool = true, _ body: (Database) throws -> T) throws -> T {
-        do {
-            return try group.write(pool, durable: durable, body)
-        } catch let error as LedgerError {
-            throw error
-        } catch {
-            throw LedgerError.database(operation: operation(), message: Self.describe(error))
-        }
+        try naming(operation) { try group.write(pool, durable: durable, body) }
     }
 
     /// One read, from a snapshot that sees every transaction committed before it started.
     func read<T>(_ operation: @autoclosure () -> String, _ body: (Database) throws -> T) throws -> T {
-        do {
-            return try pool.read(body)
-        } catch let error as LedgerError {
-            throw error
-        } catch {
-            throw LedgerError.database(operation: operation(), message: Self.describe(error))
-        }
+        try naming(operation) { try pool.read(body) }
     }
 
     /// One statement's read, outside a transaction: a single SELECT is its own snapshot, and
     /// `read`'s BEGIN and COMMIT (prepared anew by GRDB each time) cost a once-per-sale lookup
     /// more than the lookup.
     func readOneStatement<T>(_ operation: @autoclosure () -> String, _ body: (Database) throws -> T) throws -> T {
+        try naming(operation) { try pool.unsafeRead(body) }
+    }
+
+    /// Runs `body`; ledger errors pass through, SQLite's are named after `operation`.
+    private func naming<T>(_ operation: () -> String, _ body: () throws -> T) throws -> T {
         do {
-            return try pool.unsafeRead(body)
+            return try body()
         } catch let error as LedgerError {
             throw error
         } catch {
