@@ -264,9 +264,6 @@ extension Ledger {
         }
     }
 
-    /// An approved sale or capture adds to the open batch (opening it if it was closed, as a
-    /// terminal does); an approved cancel, refund or reversal marks its original and takes it
-    /// back out of the batch when it had been counted. A pre-authorisation only holds funds.
     /// The trace rows in statements of up to `traceRowsPerStatement` rows each: a sale's dozen
     /// and more single-row INSERTs cost more in binding and stepping than the rows themselves.
     static func insertTrace(_ db: Database, transactionID id: Int64, _ trace: [TraceEntry]) throws {
@@ -301,6 +298,9 @@ extension Ledger {
 
     private static let traceInsertSQLs = Mutex<[Int: String]>([:])
 
+    /// An approved sale or capture adds to the open batch (opening it if it was closed, as a
+    /// terminal does); an approved cancel, refund or reversal marks its original and takes it
+    /// back out of the batch when it had been counted. A pre-authorisation only holds funds.
     static func applyApproval(_ db: Database, _ row: StoredTransaction) throws {
         switch row.action {
         case .sale, .capture:

@@ -711,3 +711,19 @@ struct CompleteReturnsTheRowTests {
         }
     }
 }
+
+@Suite("complete: a trace goes in as multi-row INSERTs")
+struct TraceInsertTests {
+    @Test("a trace longer than one statement's rows keeps every entry, in order", arguments: [1, 63, 64, 65, 150])
+    func longTrace(count: Int) throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let ledger = try Ledger(path: dir.database, panKey: keyA)
+        _ = try ledger.ensureTerminal(name: "t1", tid: "16016684")
+        let started = try ledger.begin(sale())
+        let trace = (0..<count).map { i in TraceEntry(command: String(format: "00B2%02X0C00", i % 256), response: String(format: "%04X9000", i)) }
+        try ledger.complete(id: started.id, approved(), trace: trace)
+        #expect(try ledger.trace(transactionID: started.id) == trace)
+        #expect(try ledger.int("SELECT max(seq) FROM trace WHERE transaction_id = \(started.id)") == count)
+    }
+}
