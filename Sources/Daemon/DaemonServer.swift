@@ -138,9 +138,12 @@ struct WatchdogService: Service {
     let interval: Duration
 
     func run() async throws {
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            notify.send("WATCHDOG=1")
-            try? await Task.sleep(for: interval)
+        // The sleep ends at a graceful shutdown too: a stop must not wait out half of WatchdogSec.
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                notify.send("WATCHDOG=1")
+                try await Task.sleep(for: interval)
+            }
         }
     }
 }

@@ -579,6 +579,16 @@ struct NotifyProtocolTests {
         }
     }
 
+    @Test("with a long WatchdogSec, SIGTERM still stops the daemon at once, not after the next ping")
+    func stopsWithALongWatchdog() throws {
+        // WATCHDOG_USEC of 120 s: a ping every 60 s.
+        let daemon = try DaemonUnderTest(watchdogMicroseconds: 120_000_000)
+        #expect(daemon.waitFor("READY=1", timeout: .seconds(60)) != nil, "log:\n\(daemon.log)")
+        let (stopping, exited) = daemon.stop(timeout: .seconds(10))
+        #expect(stopping && exited, "log:\n\(daemon.log)")
+        #expect(daemon.process.terminationStatus == 0, "log:\n\(daemon.log)")
+    }
+
     @Test("without WATCHDOG_USEC there are no watchdog pings")
     func noWatchdogWithoutUSEC() throws {
         let daemon = try DaemonUnderTest(watchdogMicroseconds: nil)
