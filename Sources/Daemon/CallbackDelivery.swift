@@ -4,6 +4,7 @@ import Logging
 import Ledger
 import NIOCore
 import ServiceLifecycle
+import Workflows
 
 /// Delivers the outbox: every callback committed with a transaction is handed on at least once,
 /// across restarts — an http(s) callback is requested (GET, on allowed hosts only, redirects not
@@ -97,8 +98,9 @@ struct CallbackDelivery: Service {
 
     func deliver(_ entry: OutboxEntry, _ settings: CallbackSettings, client: HTTPClient) async -> Result<Void, DeliveryError> {
         let url = entry.payload
-        let scheme = url.split(separator: ":", maxSplits: 1).first.map { $0.lowercased() } ?? ""
-        if scheme == "http" || scheme == "https" {
+        // The same rule the workflows record by: a callback that is not http(s) and that nothing
+        // is configured to hand on was recorded delivered with its transaction.
+        if Callback.isHTTP(url) {
             guard let (_, host, _) = CallbackTarget.parse(url) else {
                 return .failure(DeliveryError(description: "not a URL with a host: \(url.prefix(80))"))
             }

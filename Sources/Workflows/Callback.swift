@@ -57,8 +57,9 @@ public struct Callback: Sendable, Equatable {
         return [OutboxMessage(kind: .callback, target: target, payload: url, nextAttemptAt: wallNow, deliveredAt: replyOnly ? wallNow : nil)]
     }
 
-    /// Whether `url` is an http(s) callback (the delivery loop requests it).
-    static func isHTTP(_ url: String) -> Bool {
+    /// Whether `url` is an http(s) callback, which the delivery loop requests; the loop and
+    /// `outbox` both decide by this.
+    public static func isHTTP(_ url: String) -> Bool {
         let scheme = url.utf8.prefix { $0 != UInt8(ascii: ":") }
         return scheme.count < url.utf8.count && ["http", "https"].contains(String(decoding: scheme, as: UTF8.self).lowercased())
     }
