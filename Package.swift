@@ -88,7 +88,12 @@ let package = Package(
         // The apps cardbench stands in for: request URLs parsed and checked, callbacks rendered. Pure.
         .target(
             name: "Fronts",
-            dependencies: ["EMV", "Terminal"]
+            dependencies: [
+                "EMV", "Terminal",
+                // The Worldline platform's request signatures and encrypted customer input.
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ]
         ),
         // Every transaction workflow of every front (sale, pre-auth, capture, cancel, refund, abort,
         // batch, details, reversals), against small protocols: ledger store, terminal session and its
@@ -96,7 +101,7 @@ let package = Package(
         // wire it.
         .target(
             name: "Workflows",
-            dependencies: ["EMV", "Terminal", "Fronts", "Ledger"]
+            dependencies: ["EMV", "Terminal", "Fronts", "Ledger", .product(name: "CryptoExtras", package: "swift-crypto")]
         ),
         // The daemon: configuration, terminals and their readers, the HTTP API (Unix socket and
         // loopback), callback delivery, sd_notify, metrics and events. All the I/O of a request.
@@ -179,7 +184,9 @@ let package = Package(
         ),
         .testTarget(
             name: "FrontsTests",
-            dependencies: ["Fronts", "Terminal", "EMV"]
+            dependencies: ["Fronts", "Terminal", "EMV", .product(name: "CryptoExtras", package: "swift-crypto")],
+            // The JWE vector and its generator are read from the source tree.
+            exclude: ["Fixtures"]
         ),
         .testTarget(
             name: "DaemonTests",

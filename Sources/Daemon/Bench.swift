@@ -36,6 +36,9 @@ public final class Bench: @unchecked Sendable {
     public let context: WorkflowContext
     public let viva: VivaFront
     public let billpocket: BillpocketFront
+    /// The Worldline Online Payments platform, and the RSA keys of its Client API.
+    public let worldline: WorldlineFront
+    public let worldlineKeys: WorldlineKeyRing
     /// The fronts a URL may be addressed to, by scheme.
     public let fronts: [any Front]
 
@@ -78,6 +81,10 @@ public final class Bench: @unchecked Sendable {
                                   settings: configuration.workflowSettings)
         viva = VivaFront(context: context)
         billpocket = BillpocketFront(context: context)
+        let keys = WorldlineKeyRing(ledger: ledger)
+        worldlineKeys = keys
+        worldline = WorldlineFront(context: context, store: ledger, settings: configuration.worldline.settings,
+                                   privateKey: { keys.privateKey($0) })
         fronts = [viva, billpocket]
     }
 

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Fronts
 import Logging
 import Ledger
 import NIOCore
@@ -44,7 +45,7 @@ struct CallbackDelivery: Service {
                 let due = (try? bench.ledger.pendingOutbox(now: Self.wallNow(), limit: Self.scanLimit)) ?? []
                 var started = 0
                 for entry in due {
-                    let key = Self.targetKey(entry.payload, settings)
+                    let key = Self.targetKey(entry.kind == .webhook ? entry.target : entry.payload, settings)
                     guard flights.admit(entry.id, key: key) else { continue }
                     started += 1
                     group.addTask {
@@ -97,6 +98,7 @@ struct CallbackDelivery: Service {
     }
 
     func deliver(_ entry: OutboxEntry, _ settings: CallbackSettings, client: HTTPClient) async -> Result<Void, DeliveryError> {
+        if entry.kind == .webhook { return await deliverWebhook(entry, client: client) }
         let url = entry.payload
         // The same rule the workflows record by: a callback that is not http(s) and that nothing
         // is configured to hand on was recorded delivered with its transaction.
@@ -133,6 +135,41 @@ struct CallbackDelivery: Service {
             if let error = await Self.runProgram("xdg-open", [url]) { return .failure(error) }
         }
         return .success(())
+    }
+
+    /// A platform webhook: the payload POSTed as JSON to the endpoint its merchant registered
+    /// (an admin's choice, so not limited to `callbacks.allowed_hosts`; redirects are not
+    /// followed), signed as the Worldline platform signs: `X-GCS-Signature` is the base64
+    /// HMAC-SHA256 of the body under the merchant's webhook secret, `X-GCS-KeyId` names the key.
+    /// The key is read at delivery, so a webhook waiting through a key rotation goes out signed
+    /// with the new key.
+    func deliverWebhook(_ entry: OutboxEntry, client: HTTPClient) async -> Result<Void, DeliveryError> {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(entry.payload.utf8)) as? [String: Any],
+              let merchantID = object["merchantId"] as? String else {
+            return .failure(DeliveryError(description: "the webhook's payload names no merchantId"))
+        }
+        let key: (keyID: String, secret: String)?
+        do { key = try bench.ledger.worldlineWebhookKey(merchantID: merchantID) } catch {
+            return .failure(DeliveryError(description: "cannot read the webhook key of \(merchantID): \(error)"))
+        }
+        guard let key else { return .failure(DeliveryError(description: "merchant \(merchantID) has no webhook key")) }
+        do {
+            var request = HTTPClientRequest(url: entry.target)
+            request.method = .POST
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.headers.add(name: "X-GCS-Signature", value: WorldlineAuth.webhookSignature(entry.payload, secret: key.secret))
+            request.headers.add(name: "X-GCS-KeyId", value: key.keyID)
+            request.body = .bytes(ByteBuffer(string: entry.payload))
+            let response = try await client.execute(request, timeout: .seconds(10))
+            let code = Int(response.status.code)
+            _ = try? await response.body.collect(upTo: 64 << 10)
+            guard (200..<300).contains(code) else {
+                return .failure(DeliveryError(description: "HTTP \(code) from the webhook endpoint \(entry.target.prefix(120))"))
+            }
+            return .success(())
+        } catch {
+            return .failure(DeliveryError(description: "\(error)"))
+        }
     }
 
     /// Runs a program (no shell: the URL is one argument, whatever it holds) and waits up to 30 s.

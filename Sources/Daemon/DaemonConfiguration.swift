@@ -2,6 +2,7 @@ import CardIO
 import EMV
 import Configuration
 import Foundation
+import Workflows
 import SystemPackage
 import Terminal
 
@@ -168,6 +169,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     /// system's at start).
     public var utcOffsetSeconds: Int = TimeZone.current.secondsFromGMT()
     public var callbacks = CallbackSettings()
+    public var worldline = WorldlineConfiguration()
 
     public init() {}
 
@@ -303,6 +305,35 @@ public struct DaemonConfiguration: Sendable, Equatable {
             }
             utcOffsetSeconds = seconds
         }
+        if let port = text("worldline.port") {
+            worldline.port = port.lowercased() == "off" ? nil : UInt16(try number("worldline.port", 0...65535)!)
+        }
+        if let address = text("worldline.address") {
+            guard Self.isLoopback(address) || address == "0.0.0.0" || address == "::" || !address.isEmpty else {
+                throw ConfigurationError(key: "worldline.address", rule: "must be an IP address or host name")
+            }
+            worldline.address = address
+        }
+        if let url = text("worldline.public_url"), !url.isEmpty {
+            guard let u = URL(string: url), ["http", "https"].contains(u.scheme?.lowercased() ?? ""), u.host != nil, (u.path.isEmpty || u.path == "/") else {
+                throw ConfigurationError(key: "worldline.public_url", rule: "must be an http(s) URL with no path, as the SDKs take the platform's endpoint, got \"\(url)\"")
+            }
+            worldline.publicURL = url.hasSuffix("/") ? String(url.dropLast()) : url
+        }
+        if let unknown = text("worldline.unknown_cards") {
+            switch unknown {
+            case "approve": worldline.settings.approveUnknownCards = true
+            case "decline": worldline.settings.approveUnknownCards = false
+            default: throw ConfigurationError(key: "worldline.unknown_cards", rule: "must be approve or decline, got \"\(unknown)\"")
+            }
+        }
+        if let table = text("worldline.amount_table") {
+            guard let t = AmountTable(option: table) else {
+                throw ConfigurationError(key: "worldline.amount_table", rule: "must be none, worldline, stripe-cents or billpocket, got \"\(table)\"")
+            }
+            worldline.settings.amountTable = t
+        }
+        if let minutes = try number("worldline.session_minutes", 1...10_080) { worldline.settings.sessionLifetime = Duration.seconds(minutes * 60) }
         if let hosts = list("callbacks.allowed_hosts") { callbacks.allowedHosts = hosts }
         if let command = text("callbacks.command"), !command.isEmpty { callbacks.command = command }
         if let xdg = try flag("callbacks.xdg_open") { callbacks.xdgOpen = xdg }
@@ -417,5 +448,28 @@ public enum ISO8601 {
         guard chars.count == 6, chars[0] == "+" || chars[0] == "-", chars[3] == ":",
               let h = Int(String(chars[1...2])), let m = Int(String(chars[4...5])), h <= 14, m < 60 else { return nil }
         return (chars[0] == "-" ? -1 : 1) * (h * 3600 + m * 60)
+    }
+}
+
+/// The Worldline platform's listener and behaviour (`worldline.*`).
+public struct WorldlineConfiguration: Sendable, Equatable {
+    /// Off unless set: 0 picks a free port (written to `<runtime>/worldline.port`).
+    public var port: UInt16?
+    /// Loopback by default: the Server API is signed, but the Client API and the challenge page
+    /// answer whoever holds a session, as the real platform's do.
+    public var address = "127.0.0.1"
+    /// The URL the SDKs reach this listener at (in `clientApiUrl`, `assetUrl` and challenge
+    /// links); default `http://{address}:{port}`.
+    public var publicURL: String?
+    public var settings = WorldlineSettings()
+
+    public init() {}
+
+    public static func == (a: WorldlineConfiguration, b: WorldlineConfiguration) -> Bool {
+        let listener: Bool = a.port == b.port && a.address == b.address && a.publicURL == b.publicURL
+        let unknown: Bool = a.settings.approveUnknownCards == b.settings.approveUnknownCards
+        let table: Bool = a.settings.amountTable == b.settings.amountTable
+        let lifetime: Bool = a.settings.sessionLifetime == b.settings.sessionLifetime
+        return listener && unknown && table && lifetime
     }
 }

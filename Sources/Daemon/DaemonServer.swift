@@ -38,16 +38,20 @@ public enum DaemonServer {
         var logger = Logger(label: "cardbenchd")
         logger.logLevel = .warning
 
-        let listeners = configuration.httpPort == nil ? 1 : 2
+        let listeners = 1 + (configuration.httpPort == nil ? 0 : 1) + (configuration.worldline.port == nil ? 0 : 1)
+        let worldlinePort = PortBox()
         let readiness = Readiness(expected: listeners) { ports in
             chmod(control, 0o660)
+            if let port = worldlinePort.value {
+                try? "\(port)\n".write(toFile: (runtime as NSString).appendingPathComponent("worldline.port"), atomically: true, encoding: .utf8)
+            }
             if let port = ports.first {
                 try? "\(port)\n".write(toFile: (runtime as NSString).appendingPathComponent("http.port"), atomically: true, encoding: .utf8)
             }
             let scheme = configuration.tlsCertificate == nil ? "http" : "https"
             let shownAddress = configuration.httpAddress.contains(":") ? "[\(configuration.httpAddress)]" : configuration.httpAddress
             let http = ports.first.map { ", \(scheme)://\(shownAddress):\($0) (API token in \(runtime)/\(APIToken.fileName))" } ?? ""
-            log.notice("ready: \(bench.terminals.count) terminal(s) [\(bench.terminals.map(\.settings.name).joined(separator: ", "))], control socket \(control)\(http), ledger \(configuration.stateDirectory)/ledger.sqlite\(configuration.demoCard.map { ", demo card \($0)" } ?? "")")
+            log.notice("ready: \(bench.terminals.count) terminal(s) [\(bench.terminals.map(\.settings.name).joined(separator: ", "))], control socket \(control)\(http), ledger \(configuration.stateDirectory)/ledger.sqlite\(worldlinePort.value.map { ", Worldline platform on port \($0)" } ?? "")\(configuration.demoCard.map { ", demo card \($0)" } ?? "")")
             notify.send("READY=1\nSTATUS=serving \(bench.terminals.count) terminal(s)")
         }
 
@@ -69,6 +73,19 @@ public enum DaemonServer {
                                         configuration: ApplicationConfiguration(address: .hostname(configuration.httpAddress, port: Int(port))),
                                         onServerRunning: { channel in await readiness.bound(port: channel.localAddress?.port) },
                                         logger: logger))
+        }
+        if let port = configuration.worldline.port {
+            let address = configuration.worldline.address
+            let shown = address.contains(":") ? "[\(address)]" : address
+            let server = WorldlineServer(bench: bench, publicURL: {
+                configuration.worldline.publicURL ?? "http://\(shown):\(worldlinePort.value ?? Int(port))"
+            })
+            services.append(Application(responder: server.responder(),
+                                        configuration: ApplicationConfiguration(address: .hostname(address, port: Int(port))),
+                                        onServerRunning: { channel in
+                                            worldlinePort.value = channel.localAddress?.port
+                                            await readiness.bound(port: nil)
+                                        }, logger: logger))
         }
         if let interval = SDNotify.watchdogInterval() {
             services.append(WatchdogService(notify: notify, interval: interval))
@@ -110,6 +127,16 @@ public enum DaemonServer {
             throw ConfigurationError(key: "runtime_directory", rule: "another cardbenchd is serving \(path)")
         }
         try FileManager.default.removeItem(atPath: path)
+    }
+}
+
+/// The port a listener bound, once it has.
+final class PortBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var port: Int?
+    var value: Int? {
+        get { lock.withLock { port } }
+        set { lock.withLock { port = newValue } }
     }
 }
 

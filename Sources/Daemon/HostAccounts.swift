@@ -14,6 +14,7 @@ extension EmulatedHost {
         setAccount(pan: profile.pan, IssuerAccount(
             balance: profile.issuerState.balance, currency: profile.issuerState.currency,
             blocked: profile.issuerState.blocked, lost: profile.issuerState.lost, stolen: profile.issuerState.stolen,
-            expiry: (profile.expiry.year, profile.expiry.month), pin: profile.pin, pinTryLimit: profile.pinTryLimit, keys: keys))
+            expiry: (profile.expiry.year, profile.expiry.month), pin: profile.pin, pinTryLimit: profile.pinTryLimit, keys: keys,
+            cvv: profile.cvv))
     }
 }

@@ -208,3 +208,8 @@ public enum ASCII {
         String(decoding: text.utf8.map { (0x41...0x5A).contains($0) ? $0 + 0x20 : $0 }, as: UTF8.self)
     }
 }
+
+/// Percent-encoding for a value placed in a URL's query, as every callback's values are.
+public enum QueryValue {
+    public static func encode(_ value: String) -> String { PercentEncoding.encodeValue(value) }
+}

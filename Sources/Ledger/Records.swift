@@ -6,6 +6,10 @@ public enum Provider: String, Sendable, CaseIterable, Codable {
     case viva
     case billpocket
     case cli
+    /// The Worldline Online Payments platform (card not present).
+    case worldline
+    /// The Citcon UPI platform.
+    case citcon
 }
 
 /// What a transaction does. Stored as its raw value.

@@ -14,8 +14,133 @@ enum Schema {
         migrator.registerMigration("v3-stan-reservations") { db in
             try db.execute(sql: v3)
         }
+        migrator.registerMigration("v4-platform-providers-worldline") { db in
+            try db.execute(sql: v4)
+        }
         return migrator
     }
+
+    /// The card-not-present platforms: transactions of providers `worldline` and `citcon` (SQLite
+    /// cannot change a CHECK, so the table is rebuilt as its documentation says: new table, copy,
+    /// drop, rename, indexes), and the Worldline platform's own records — merchants and their
+    /// API keys and webhook keys (secrets sealed, see `Ledger.seal`), the Client API's RSA keys,
+    /// client sessions (stored by hash: a session id is a credential), the nonces encrypted
+    /// customer input has used, payments (their platform state as JSON, beside the ledger rows
+    /// of each authorisation, capture and refund) and idempotence keys.
+    static let v4 = """
+        CREATE TABLE txn_v4 (
+            id                 INTEGER PRIMARY KEY,
+            uuid               TEXT NOT NULL,
+            terminal_id        INTEGER NOT NULL REFERENCES terminal(id),
+            provider           TEXT NOT NULL CHECK (provider IN ('viva', 'billpocket', 'cli', 'worldline', 'citcon')),
+            action             TEXT NOT NULL CHECK (action IN ('sale', 'pre_auth', 'capture', 'cancel', 'refund', 'reversal')),
+            status             TEXT NOT NULL CHECK (status IN ('in_progress', 'approved', 'declined', 'failed', 'cancelled', 'refunded', 'reversed')),
+            amount             INTEGER NOT NULL CHECK (amount > 0),
+            tip_amount         INTEGER NOT NULL DEFAULT 0 CHECK (tip_amount BETWEEN 0 AND amount),
+            currency           INTEGER NOT NULL CHECK (currency BETWEEN 1 AND 999),
+            client_reference   TEXT,
+            stan               INTEGER NOT NULL CHECK (stan BETWEEN 1 AND 999999),
+            rrn                TEXT NOT NULL CHECK (length(rrn) = 12),
+            authorisation_code TEXT,
+            response_code      TEXT,
+            message            TEXT,
+            masked_pan         TEXT,
+            pan_hash           TEXT,
+            brand              TEXT,
+            aid                TEXT,
+            application_label  TEXT,
+            cardholder_name    TEXT,
+            arqc               TEXT,
+            atc                TEXT,
+            tvr                TEXT,
+            cvm                TEXT,
+            entry_mode         TEXT,
+            installments       INTEGER,
+            original_id        INTEGER REFERENCES txn(id),
+            extra              TEXT CHECK (extra IS NULL OR json_valid(extra)),
+            created_at         INTEGER NOT NULL,
+            completed_at       INTEGER,
+            CHECK ((status = 'in_progress') = (completed_at IS NULL))
+        );
+        INSERT INTO txn_v4 SELECT * FROM txn;
+        DROP TABLE txn;
+        ALTER TABLE txn_v4 RENAME TO txn;
+        CREATE UNIQUE INDEX txn_uuid ON txn(uuid);
+        -- STANs wrap after 999999, so (terminal, stan) is not unique: the rowid the index ends
+        -- with gives "most recent first" without a sort.
+        CREATE INDEX txn_stan ON txn(terminal_id, stan);
+        CREATE INDEX txn_client_reference ON txn(provider, client_reference) WHERE client_reference IS NOT NULL;
+        -- "This card's last 3 approved sales on this terminal": status sits before the rowid so
+        -- the declines a test card collects on a bench are skipped by the index, not row by row.
+        CREATE INDEX txn_card ON txn(terminal_id, pan_hash, status) WHERE pan_hash IS NOT NULL;
+        CREATE INDEX txn_terminal ON txn(terminal_id);
+        CREATE INDEX txn_original ON txn(original_id) WHERE original_id IS NOT NULL;
+        -- Keyed on completed_at, not status: a partial index whose condition is on status makes
+        -- SQLite re-prepare every query with "status = ?" at each new binding, to see whether the
+        -- index applies (and GRDB re-analyses the statement each time).
+        CREATE INDEX txn_in_progress ON txn(terminal_id) WHERE completed_at IS NULL;
+        CREATE INDEX txn_billpocket_transactionid ON txn(json_extract(extra, '$.transactionid')) WHERE provider = 'billpocket';
+
+        CREATE TABLE worldline_merchant (
+            merchant_id    TEXT PRIMARY KEY NOT NULL,
+            terminal_name  TEXT NOT NULL,
+            webhook_url    TEXT,
+            webhook_key_id TEXT,
+            webhook_secret TEXT,
+            created_at     INTEGER NOT NULL
+        ) WITHOUT ROWID;
+
+        CREATE TABLE worldline_api_key (
+            key_id      TEXT PRIMARY KEY NOT NULL,
+            merchant_id TEXT NOT NULL REFERENCES worldline_merchant(merchant_id),
+            secret      TEXT NOT NULL,
+            created_at  INTEGER NOT NULL,
+            revoked_at  INTEGER
+        ) WITHOUT ROWID;
+
+        CREATE TABLE worldline_crypto_key (
+            key_id      TEXT PRIMARY KEY NOT NULL,
+            private_key TEXT NOT NULL,
+            public_key  TEXT NOT NULL,
+            created_at  INTEGER NOT NULL,
+            retired_at  INTEGER
+        ) WITHOUT ROWID;
+
+        CREATE TABLE worldline_session (
+            session_hash TEXT PRIMARY KEY NOT NULL,
+            merchant_id  TEXT NOT NULL REFERENCES worldline_merchant(merchant_id),
+            customer_id  TEXT NOT NULL,
+            created_at   INTEGER NOT NULL,
+            expires_at   INTEGER NOT NULL
+        ) WITHOUT ROWID;
+
+        CREATE TABLE worldline_nonce (
+            session_hash TEXT NOT NULL,
+            nonce        TEXT NOT NULL,
+            used_at      INTEGER NOT NULL,
+            PRIMARY KEY (session_hash, nonce)
+        ) WITHOUT ROWID;
+
+        CREATE TABLE worldline_payment (
+            seq            INTEGER PRIMARY KEY,
+            id             TEXT NOT NULL,
+            merchant_id    TEXT NOT NULL REFERENCES worldline_merchant(merchant_id),
+            transaction_id INTEGER REFERENCES txn(id),
+            state          TEXT NOT NULL CHECK (json_valid(state)),
+            updated_at     INTEGER NOT NULL
+        );
+        CREATE UNIQUE INDEX worldline_payment_id ON worldline_payment(id);
+
+        CREATE TABLE worldline_idempotence (
+            merchant_id  TEXT NOT NULL,
+            key          TEXT NOT NULL,
+            request_hash TEXT NOT NULL,
+            requested_at INTEGER NOT NULL,
+            status       INTEGER,
+            body         TEXT,
+            PRIMARY KEY (merchant_id, key)
+        ) WITHOUT ROWID;
+        """
 
     /// A terminal's STANs are reserved durably in blocks (see `Ledger.begin`): `stan_reserved`
     /// is the last STAN of the block, equal to `last_stan` when nothing is reserved ahead.

@@ -67,55 +67,62 @@ extension Ledger {
         let panHash = try result.pan.map(panHash)
         let reversalUUID = UUID().uuidString.lowercased()
         return try write("complete transaction \(id)") { db in
-            let current = try Self.transaction(db, id: id, field: "id")
-            guard current.status == .inProgress else {
-                throw LedgerError.notInProgress(id: id, status: current.status)
-            }
-            let final: TransactionStatus = result.reversal ? .reversed : result.status
-            try db.executeCached(sql: """
-                UPDATE txn SET status = :status, response_code = :responseCode, message = :message,
-                    authorisation_code = :authorisationCode, masked_pan = :maskedPAN,
-                    pan_hash = coalesce(:panHash, pan_hash), brand = :brand, aid = :aid,
-                    application_label = :label, cardholder_name = :cardholder, arqc = :arqc, atc = :atc,
-                    tvr = :tvr, cvm = :cvm, entry_mode = :entryMode, completed_at = :completedAt,
-                    installments = coalesce(:installments, installments)
-                WHERE id = :id
-                """, arguments: [
-                    "status": final.rawValue, "responseCode": result.responseCode, "message": result.message,
-                    "authorisationCode": result.authorisationCode, "maskedPAN": result.maskedPAN, "panHash": panHash,
-                    "brand": result.brand, "aid": result.aid, "label": result.applicationLabel,
-                    "cardholder": result.cardholderName, "arqc": result.arqc, "atc": result.atc, "tvr": result.tvr,
-                    "cvm": result.cvm, "entryMode": result.entryMode, "completedAt": result.completedAt, "id": id,
-                    "installments": result.installments,
-                ])
-            try Self.insertTrace(db, transactionID: id, trace)
-            if final == .approved {
-                try Self.applyApproval(db, current)
-            }
-            if result.reversal {
-                try Self.insertReversal(db, of: id, uuid: reversalUUID, at: result.completedAt)
-            }
-            for message in outbox {
-                try db.executeCached(sql: """
-                    INSERT INTO outbox (transaction_id, kind, target, payload, next_attempt_at, created_at, status, attempts, delivered_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """, arguments: [id, message.kind.rawValue, message.target, message.payload,
-                                     message.nextAttemptAt ?? result.completedAt, result.completedAt,
-                                     message.deliveredAt == nil ? OutboxStatus.pending.rawValue : OutboxStatus.delivered.rawValue,
-                                     message.deliveredAt == nil ? 0 : 1, message.deliveredAt])
-            }
-            // The row as the UPDATE above left it, without reading it back (a third of the
-            // ledger's cost of a sale): `LedgerTests` checks this against a fresh read.
-            return StoredTransaction(
-                id: current.id, uuid: current.uuid, terminalID: current.terminalID, terminalName: current.terminalName, tid: current.tid,
-                provider: current.provider, action: current.action, status: final, amount: current.amount, tipAmount: current.tipAmount,
-                currency: current.currency, clientReference: current.clientReference, stan: current.stan, rrn: current.rrn,
-                authorisationCode: result.authorisationCode, responseCode: result.responseCode, message: result.message,
-                maskedPAN: result.maskedPAN, panHash: panHash ?? current.panHash, brand: result.brand, aid: result.aid,
-                applicationLabel: result.applicationLabel, cardholderName: result.cardholderName, arqc: result.arqc, atc: result.atc,
-                tvr: result.tvr, cvm: result.cvm, entryMode: result.entryMode, installments: result.installments ?? current.installments,
-                originalID: current.originalID, extra: current.extra, createdAt: current.createdAt, completedAt: result.completedAt)
+            try Self.complete(db, id: id, result, panHash: panHash, reversalUUID: reversalUUID, trace: trace, outbox: outbox)
         }
+    }
+
+    /// `complete`'s work inside a write transaction the caller holds (a front that records its
+    /// own state in the same commit, as the Worldline payments do).
+    static func complete(_ db: Database, id: Int64, _ result: Completion, panHash: String?, reversalUUID: String,
+                         trace: [TraceEntry], outbox: [OutboxMessage]) throws -> StoredTransaction {
+        let current = try Self.transaction(db, id: id, field: "id")
+        guard current.status == .inProgress else {
+            throw LedgerError.notInProgress(id: id, status: current.status)
+        }
+        let final: TransactionStatus = result.reversal ? .reversed : result.status
+        try db.executeCached(sql: """
+            UPDATE txn SET status = :status, response_code = :responseCode, message = :message,
+                authorisation_code = :authorisationCode, masked_pan = :maskedPAN,
+                pan_hash = coalesce(:panHash, pan_hash), brand = :brand, aid = :aid,
+                application_label = :label, cardholder_name = :cardholder, arqc = :arqc, atc = :atc,
+                tvr = :tvr, cvm = :cvm, entry_mode = :entryMode, completed_at = :completedAt,
+                installments = coalesce(:installments, installments)
+            WHERE id = :id
+            """, arguments: [
+                "status": final.rawValue, "responseCode": result.responseCode, "message": result.message,
+                "authorisationCode": result.authorisationCode, "maskedPAN": result.maskedPAN, "panHash": panHash,
+                "brand": result.brand, "aid": result.aid, "label": result.applicationLabel,
+                "cardholder": result.cardholderName, "arqc": result.arqc, "atc": result.atc, "tvr": result.tvr,
+                "cvm": result.cvm, "entryMode": result.entryMode, "completedAt": result.completedAt, "id": id,
+                "installments": result.installments,
+            ])
+        try Self.insertTrace(db, transactionID: id, trace)
+        if final == .approved {
+            try Self.applyApproval(db, current)
+        }
+        if result.reversal {
+            try Self.insertReversal(db, of: id, uuid: reversalUUID, at: result.completedAt)
+        }
+        for message in outbox {
+            try db.executeCached(sql: """
+                INSERT INTO outbox (transaction_id, kind, target, payload, next_attempt_at, created_at, status, attempts, delivered_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [id, message.kind.rawValue, message.target, message.payload,
+                                 message.nextAttemptAt ?? result.completedAt, result.completedAt,
+                                 message.deliveredAt == nil ? OutboxStatus.pending.rawValue : OutboxStatus.delivered.rawValue,
+                                 message.deliveredAt == nil ? 0 : 1, message.deliveredAt])
+        }
+        // The row as the UPDATE above left it, without reading it back (a third of the
+        // ledger's cost of a sale): `LedgerTests` checks this against a fresh read.
+        return StoredTransaction(
+            id: current.id, uuid: current.uuid, terminalID: current.terminalID, terminalName: current.terminalName, tid: current.tid,
+            provider: current.provider, action: current.action, status: final, amount: current.amount, tipAmount: current.tipAmount,
+            currency: current.currency, clientReference: current.clientReference, stan: current.stan, rrn: current.rrn,
+            authorisationCode: result.authorisationCode, responseCode: result.responseCode, message: result.message,
+            maskedPAN: result.maskedPAN, panHash: panHash ?? current.panHash, brand: result.brand, aid: result.aid,
+            applicationLabel: result.applicationLabel, cardholderName: result.cardholderName, arqc: result.arqc, atc: result.atc,
+            tvr: result.tvr, cvm: result.cvm, entryMode: result.entryMode, installments: result.installments ?? current.installments,
+            originalID: current.originalID, extra: current.extra, createdAt: current.createdAt, completedAt: result.completedAt)
     }
 
     /// At daemon start: every transaction still `in_progress` was interrupted by a stop or a
@@ -262,6 +269,20 @@ extension Ledger {
         guard amount <= original.amount else {
             throw LedgerError.invalid(field: "amount", rule: "\(amount) exceeds the original's \(original.amount)")
         }
+        // Refunds may be partial (the Worldline platform's are): together they stay within the original.
+        if action == .refund {
+            let refunded = try refundedAmount(db, originalID: id)
+            guard amount <= original.amount - refunded else {
+                throw LedgerError.invalid(field: "amount", rule: "\(amount) exceeds what is left to refund of the original (\(original.amount - refunded) of \(original.amount))")
+            }
+        }
+    }
+
+    /// The approved refunds of `originalID`, in minor units.
+    static func refundedAmount(_ db: Database, originalID: Int64) throws -> Int64 {
+        try Int64.fetchOne(db.cachedStatement(sql: """
+            SELECT coalesce(sum(amount), 0) FROM txn WHERE original_id = ? AND action = 'refund' AND status = 'approved'
+            """), arguments: [originalID]) ?? 0
     }
 
     /// The trace rows in statements of up to `traceRowsPerStatement` rows each: a sale's dozen
@@ -322,7 +343,12 @@ extension Ledger {
             case .refund: .refunded
             default: .reversed
             }
-            try db.executeCached(sql: "UPDATE txn SET status = ? WHERE id = ?", arguments: [marked.rawValue, originalID])
+            // A partial refund leaves the original approved (more may be refunded); the refund
+            // that completes the amount marks it refunded. This row already counts as approved.
+            let whole = row.action == .refund ? try refundedAmount(db, originalID: originalID) >= original.amount : true
+            if whole {
+                try db.executeCached(sql: "UPDATE txn SET status = ? WHERE id = ?", arguments: [marked.rawValue, originalID])
+            }
             if original.action == .sale || original.action == .capture {
                 try addToBatch(db, terminalID: row.terminalID, amount: -row.amount)
             }

@@ -16,12 +16,15 @@ public struct IssuerAccount: Sendable {
     public var pin: String?
     public var pinTryLimit: Int
     public var onlinePINTriesRemaining: Int
+    /// The card verification value printed on the card, checked on card-not-present payments.
+    public var cvv: String?
     /// The card's cryptogram keys by AID (hex), derived from the issuer master keys; with them
     /// the host checks ARQCs and makes ARPCs.
     public var keys: [String: CryptogramKeys]
 
     public init(balance: Int, currency: Int, blocked: Bool = false, lost: Bool = false, stolen: Bool = false,
-                expiry: (year: Int, month: Int), pin: String? = nil, pinTryLimit: Int = 3, keys: [String: CryptogramKeys] = [:]) {
+                expiry: (year: Int, month: Int), pin: String? = nil, pinTryLimit: Int = 3, keys: [String: CryptogramKeys] = [:],
+                cvv: String? = nil) {
         self.balance = balance
         self.currency = currency
         self.blocked = blocked
@@ -32,6 +35,7 @@ public struct IssuerAccount: Sendable {
         self.pinTryLimit = pinTryLimit
         self.onlinePINTriesRemaining = pinTryLimit
         self.keys = keys
+        self.cvv = cvv
     }
 }
 
@@ -44,6 +48,9 @@ public enum AmountTable: String, Sendable, CaseIterable {
     /// .55 incorrect PIN, .65 frequency limit, .75 PIN tries exceeded. (.02 and .03, which ask for
     /// a PIN, are the kernel's business, not the host's.)
     case stripeCents
+    /// The Worldline Online Payments sandbox's documented test case: 13.02 is declined (do not
+    /// honour, status 2). The front applies it to `SALE` payments only, as the test case says.
+    case worldline
 
     /// The code the table gives `amount` (minor units, 2-decimal currency), if any.
     public func code(for amount: Int) -> ResponseCode? {
@@ -56,6 +63,8 @@ public enum AmountTable: String, Sendable, CaseIterable {
             return xx == 0 ? nil : ResponseCode(xx < 10 ? "0\(xx)" : "\(xx)")
         case .stripeCents:
             return [1: "01", 5: "05", 55: "55", 65: "65", 75: "75"][amount % 100].map { ResponseCode($0) }
+        case .worldline:
+            return amount == 1302 ? "05" : nil
         }
     }
 }
@@ -77,6 +86,9 @@ public struct AuthorisationRequest: Sendable {
     public let pinBlock: [UInt8]?
     /// When the terminal sent it, for the expiry check.
     public let date: UTCDateParts
+    /// Card not present: what the cardholder typed — the CVV and the expiry date (year, month).
+    public var cvv: String? = nil
+    public var cardExpiry: (year: Int, month: Int)? = nil
 
     public init(pan: String, aid: [UInt8], kind: Kind = .purchase, amount: Int, currency: Int, arqc: [UInt8]?,
                 cryptogramData: CryptogramData?, pinBlock: [UInt8]? = nil, date: UTCDateParts) {
@@ -256,7 +268,11 @@ public final class EmulatedHost: Sendable {
     /// `amountTable` (each front has its own: Billpocket's 10XX.00, Viva's cents), looked up by
     /// `tableAmount` when given (Billpocket's table keys on the amount without the tip, which the
     /// request's total includes) and by the request's amount otherwise.
-    public func authorise(_ request: AuthorisationRequest, queue: String, amountTable: AmountTable, tableAmount: Int? = nil) throws(HostError)
+    /// - Parameter approveUnknownCards: a card the issuer has no account for is approved (after
+    ///   the amount table) instead of declined 14, as card-not-present sandboxes do for any
+    ///   number that passes the Luhn check.
+    public func authorise(_ request: AuthorisationRequest, queue: String, amountTable: AmountTable, tableAmount: Int? = nil,
+                          approveUnknownCards: Bool = false) throws(HostError)
         -> AuthorisationResponse {
         let result: Result<AuthorisationResponse, HostError> = state.withLock { s in
             var delay = 0
@@ -274,20 +290,34 @@ public final class EmulatedHost: Sendable {
                 case .delay: break
                 }
             }
-            return .success(decide(&s, request, amountTable: amountTable, tableAmount: tableAmount, delay: delay))
+            return .success(decide(&s, request, amountTable: amountTable, tableAmount: tableAmount, delay: delay,
+                                   approveUnknownCards: approveUnknownCards))
         }
         return try result.get()
     }
 
-    private func decide(_ s: inout State, _ r: AuthorisationRequest, amountTable: AmountTable, tableAmount: Int? = nil, delay: Int) -> AuthorisationResponse {
+    private func decide(_ s: inout State, _ r: AuthorisationRequest, amountTable: AmountTable, tableAmount: Int? = nil, delay: Int,
+                        approveUnknownCards: Bool = false) -> AuthorisationResponse {
         func decline(_ code: ResponseCode, _ rule: String, _ message: String? = nil) -> AuthorisationResponse {
             finish(&s, r, code, rule: rule, message: message ?? code.meaning, delay: delay)
         }
-        guard var account = s.accounts[r.pan] else { return decline("14", "issuer", "no such card at this issuer") }
+        guard var account = s.accounts[r.pan] else {
+            guard approveUnknownCards else { return decline("14", "issuer", "no such card at this issuer") }
+            if let expiry = r.cardExpiry, (r.date.year, r.date.month) > expiry { return decline("54", "issuer") }
+            if let code = amountTable.code(for: tableAmount ?? r.amount) { return decline(code, "amount table") }
+            return finish(&s, r, .approved, rule: "approve", message: "approved: a card this issuer does not know, as the sandbox approves any valid number",
+                          delay: delay)
+        }
         if account.lost { return decline("41", "issuer") }
         if account.stolen { return decline("43", "issuer") }
         if account.blocked { return decline("62", "issuer") }
         if (r.date.year, r.date.month) > account.expiry { return decline("54", "issuer") }
+        if let typed = r.cardExpiry, typed != account.expiry {
+            return decline("54", "issuer", "the expiry date given is not the card's")
+        }
+        if let typed = r.cvv, let cvv = account.cvv, typed != cvv {
+            return decline("N7", "issuer", "CVV2 verification failed")
+        }
         if let block = r.pinBlock {
             guard let pin = account.pin else { return decline("55", "issuer", "online PIN sent for a card without one") }
             guard account.onlinePINTriesRemaining > 0 else { return decline("75", "issuer") }

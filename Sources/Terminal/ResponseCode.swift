@@ -58,6 +58,7 @@ public struct ResponseCode: Hashable, Sendable, CustomStringConvertible, Express
         "82": "Negative CAM, dCVV, iCVV or CVV results",
         "91": "Issuer or switch inoperative",
         "94": "Duplicate transmission",
+        "N7": "Decline for CVV2 failure",
         "96": "System malfunction",
         "Y1": "Offline approved",
         "Z1": "Offline declined",

@@ -119,6 +119,9 @@ public struct CardProfile: Sendable {
     public let cardholderName: String
     public let serviceCode: String
     public let pin: String?
+    /// The card verification value printed on the card (3 digits, 4 for American Express):
+    /// what a card-not-present payment is checked against. Nil: not checked.
+    public internal(set) var cvv: String? = nil
     public let pinTryLimit: Int
     public let pinTriesRemaining: Int
     public let atcStart: Int
@@ -149,7 +152,7 @@ public struct CardProfile: Sendable {
 
     static let topLevelFields: Set<String> = [
         "name", "pan", "psn", "expiry", "effective", "cardholderName", "serviceCode", "pin", "pinTryLimit", "pinTriesRemaining",
-        "atc", "issuer", "installments", "issuerState", "atr", "pse", "applications",
+        "cvv", "atc", "issuer", "installments", "issuerState", "atr", "pse", "applications",
     ]
 
     static func parse(_ m: YAMLMapping) throws(ProfileError) -> CardProfile {
@@ -231,10 +234,13 @@ public struct CardProfile: Sendable {
             throw m.error("pin", "is required: a CVM list offers PIN verification")
         }
 
-        return CardProfile(name: name, file: m.file, pan: pan, psn: psn, expiry: expiry, effective: effective, cardholderName: holder,
+        let cvv = try m.digits("cvv", count: 3...4)
+        var profile = CardProfile(name: name, file: m.file, pan: pan, psn: psn, expiry: expiry, effective: effective, cardholderName: holder,
                            serviceCode: serviceCode, pin: pin, pinTryLimit: tryLimit, pinTriesRemaining: triesRemaining, atcStart: atc,
                            issuerName: issuerName, accountType: accountType, installmentsMaximum: installments, issuerState: state,
                            atr: atr, hasPSE: try m.bool("pse") ?? true, applications: apps)
+        profile.cvv = cvv
+        return profile
     }
 
     static let applicationFields: Set<String> = [

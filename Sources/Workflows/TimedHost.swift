@@ -13,9 +13,13 @@ public struct TimedHost: AuthorisationHost {
     let amountTable: AmountTable
     /// The amount the table is read with, when not the request's total (Billpocket: tip excluded).
     let tableAmount: Int?
+    /// Cards the issuer has no account for are approved (card-not-present sandboxes).
+    let approveUnknownCards: Bool
 
     /// Wraps `host`; answers later than `timeout` count as no answer.
-    public init(_ host: EmulatedHost, timeout: Duration, queue: String = "", amountTable: AmountTable? = nil, tableAmount: Int? = nil) {
+    public init(_ host: EmulatedHost, timeout: Duration, queue: String = "", amountTable: AmountTable? = nil, tableAmount: Int? = nil,
+                approveUnknownCards: Bool = false) {
+        self.approveUnknownCards = approveUnknownCards
         self.host = host
         self.timeout = timeout
         self.queue = queue
@@ -24,7 +28,8 @@ public struct TimedHost: AuthorisationHost {
     }
 
     public func authorise(_ request: AuthorisationRequest) throws(HostError) -> AuthorisationResponse {
-        let answer = try host.authorise(request, queue: queue, amountTable: amountTable, tableAmount: tableAmount)
+        let answer = try host.authorise(request, queue: queue, amountTable: amountTable, tableAmount: tableAmount,
+                                        approveUnknownCards: approveUnknownCards)
         let delay = Duration.milliseconds(answer.delayMilliseconds)
         if delay > timeout {
             Thread.sleep(forTimeInterval: Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
@@ -45,6 +50,7 @@ extension AmountTable {
         case "none": self = .none
         case "billpocket": self = .billpocket
         case "stripe-cents": self = .stripeCents
+        case "worldline": self = .worldline
         default: return nil
         }
     }

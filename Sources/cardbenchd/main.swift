@@ -52,6 +52,9 @@ struct CardbenchDaemon: AsyncParsableCommand {
     @Option(help: "Loopback HTTP port (0: any free port, written to <runtime>/http.port; off: none); overrides the configuration.")
     var httpPort: String?
 
+    @Option(help: "The Worldline platform's port (0: any free port, written to <runtime>/worldline.port; off: none); overrides worldline.port.")
+    var worldlinePort: String?
+
     func run() async throws {
         LineLogHandler.bootstrap("cardbenchd")
         var configuration: DaemonConfiguration
@@ -63,6 +66,12 @@ struct CardbenchDaemon: AsyncParsableCommand {
                 if httpPort == "off" { configuration.httpPort = nil } else {
                     guard let port = UInt16(httpPort) else { throw ConfigurationError(key: "--http-port", rule: "must be 0 to 65535 or off") }
                     configuration.httpPort = port
+                }
+            }
+            if let worldlinePort {
+                if worldlinePort == "off" { configuration.worldline.port = nil } else {
+                    guard let port = UInt16(worldlinePort) else { throw ConfigurationError(key: "--worldline-port", rule: "must be 0 to 65535 or off") }
+                    configuration.worldline.port = port
                 }
             }
             if demo || demoCard != nil {

@@ -15,7 +15,7 @@ struct OpeningTests {
         let tables = try ledger.rows("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").map { $0["name"] as String }
         #expect(tables.contains("terminal") && tables.contains("txn") && tables.contains("trace") && tables.contains("outbox"))
         let migrations = try ledger.rows("SELECT identifier FROM grdb_migrations").map { $0["identifier"] as String }
-        #expect(migrations == ["v1-terminals-transactions-traces-outbox", "v2-billpocket-users-tokens-devices", "v3-stan-reservations"])
+        #expect(migrations == ["v1-terminals-transactions-traces-outbox", "v2-billpocket-users-tokens-devices", "v3-stan-reservations", "v4-platform-providers-worldline"])
         #expect(try ledger.pool.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") } == "wal")
         let synchronous = try ledger.pool.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
         #expect(synchronous == 1, "NORMAL: the group commit syncs the WAL itself before a durable write returns")
@@ -35,7 +35,7 @@ struct OpeningTests {
             try ledger.close()
         }
         let again = try Ledger(path: dir.database, panKey: keyA)
-        #expect(try again.int("SELECT count(*) FROM grdb_migrations") == 3)
+        #expect(try again.int("SELECT count(*) FROM grdb_migrations") == 4)
         #expect(try again.terminal(name: "t1")?.lastSTAN == STAN(1))
         #expect(try again.transaction(id: 1)?.status == .approved)
         #expect(try again.begin(sale()).stan == STAN(2))
@@ -242,12 +242,18 @@ struct CompleteTests {
         #expect(try ledger.terminal(name: "t1")?.batchAmount == 1700, "only an approved cancel counts")
         try ledger.complete(id: cancel.id, approved())
         #expect(try ledger.transaction(id: a.id)?.status == .cancelled)
+        // A partial refund leaves the sale approved, with what is left refundable; the refund
+        // that completes the amount marks it refunded.
         let refund = try ledger.begin(undo(.refund, of: b.id, amount: 500))
         try ledger.complete(id: refund.id, approved())
+        #expect(try ledger.transaction(id: b.id)?.status == .approved)
+        #expect(throws: LedgerError.self) { try ledger.begin(undo(.refund, of: b.id, amount: 201)) }
+        let rest = try ledger.begin(undo(.refund, of: b.id, amount: 200))
+        try ledger.complete(id: rest.id, approved())
         #expect(try ledger.transaction(id: b.id)?.status == .refunded)
         let terminal = try #require(try ledger.terminal(name: "t1"))
-        #expect(terminal.batchAmount == 1700 - 1000 - 500)
-        #expect(terminal.batchCount == 4)
+        #expect(terminal.batchAmount == 1700 - 1000 - 700)
+        #expect(terminal.batchCount == 5)
         #expect(try ledger.transactions(originalID: a.id).map(\.id) == [cancel.id])
 
         // The original is no longer approved: a second cancel is refused at begin.

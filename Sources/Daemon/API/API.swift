@@ -24,6 +24,7 @@ public struct API: Sendable {
         router.addRoutes(HostRoutes(bench: bench).collection)
         router.addRoutes(EventRoutes(bench: bench).collection)
         for case let front as any FrontRoutes in bench.fronts { router.addRoutes(front.routes(on: bench)) }
+        router.addRoutes(WorldlineAdminRoutes(bench: bench).collection)
         return router
     }
 }
@@ -70,6 +71,9 @@ struct RequestMetricsMiddleware: RouterMiddleware {
         "/v1/terminals/{name}/host-queue": "host-queue", "/v1/host/accounts": "accounts", "/v1/clock": "clock", "/v1/events": "events",
         "/v1/billpocket/users": "billpocket-users", "/v1/billpocket/users/{id}/rotate": "billpocket-users",
         "/v1/billpocket/users/{id}/invalidate": "billpocket-users", "/v1/billpocket/device-tokens": "billpocket-device-tokens",
-        "/v1/vouchers/{id}": "vouchers",
+        "/v1/vouchers/{id}": "vouchers", "/v1/worldline/api-keys": "worldline-api-keys",
+        "/v1/worldline/api-keys/{id}/revoke": "worldline-api-keys", "/v1/worldline/merchants/{id}/webhook": "worldline-webhooks",
+        "/v1/worldline/crypto-keys/rotate": "worldline-crypto-keys", "/v1/worldline/payments/{id}/challenge": "worldline-challenge",
+        "/v1/worldline/payments/{id}": "worldline-payment",
     ]
 }

@@ -1,0 +1,134 @@
+import Foundation
+import Fronts
+import Hummingbird
+import Ledger
+import NIOCore
+import Workflows
+
+/// `POST /v1/worldline/api-keys`: a key for a merchant (made when new).
+public struct WorldlineAPIKeyBody: Codable, Sendable {
+    public let merchantId: String
+    public init(merchantId: String) { self.merchantId = merchantId }
+}
+
+/// An API key as the admin API shows it; `secretApiKey` only in the answer that made it.
+public struct WorldlineAPIKeyView: Codable, Sendable, Equatable {
+    public let keyId: String
+    public let merchantId: String
+    public let createdAt: Int64
+    public let revokedAt: Int64?
+    public let secretApiKey: String?
+
+    init(_ k: WorldlineAPIKey, secret: String? = nil) {
+        keyId = k.keyID; merchantId = k.merchantID; createdAt = k.createdAt; revokedAt = k.revokedAt; secretApiKey = secret
+    }
+}
+
+/// `PUT /v1/worldline/merchants/{id}/webhook`: where the merchant's webhooks go; a new key
+/// signs them (its secret shown once). `url: null` stops them.
+public struct WorldlineWebhookBody: Codable, Sendable {
+    public let url: String?
+    public init(url: String?) { self.url = url }
+}
+
+public struct WorldlineWebhookView: Codable, Sendable, Equatable {
+    public let merchantId: String
+    public let url: String?
+    public let keyId: String?
+    public let secret: String?
+}
+
+/// `POST /v1/worldline/payments/{id}/challenge`: answers a 3-D Secure challenge, as the page's buttons do.
+public struct WorldlineChallengeBody: Codable, Sendable {
+    public let result: String
+    public init(result: String) { self.result = result }
+}
+
+/// The Worldline platform's admin routes on the control API: API keys, webhook endpoints and
+/// keys, the Client API's RSA key rotation, and 3-D Secure challenges for scripts.
+struct WorldlineAdminRoutes {
+    let bench: Bench
+
+    var collection: RouteCollection<APIContext> {
+        let routes = RouteCollection(context: APIContext.self)
+        let bench = self.bench
+        let admin = routes.group().add(middleware: AdminOnlyMiddleware(bench: bench))
+        admin.post("/v1/worldline/api-keys") { request, context in
+            let body = try await decode(WorldlineAPIKeyBody.self, request, context)
+            let keyID = Self.random(10), secret = Self.random(32)
+            let key = try Self.ledger { try bench.ledger.createWorldlineAPIKey(merchantID: body.merchantId, keyID: keyID, secret: secret, at: Self.now) }
+            return json(WorldlineAPIKeyView(key, secret: secret), status: .created)
+        }
+        admin.get("/v1/worldline/api-keys") { _, _ in
+            json(try Self.ledger { try bench.ledger.worldlineAPIKeys() }.map { WorldlineAPIKeyView($0) })
+        }
+        admin.post("/v1/worldline/api-keys/:id/revoke") { _, context in
+            let id = context.parameters.get("id") ?? ""
+            return json(WorldlineAPIKeyView(try Self.ledger { try bench.ledger.revokeWorldlineAPIKey(keyID: id, at: Self.now) }))
+        }
+        admin.put("/v1/worldline/merchants/:id/webhook") { request, context in
+            let body = try await decode(WorldlineWebhookBody.self, request, context)
+            let merchant = context.parameters.get("id") ?? ""
+            if let url = body.url {
+                guard let u = URL(string: url), ["http", "https"].contains(u.scheme?.lowercased() ?? ""), u.host != nil else {
+                    throw DaemonError.badRequest(field: "url", rule: "must be an absolute http(s) URL")
+                }
+            }
+            let keyID = body.url == nil ? nil : Self.random(10), secret = body.url == nil ? nil : Self.random(32)
+            let m = try Self.ledger { try bench.ledger.setWorldlineWebhook(merchantID: merchant, url: body.url, keyID: keyID, secret: secret, at: Self.now) }
+            return json(WorldlineWebhookView(merchantId: m.merchantID, url: m.webhookURL, keyId: m.webhookKeyID, secret: secret))
+        }
+        admin.post("/v1/worldline/crypto-keys/rotate") { _, _ in
+            let (keyID, der) = try bench.worldlineKeys.rotate()
+            return json(["keyId": keyID, "publicKey": Data(der).base64EncodedString()])
+        }
+        routes.post("/v1/worldline/payments/:id/challenge") { request, context in
+            let body = try await decode(WorldlineChallengeBody.self, request, context)
+            guard body.result == "pass" || body.result == "fail" else { throw DaemonError.badRequest(field: "result", rule: "must be pass or fail") }
+            let id = context.parameters.get("id") ?? ""
+            let passed = body.result == "pass"
+            let answered = try await Self.offload { () throws(WorldlineError) in try bench.worldline.answerChallenge(paymentID: id, passed: passed) }
+            return Response(status: .ok, headers: [.contentType: "application/json"],
+                            body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.text(["payment": WorldlineRender.payment(answered.payment),
+                                                                                             "returnUrl": answered.returnURL]))))
+        }
+        routes.get("/v1/worldline/payments/:id") { _, context in
+            let id = context.parameters.get("id") ?? ""
+            guard let p = try Self.ledger({ try bench.ledger.worldlinePayment(id: id) }) else { throw DaemonError.notFound("no Worldline payment \(id.prefix(40))") }
+            return Response(status: .ok, headers: [.contentType: "application/json"],
+                            body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.text(WorldlineRender.details(p)))))
+        }
+        return routes
+    }
+
+    static var now: Int64 { Int64(Date().timeIntervalSince1970 * 1_000_000) }
+
+    static func random(_ bytes: Int) -> String {
+        var g = SystemRandomNumberGenerator()
+        return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &g)) }.joined()
+    }
+
+    static func ledger<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch let LedgerError.invalid(field, rule) {
+            throw DaemonError.badRequest(field: field, rule: rule)
+        }
+    }
+
+    static func offload<T: Sendable>(_ body: @escaping @Sendable () throws(WorldlineError) -> T) async throws -> T {
+        let result: Result<T, WorldlineError> = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                do throws(WorldlineError) { continuation.resume(returning: .success(try body())) } catch { continuation.resume(returning: .failure(error)) }
+            }
+        }
+        switch result {
+        case .success(let value): return value
+        case .failure(let e):
+            switch e.httpStatus {
+            case 404: throw DaemonError.notFound(e.message)
+            case 409: throw DaemonError.conflict(e.message)
+            case 400: throw DaemonError.badRequest(field: e.propertyName ?? "body", rule: e.message)
+            default: throw DaemonError.failure(e.message)
+            }
+        }
+    }
+}

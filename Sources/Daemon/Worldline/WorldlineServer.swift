@@ -1,0 +1,323 @@
+import Crypto
+import Foundation
+import Fronts
+import HTTPTypes
+import Hummingbird
+import Ledger
+import NIOCore
+import Workflows
+
+/// The Worldline Online Payments platform's listener (docs/worldline.md): the Server API under
+/// `/v2/{merchantId}/` (v1HMAC signatures), the Client API under `/client/v1/{customerId}/` and
+/// `/v1/{customerId}/` (v1Client sessions), and the 3-D Secure challenge page under `/threeds/`.
+/// Every answer, errors included, has the platform's JSON shape.
+struct WorldlineServer: Sendable {
+    let bench: Bench
+    /// The URL this listener is reached at, for `clientApiUrl`, `assetUrl` and challenge links.
+    let publicURL: @Sendable () -> String
+
+    static let idempotenceKey = HTTPField.Name("X-GCS-Idempotence-Key")!
+    static let idempotenceTimestamp = HTTPField.Name("X-GCS-Idempotence-Request-Timestamp")!
+    static let maximumBody = 1 << 20
+
+    var front: WorldlineFront { bench.worldline }
+
+    func responder() -> CallbackResponder<BasicRequestContext> {
+        CallbackResponder { request, context in await self.respond(request, context) }
+    }
+
+    func respond(_ request: Request, _ context: BasicRequestContext) async -> Response {
+        let rawPath = request.head.path ?? "/"
+        let path = String(rawPath.prefix { $0 != "?" })
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        do {
+            var body: [UInt8] = []
+            if request.method == .post || request.method == .put {
+                let buffer: ByteBuffer
+                do { buffer = try await request.body.collect(upTo: Self.maximumBody) } catch {
+                    throw WorldlineError(httpStatus: 413, errorCode: "21000120", id: "REQUEST_TOO_LARGE",
+                                         message: "the body is over \(Self.maximumBody) bytes")
+                }
+                body = Array(buffer.readableBytesView)
+            }
+            if segments.first == "threeds" {
+                return try await challenge(request, segments, body)
+            }
+            if segments.first == "v2", segments.count >= 3 {
+                let merchantID = segments[1]
+                try authenticate(request, rawPath: rawPath, merchantID: merchantID)
+                try checkContentType(request, body)
+                return try await idempotent(request, merchantID: merchantID, body: body) {
+                    try await server(request.method, Array(segments.dropFirst(2)), merchantID: merchantID, body: body, query: rawPath)
+                }.response
+            }
+            if segments.count >= 3, (segments[0] == "client" && segments[1] == "v1") || segments[0] == "v1" {
+                let rest = segments[0] == "client" ? Array(segments.dropFirst(2)) : Array(segments.dropFirst(1))
+                guard let customerID = rest.first else { throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no such resource") }
+                let session = try authenticateClient(request, customerID: customerID)
+                return try await client(request.method, Array(rest.dropFirst()), session: session, body: body).response
+            }
+            throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no resource \(path.prefix(100)) on this platform")
+        } catch let error as WorldlineError {
+            return Self.errorResponse(error)
+        } catch {
+            return Self.errorResponse(.internalError("\(error)"))
+        }
+    }
+
+    // MARK: Server API
+
+    /// An answer before it is a `Response`: idempotence keeps its text.
+    struct Replied: Sendable {
+        var status: Int
+        var text: String
+        var timestamp: Int64? = nil
+
+        var response: Response {
+            var r = WorldlineServer.raw(status, text)
+            if let timestamp { r.headers[WorldlineServer.idempotenceTimestamp] = String(timestamp) }
+            return r
+        }
+    }
+
+    func server(_ method: HTTPRequest.Method, _ s: [String], merchantID m: String, body: [UInt8], query: String) async throws -> Replied {
+        func route(_ expected: HTTPRequest.Method) throws {
+            guard method == expected else {
+                throw WorldlineError(httpStatus: 405, errorCode: "21000010", id: "METHOD_NOT_ALLOWED",
+                                     message: "\(method.rawValue) is not allowed here; use \(expected.rawValue)")
+            }
+        }
+        switch (s.first ?? "", s.count) {
+        case ("sessions", 1):
+            try route(.post)
+            let base = publicURL()
+            return try await reply { try front.createSession(merchantID: m, clientAPIURL: base + "/client", assetURL: base + "/assets/") }
+        case ("payments", 1):
+            try route(.post)
+            let base = publicURL()
+            return try await reply { try front.createPayment(merchantID: m, body: body) { base + "/threeds/" + $0 } }
+        case ("payments", 2):
+            try route(.get)
+            return try await reply { try front.getPayment(merchantID: m, id: s[1]) }
+        case ("payments", 3):
+            let id = s[1]
+            switch s[2] {
+            case "details": try route(.get); return try await reply { try front.details(merchantID: m, id: id) }
+            case "captures": try route(.get); return try await reply { try front.captures(merchantID: m, id: id) }
+            case "refunds": try route(.get); return try await reply { try front.refunds(merchantID: m, id: id) }
+            case "capture": try route(.post); return try await reply { try front.capture(merchantID: m, id: id, body: body) }
+            case "cancel": try route(.post); return try await reply { try front.cancel(merchantID: m, id: id) }
+            case "refund": try route(.post); return try await reply { try front.refund(merchantID: m, id: id, body: body) }
+            default: break
+            }
+        case ("services", 2) where s[1] == "testconnection":
+            try route(.get)
+            return Self.json(200, ["result": "OK"])
+        case ("services", 2) where s[1] == "getIINdetails":
+            try route(.post)
+            return try iin(body)
+        case ("products", _):
+            try route(.get)
+            return try products(Array(s.dropFirst()))
+        default: break
+        }
+        throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no resource /v2/\(m)/\(s.joined(separator: "/").prefix(100))")
+    }
+
+    /// Checks `Authorization: GCS v1HMAC:{keyId}:{signature}` against the key's secret, the
+    /// `Date` against the clock, and that the key is this merchant's.
+    func authenticate(_ request: Request, rawPath: String, merchantID: String) throws {
+        guard let authorization = request.headers[.authorization] else {
+            throw WorldlineError.unauthorised("the Authorization header is missing (GCS v1HMAC:{apiKeyId}:{signature})")
+        }
+        guard let (keyID, signature) = WorldlineAuth.parseHMAC(authorization) else {
+            throw WorldlineError.unauthorised("the Authorization header must be GCS v1HMAC:{apiKeyId}:{signature}")
+        }
+        guard let date = request.headers[.date] else { throw WorldlineError.unauthorised("the Date header is missing") }
+        guard let seconds = WorldlineAuth.parseDate(date) else { throw WorldlineError.unauthorised("the Date header is not an RFC 1123 date") }
+        // Wall time: the signature's freshness has nothing to do with a scenario's manual clock.
+        let skew = abs(Int64(Date().timeIntervalSince1970) - seconds)
+        guard skew <= WorldlineAuth.maximumSkewSeconds else {
+            throw WorldlineError.unauthorised("the Date header is \(skew) s away from the platform's clock (at most \(WorldlineAuth.maximumSkewSeconds) s)")
+        }
+        guard let (key, secret) = try bench.ledger.worldlineAPISecret(keyID: keyID) else {
+            throw WorldlineError.unauthorised("unknown API key id")
+        }
+        guard key.revokedAt == nil else { throw WorldlineError.unauthorised("the API key was revoked") }
+        let gcs = request.headers.filter { $0.name.canonicalName.hasPrefix("x-gcs-") }.map { (name: $0.name.canonicalName, value: $0.value) }
+        let text = WorldlineAuth.stringToSign(method: request.method.rawValue, contentType: request.headers[.contentType], date: date,
+                                              gcsHeaders: gcs, pathAndQuery: rawPath)
+        guard WorldlineAuth.matches(WorldlineAuth.signature(text, secret: secret), signature) else {
+            throw WorldlineError.unauthorised("the signature does not verify with this API key")
+        }
+        guard key.merchantID == merchantID else {
+            throw WorldlineError.forbidden("the API key is not one of merchant \(merchantID.prefix(40))'s")
+        }
+    }
+
+    func checkContentType(_ request: Request, _ body: [UInt8]) throws {
+        guard !body.isEmpty else { return }
+        let type = (request.headers[.contentType] ?? "").split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        guard type == "application/json" else {
+            throw WorldlineError(httpStatus: 415, errorCode: "21000120", id: "UNSUPPORTED_MEDIA_TYPE", propertyName: "Content-Type",
+                                 message: "the body must be application/json, got \((request.headers[.contentType] ?? "none").prefix(60))")
+        }
+    }
+
+    /// `X-GCS-Idempotence-Key`: a repeated request gets the first answer again with the time it
+    /// was first made; one still running gets 409.
+    func idempotent(_ request: Request, merchantID: String, body: [UInt8], _ run: () async throws -> Replied) async throws -> Replied {
+        guard request.method == .post, let key = request.headers[Self.idempotenceKey], !key.isEmpty else { return try await run() }
+        guard key.utf8.count <= 128 else { throw WorldlineError.invalid("X-GCS-Idempotence-Key", "must be at most 128 characters") }
+        let hash = Data(SHA256.hash(data: Array((request.method.rawValue + " " + (request.head.path ?? "") + "\n").utf8) + body))
+            .map { String(format: "%02x", $0) }.joined()
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        switch try bench.ledger.claimWorldlineIdempotence(merchantID: merchantID, key: key, requestHash: hash, at: now) {
+        case .new:
+            let replied: Replied
+            do { replied = try await run() } catch let error as WorldlineError {
+                // An error answer is the answer to this key too, unless the platform failed.
+                let r = Replied(status: error.httpStatus, text: WorldlineRender.text(WorldlineRender.error(error, errorID: UUID().uuidString.lowercased())))
+                try? bench.ledger.finishWorldlineIdempotence(merchantID: merchantID, key: key, status: r.status >= 500 ? nil : r.status,
+                                                             body: r.status >= 500 ? nil : r.text)
+                return r
+            } catch {
+                try? bench.ledger.finishWorldlineIdempotence(merchantID: merchantID, key: key, status: nil, body: nil)
+                throw error
+            }
+            // A platform failure is not remembered: a retry with the key may run the request.
+            try bench.ledger.finishWorldlineIdempotence(merchantID: merchantID, key: key, status: replied.status >= 500 ? nil : replied.status,
+                                                        body: replied.status >= 500 ? nil : replied.text)
+            return replied
+        case .done(let at, let status, let body):
+            return Replied(status: status, text: body, timestamp: at)
+        case .inProgress(let at):
+            let e = WorldlineError.idempotenceInProgress(key)
+            return Replied(status: e.httpStatus, text: WorldlineRender.text(WorldlineRender.error(e, errorID: UUID().uuidString.lowercased())), timestamp: at)
+        case .differentRequest(let at):
+            let e = WorldlineError(httpStatus: 409, errorCode: "30001003", id: "IDEMPOTENCE_KEY_REUSED",
+                                   message: "idempotence key \(key.prefix(64)) was used for a different request")
+            return Replied(status: e.httpStatus, text: WorldlineRender.text(WorldlineRender.error(e, errorID: UUID().uuidString.lowercased())), timestamp: at)
+        }
+    }
+
+    // MARK: Client API
+
+    func authenticateClient(_ request: Request, customerID: String) throws -> WorldlineSession {
+        guard let authorization = request.headers[.authorization], let sessionID = WorldlineAuth.parseClient(authorization) else {
+            throw WorldlineError.unauthorised("the Authorization header must be GCS v1Client:{clientSessionId}")
+        }
+        return try front.clientSession(sessionID, customerID: customerID)
+    }
+
+    func client(_ method: HTTPRequest.Method, _ s: [String], session: WorldlineSession, body: [UInt8]) async throws -> Replied {
+        switch (method, s.first ?? "") {
+        case (.get, "crypto") where s.count == 2 && s[1] == "publickey":
+            let (keyID, der) = try bench.worldlineKeys.currentPublicKey()
+            return Self.json(200, ["keyId": keyID, "publicKey": Data(der).base64EncodedString()])
+        case (.get, "products"):
+            return try products(Array(s.dropFirst()))
+        case (.post, "services") where s.count == 2 && s[1] == "getIINdetails":
+            return try iin(body)
+        default:
+            throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no client resource \(s.joined(separator: "/").prefix(100))")
+        }
+    }
+
+    func products(_ s: [String]) throws -> Replied {
+        let assets = publicURL() + "/assets/"
+        if s.isEmpty { return Self.json(200, WorldlineProducts.products(assetURL: assets)) }
+        guard let id = Int(s[0]), let product = WorldlineProducts.product(id, assetURL: assets) else {
+            throw WorldlineError.notFound("UNKNOWN_PRODUCT_ID", "no payment product \(s[0].prefix(20))")
+        }
+        if s.count == 1 { return Self.json(200, product) }
+        if s.count == 2, s[1] == "networks", let networks = WorldlineProducts.networks(id) { return Self.json(200, networks) }
+        throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no such product resource")
+    }
+
+    func iin(_ body: [UInt8]) throws -> Replied {
+        let json = try WorldlineJSON.parse(body)
+        let bin = try json.requiredString("bin", maxLength: 19)
+        guard let details = try WorldlineProducts.iinDetails(bin) else {
+            throw WorldlineError(httpStatus: 404, errorCode: "300450", id: "CARD_NUMBER_NOT_RECOGNIZED", propertyName: "bin",
+                                 message: "no card brand this platform offers issues IIN \(bin.prefix(6))")
+        }
+        return Self.json(200, details)
+    }
+
+    // MARK: 3-D Secure
+
+    /// `GET /threeds/{id}`: the challenge page (a pass and a fail button); `POST` with
+    /// `result=pass|fail` (a form, as the page's buttons send) answers it and sends the customer
+    /// back to the merchant's return URL.
+    func challenge(_ request: Request, _ segments: [String], _ body: [UInt8]) async throws -> Response {
+        guard segments.count == 2 else { throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no such challenge") }
+        let id = segments[1]
+        if request.method == .get {
+            guard let p = try bench.ledger.worldlinePayment(id: id) else { throw WorldlineError.notFound("UNKNOWN_PAYMENT_ID", "no payment \(id.prefix(40))") }
+            return Self.page(Self.challengePage(p))
+        }
+        guard request.method == .post else { throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no such challenge") }
+        let form = RenderedCallback.fields(of: "x:?" + String(decoding: body, as: UTF8.self))
+        guard let result = form.first(where: { $0.name == "result" })?.value, result == "pass" || result == "fail" else {
+            throw WorldlineError.invalid("result", "must be pass or fail")
+        }
+        let (_, back) = try await offload { try front.answerChallenge(paymentID: id, passed: result == "pass") }
+        return Response(status: .seeOther, headers: [.location: back, .contentType: "text/plain; charset=utf-8"],
+                        body: .init(byteBuffer: ByteBuffer(string: "See \(back)\n")))
+    }
+
+    static func challengePage(_ p: WorldlinePayment) -> String {
+        func escape(_ s: String) -> String {
+            s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+                .replacingOccurrences(of: "\"", with: "&quot;")
+        }
+        let amount = String(format: "%.2f", Double(p.amount) / 100)
+        let state = p.status == "REDIRECTED"
+            ? """
+              <form method="post"><button name="result" value="pass" id="pass">Pass the challenge</button>
+              <button name="result" value="fail" id="fail">Fail the challenge</button></form>
+              """
+            : "<p id=\"answered\">This challenge was answered: the payment is \(escape(p.status)).</p>"
+        return """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><title>3-D Secure challenge — cardbench</title>
+            <meta name="viewport" content="width=device-width, initial-scale=1"></head>
+            <body><h1>3-D Secure challenge</h1>
+            <p>Payment <code>\(escape(p.id))</code> of <strong>\(amount) \(escape(p.currency))</strong> with card <code>\(escape(p.maskedCardNumber ?? ""))</code>.</p>
+            \(state)
+            <p><small>cardbench stands in for the issuer's access control server: no code is asked for.</small></p>
+            </body></html>
+            """
+    }
+
+    // MARK: Replies
+
+    /// Runs blocking work (durable ledger writes, a slow issuer) off the server's event loops.
+    func offload<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+
+    func reply(_ body: @escaping @Sendable () throws -> WorldlineFront.Reply) async throws -> Replied {
+        let r = try await offload(body)
+        return Replied(status: r.status, text: r.body)
+    }
+
+    static func json(_ status: Int, _ object: Any) -> Replied { Replied(status: status, text: WorldlineRender.text(object)) }
+
+    static func raw(_ status: Int, _ text: String) -> Response {
+        Response(status: HTTPResponse.Status(code: status), headers: [.contentType: "application/json"],
+                 body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    static func page(_ html: String) -> Response {
+        Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .contentSecurityPolicy: "default-src 'none'; form-action 'self' http: https:"],
+                 body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    static func errorResponse(_ e: WorldlineError) -> Response {
+        json(e.httpStatus, WorldlineRender.error(e, errorID: UUID().uuidString.lowercased())).response
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+
+/// An error as the platform answers it: `{errorId, errors: [{errorCode, httpStatusCode, id,
+/// category, propertyName, message, retriable}]}` with the HTTP status of its first error. The
+/// official SDKs turn the status into their exceptions (400 validation, 401/403 authorisation,
+/// 402 declined, 404 reference, 409 idempotence or reference, 5xx platform).
+public struct WorldlineError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var httpStatus: Int
+    public var errorCode: String
+    public var id: String
+    public var category: String
+    public var propertyName: String?
+    public var message: String
+    public var retriable: Bool
+
+    public init(httpStatus: Int, errorCode: String, id: String, category: String = "PAYMENT_PLATFORM_ERROR",
+                propertyName: String? = nil, message: String, retriable: Bool = false) {
+        self.httpStatus = httpStatus
+        self.errorCode = errorCode
+        self.id = id
+        self.category = category
+        self.propertyName = propertyName
+        self.message = message
+        self.retriable = retriable
+    }
+
+    public var description: String { "\(httpStatus) \(id)\(propertyName.map { " (\($0))" } ?? ""): \(message)" }
+
+    /// A required property is missing.
+    public static func missing(_ property: String) -> WorldlineError {
+        WorldlineError(httpStatus: 400, errorCode: "20000000", id: "PARAMETER_NOT_FOUND_IN_REQUEST", propertyName: property,
+                       message: "\(property) is required")
+    }
+
+    /// A property's value breaks a rule.
+    public static func invalid(_ property: String, _ rule: String) -> WorldlineError {
+        WorldlineError(httpStatus: 400, errorCode: "21000020", id: "INVALID_VALUE", propertyName: property, message: "\(property): \(rule)")
+    }
+
+    public static func badBody(_ message: String) -> WorldlineError {
+        WorldlineError(httpStatus: 400, errorCode: "21000120", id: "INVALID_REQUEST_BODY", message: message)
+    }
+
+    public static func unauthorised(_ message: String) -> WorldlineError {
+        WorldlineError(httpStatus: 401, errorCode: "9002", id: "MISSING_OR_INVALID_AUTHORIZATION", category: "DIRECT_PLATFORM_ERROR",
+                       message: message)
+    }
+
+    public static func forbidden(_ message: String) -> WorldlineError {
+        WorldlineError(httpStatus: 403, errorCode: "9007", id: "ACCESS_TO_MERCHANT_NOT_ALLOWED", category: "DIRECT_PLATFORM_ERROR",
+                       message: message)
+    }
+
+    public static func notFound(_ id: String, _ message: String) -> WorldlineError {
+        WorldlineError(httpStatus: 404, errorCode: "1002", id: id, message: message)
+    }
+
+    /// The payment is not in a state where the operation is allowed.
+    public static func wrongStatus(_ message: String) -> WorldlineError {
+        WorldlineError(httpStatus: 400, errorCode: "300450", id: "ACTION_NOT_ALLOWED_ON_TRANSACTION", message: message)
+    }
+
+    public static func idempotenceInProgress(_ key: String) -> WorldlineError {
+        WorldlineError(httpStatus: 409, errorCode: "30001002", id: "DUPLICATE_REQUEST_IN_PROGRESS",
+                       message: "a request with idempotence key \(key.prefix(64)) is still being processed", retriable: true)
+    }
+
+    public static func internalError(_ message: String) -> WorldlineError {
+        WorldlineError(httpStatus: 500, errorCode: "9999", id: "UNKNOWN_SERVER_ERROR", category: "IO_ERROR", message: message, retriable: true)
+    }
+}
+
+/// Reads a request body the way the platform does, naming each property by its path
+/// (`order.amountOfMoney.amount`) when it is missing or wrong. It takes the Objective-C SDK's
+/// habits too: numbers sent as strings (`"1000"`) and booleans as strings (`"true"`).
+public struct WorldlineJSON: @unchecked Sendable {
+    let object: [String: Any]
+    let path: String
+
+    /// Parses a body: a JSON object of at most `maximumBytes`.
+    public static func parse(_ body: [UInt8], maximumBytes: Int = 64 << 10) throws(WorldlineError) -> WorldlineJSON {
+        guard body.count <= maximumBytes else { throw .badBody("the body is \(body.count) bytes; at most \(maximumBytes) are accepted") }
+        if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return WorldlineJSON(object: [:], path: "") }
+        let parsed: Any
+        do { parsed = try JSONSerialization.jsonObject(with: Data(body)) } catch {
+            throw .badBody("the body is not valid JSON")
+        }
+        guard let object = parsed as? [String: Any] else { throw .badBody("the body must be a JSON object") }
+        return WorldlineJSON(object: object, path: "")
+    }
+
+    public init(object: [String: Any], path: String) {
+        self.object = object
+        self.path = path
+    }
+
+    func name(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    public func has(_ key: String) -> Bool { object[key] != nil && !(object[key] is NSNull) }
+
+    public func object(_ key: String) throws(WorldlineError) -> WorldlineJSON? {
+        guard has(key) else { return nil }
+        guard let child = object[key] as? [String: Any] else { throw .invalid(name(key), "must be an object") }
+        return WorldlineJSON(object: child, path: name(key))
+    }
+
+    public func array(_ key: String) throws(WorldlineError) -> [WorldlineJSON]? {
+        guard has(key) else { return nil }
+        guard let items = object[key] as? [Any] else { throw .invalid(name(key), "must be an array") }
+        var out: [WorldlineJSON] = []
+        for (i, item) in items.enumerated() {
+            guard let o = item as? [String: Any] else { throw .invalid("\(name(key))[\(i)]", "must be an object") }
+            out.append(WorldlineJSON(object: o, path: "\(name(key))[\(i)]"))
+        }
+        return out
+    }
+
+    public func string(_ key: String, maxLength: Int = 1000) throws(WorldlineError) -> String? {
+        guard has(key) else { return nil }
+        let value: String
+        if let s = object[key] as? String {
+            value = s
+        } else if let n = object[key] as? NSNumber, !Self.isBool(n) {
+            // Ids sent as numbers (the Objective-C SDK's accountOnFileId).
+            value = n.stringValue
+        } else {
+            throw .invalid(name(key), "must be a string")
+        }
+        guard value.count <= maxLength else { throw .invalid(name(key), "must be at most \(maxLength) characters, got \(value.count)") }
+        guard !value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw .invalid(name(key), "must not contain control characters")
+        }
+        return value
+    }
+
+    public func requiredString(_ key: String, maxLength: Int = 1000) throws(WorldlineError) -> String {
+        guard let value = try string(key, maxLength: maxLength) else { throw .missing(name(key)) }
+        return value
+    }
+
+    public func int(_ key: String, in range: ClosedRange<Int64> = 0...Int64.max) throws(WorldlineError) -> Int64? {
+        guard has(key) else { return nil }
+        let value: Int64
+        if let n = object[key] as? NSNumber, !Self.isBool(n) {
+            let d = n.doubleValue
+            guard d.rounded() == d, abs(d) < 9e15 else { throw .invalid(name(key), "must be a whole number") }
+            value = n.int64Value
+        } else if let s = object[key] as? String, !s.isEmpty, s.utf8.count <= 18, s.utf8.allSatisfy({ (0x30...0x39).contains($0) }) || (s.hasPrefix("-") && s.dropFirst().utf8.allSatisfy({ (0x30...0x39).contains($0) }) && s.count > 1) {
+            value = Int64(s)!
+        } else {
+            throw .invalid(name(key), "must be a whole number")
+        }
+        guard range.contains(value) else { throw .invalid(name(key), "must be between \(range.lowerBound) and \(range.upperBound), got \(value)") }
+        return value
+    }
+
+    public func bool(_ key: String) throws(WorldlineError) -> Bool? {
+        guard has(key) else { return nil }
+        if let n = object[key] as? NSNumber, Self.isBool(n) { return n.boolValue }
+        if let b = object[key] as? Bool { return b }
+        if let s = object[key] as? String, s == "true" || s == "false" { return s == "true" }
+        throw .invalid(name(key), "must be true or false")
+    }
+
+    static func isBool(_ n: NSNumber) -> Bool {
+        // swift-corelibs-foundation gives booleans as NSNumber of type 'c' (Darwin: CFBoolean).
+        String(cString: n.objCType) == "c"
+    }
+}

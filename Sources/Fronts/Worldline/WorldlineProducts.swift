@@ -1,0 +1,75 @@
+import EMV
+import Foundation
+
+/// The card payment products the platform offers, with the fields the client SDKs draw and
+/// validate (`cardNumber`, `expiryDate`, `cvv`, `cardholderName`), and IIN lookups.
+public enum WorldlineProducts {
+    /// The brands offered, in display order, with their product ids.
+    public static let offered: [(id: Int, brand: CardBrand, label: String)] = [
+        (1, .visa, "VISA"), (3, .mastercard, "MasterCard"), (2, .americanExpress, "American Express"), (117, .maestro, "Maestro"),
+        (125, .jcb, "JCB"), (128, .discover, "Discover"), (56, .unionPay, "UnionPay International"),
+    ]
+
+    public static func brand(ofProduct id: Int) -> (id: Int, brand: CardBrand, label: String)? { offered.first { $0.id == id } }
+
+    /// A product as `GET products/{id}` gives it.
+    public static func product(_ id: Int, assetURL: String) -> [String: Any]? {
+        guard let (index, entry) = offered.enumerated().first(where: { $0.element.id == id }).map({ ($0.offset, $0.element) }) else { return nil }
+        let hints: [String: Any] = ["displayOrder": index, "label": entry.label, "logo": "\(assetURL)templates/master/global/css/img/ppimages/pp_logo_\(id)_v1.png"]
+        return [
+            "id": id, "paymentMethod": "card", "paymentProductGroup": "Cards", "allowsRecurring": true, "allowsTokenization": true,
+            "usesRedirectionTo3rdParty": false, "displayHints": hints, "displayHintsList": [hints], "fields": fields(entry.brand),
+        ]
+    }
+
+    /// `GET products`: every card product (the bench offers them in every country and currency).
+    public static func products(assetURL: String) -> [String: Any] {
+        ["paymentProducts": offered.compactMap { product($0.id, assetURL: assetURL) }]
+    }
+
+    /// `GET products/{id}/networks`.
+    public static func networks(_ id: Int) -> [String: Any]? {
+        guard let entry = brand(ofProduct: id) else { return nil }
+        return ["networks": [entry.brand == .americanExpress ? "Amex" : entry.label.capitalized]]
+    }
+
+    /// The card-number mask of a brand: the document's 16+3 groups, Amex's 4-6-5.
+    public static func cardNumberMask(_ brand: CardBrand) -> String {
+        brand == .americanExpress ? "{{9999}} {{999999}} {{99999}}" : "{{9999}} {{9999}} {{9999}} {{9999}} {{999}}"
+    }
+
+    static func fields(_ brand: CardBrand) -> [[String: Any]] {
+        let lengths = brand.panLengths
+        func field(_ id: String, _ type: String, order: Int, label: String, mask: String?, placeholder: String, required: Bool,
+                   obfuscate: Bool = false, validators: [String: Any], keyboard: String) -> [String: Any] {
+            var hints: [String: Any] = ["displayOrder": order, "label": label, "placeholderLabel": placeholder, "obfuscate": obfuscate,
+                                        "alwaysShow": false, "preferredInputType": keyboard, "formElement": ["type": "text"]]
+            if let mask { hints["mask"] = mask }
+            return ["id": id, "type": type, "displayHints": hints, "dataRestrictions": ["isRequired": required, "validators": validators]]
+        }
+        let cvv = brand.cvvLength
+        return [
+            field("cardNumber", "numericstring", order: 0, label: "Card number", mask: cardNumberMask(brand), placeholder: "**** **** **** ****",
+                  required: true, validators: ["length": ["minLength": lengths.min()!, "maxLength": lengths.max()!], "luhn": [String: Any]()],
+                  keyboard: "IntegerKeyboard"),
+            field("expiryDate", "expirydate", order: 1, label: "Expiry date", mask: "{{99}}/{{99}}", placeholder: "MM/YY", required: true,
+                  validators: ["expirationDate": [String: Any](), "regularExpression": ["regularExpression": "(?:0[1-9]|1[0-2])[0-9]{2}"]],
+                  keyboard: "IntegerKeyboard"),
+            field("cvv", "numericstring", order: 2, label: "CVV", mask: "{{" + String(repeating: "9", count: cvv) + "}}",
+                  placeholder: String(repeating: "*", count: cvv), required: true, obfuscate: true,
+                  validators: ["length": ["minLength": cvv, "maxLength": cvv]], keyboard: "IntegerKeyboard"),
+            field("cardholderName", "string", order: 3, label: "Cardholder name", mask: nil, placeholder: "John Doe", required: false,
+                  validators: ["length": ["minLength": 2, "maxLength": 51]], keyboard: "StringKeyboard"),
+        ]
+    }
+
+    /// `services/getIINdetails` for `bin` (6 to 19 digits): the product, or nil when no brand issues it.
+    public static func iinDetails(_ bin: String) throws(WorldlineError) -> [String: Any]? {
+        let digits = Array(bin.utf8)
+        guard (6...19).contains(digits.count), digits.allSatisfy({ (0x30...0x39).contains($0) }) else {
+            throw .invalid("bin", "must be the first 6 to 19 digits of a card number")
+        }
+        guard let brand = CardBrand.detect(pan: bin), let entry = offered.first(where: { $0.brand == brand }) else { return nil }
+        return ["paymentProductId": entry.id, "countryCode": "BE", "isAllowedInContext": true]
+    }
+}

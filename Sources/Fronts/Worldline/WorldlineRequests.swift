@@ -1,0 +1,199 @@
+import EMV
+import Foundation
+
+/// Card data of a card-not-present payment, from the request or its encrypted input. Held in
+/// memory for the authorisation only: the ledger gets the masked number and the keyed hash.
+public struct WorldlineCard: Sendable {
+    public let pan: String
+    /// MMYY.
+    public let expiryDate: String
+    public let cvv: String?
+    public let cardholderName: String?
+
+    public var brand: CardBrand? { CardBrand.detect(pan: pan) }
+    /// (year, month) of the expiry date, in this century.
+    public var expiry: (year: Int, month: Int) {
+        (2000 + Int(expiryDate.suffix(2))!, Int(expiryDate.prefix(2))!)
+    }
+    /// As the platform shows it: every digit but the last four replaced by `*`.
+    public var masked: String { String(repeating: "*", count: pan.count - 4) + pan.suffix(4) }
+    public var bin: String { String(pan.prefix(6)) }
+
+    /// Checks the values as the platform does, naming each property under `path`.
+    public init(pan rawPAN: String, expiryDate: String, cvv: String?, cardholderName: String?, path: String) throws(WorldlineError) {
+        let pan = rawPAN.filter { $0 != " " }
+        do throws(EMVError) { try CardFieldValidation.cardNumber(pan) } catch {
+            throw .invalid("\(path)cardNumber", error.rule)
+        }
+        let e = Array(expiryDate.utf8)
+        guard e.count == 4, e.allSatisfy({ (0x30...0x39).contains($0) }), let month = Int(expiryDate.prefix(2)), (1...12).contains(month) else {
+            throw .invalid("\(path)expiryDate", "must be MMYY with a month 01–12")
+        }
+        if let cvv {
+            do throws(EMVError) { try CardFieldValidation.cvv(cvv, brand: CardBrand.detect(pan: pan)) } catch {
+                throw .invalid("\(path)cvv", error.rule)
+            }
+        }
+        if let cardholderName, cardholderName.count > 51 {
+            throw .invalid("\(path)cardholderName", "must be at most 51 characters")
+        }
+        self.pan = pan
+        self.expiryDate = expiryDate
+        self.cvv = cvv
+        self.cardholderName = cardholderName
+    }
+}
+
+/// `POST /v2/{merchantId}/payments`, the parts the platform acts on.
+public struct WorldlineCreatePayment: Sendable {
+    public enum AuthorizationMode: String, Sendable, CaseIterable {
+        case sale = "SALE", finalAuthorization = "FINAL_AUTHORIZATION", preAuthorization = "PRE_AUTHORIZATION"
+    }
+
+    public struct ThreeDSecure: Sendable {
+        public var returnURL: String?
+        public var skipAuthentication: Bool
+        public var challengeIndicator: String?
+    }
+
+    public let amount: Int64
+    /// ISO 4217 alphabetic.
+    public let currency: String
+    public let currencyNumeric: Int
+    public let authorizationMode: AuthorizationMode
+    public let merchantReference: String?
+    public let paymentProductID: Int?
+    /// A plain card (server-side tests), or nil when `encryptedCustomerInput` carries it.
+    public let card: WorldlineCard?
+    public let encryptedCustomerInput: String?
+    public let threeDSecure: ThreeDS?
+    public typealias ThreeDS = ThreeDSecure
+
+    public static func parse(_ json: WorldlineJSON) throws(WorldlineError) -> WorldlineCreatePayment {
+        guard let order = try json.object("order") else { throw .missing("order") }
+        guard let money = try order.object("amountOfMoney") else { throw .missing("order.amountOfMoney") }
+        guard let amount = try money.int("amount", in: 1...999_999_999_999) else { throw .missing("order.amountOfMoney.amount") }
+        let (currency, numeric) = try Self.currency(money.requiredString("currencyCode", maxLength: 3), property: "order.amountOfMoney.currencyCode")
+        let reference = try order.object("references")?.string("merchantReference", maxLength: 50)
+        let encrypted = try json.string("encryptedCustomerInput", maxLength: 16 << 10)
+        let input = try json.object("cardPaymentMethodSpecificInput")
+        var mode = AuthorizationMode.finalAuthorization
+        if let text = try input?.string("authorizationMode") {
+            guard let m = AuthorizationMode(rawValue: text) else {
+                throw .invalid("cardPaymentMethodSpecificInput.authorizationMode", "must be SALE, FINAL_AUTHORIZATION or PRE_AUTHORIZATION, got \(text.prefix(40))")
+            }
+            mode = m
+        }
+        let product = try input?.int("paymentProductId", in: 1...99_999).map(Int.init)
+        var card: WorldlineCard? = nil
+        if let c = try input?.object("card") {
+            let path = "cardPaymentMethodSpecificInput.card."
+            card = try WorldlineCard(pan: c.requiredString("cardNumber", maxLength: 23), expiryDate: c.requiredString("expiryDate", maxLength: 4),
+                                     cvv: c.string("cvv", maxLength: 4), cardholderName: c.string("cardholderName", maxLength: 51), path: path)
+        }
+        guard (card == nil) != (encrypted == nil) else {
+            throw card == nil
+                ? .missing("encryptedCustomerInput")
+                : .invalid("encryptedCustomerInput", "give either encryptedCustomerInput or cardPaymentMethodSpecificInput.card, not both")
+        }
+        var threeDS: ThreeDSecure? = nil
+        if let t = try input?.object("threeDSecure") {
+            let nested = try t.object("redirectionData")?.string("returnUrl", maxLength: 512)
+            var returnURL = nested
+            if returnURL == nil { returnURL = try input?.string("returnUrl", maxLength: 512) }
+            if let returnURL { try Self.checkURL(returnURL, property: "cardPaymentMethodSpecificInput.threeDSecure.redirectionData.returnUrl") }
+            threeDS = ThreeDSecure(returnURL: returnURL, skipAuthentication: try t.bool("skipAuthentication") ?? false,
+                                   challengeIndicator: try t.string("challengeIndicator", maxLength: 40))
+        } else if let returnURL = try input?.string("returnUrl", maxLength: 512) {
+            try Self.checkURL(returnURL, property: "cardPaymentMethodSpecificInput.returnUrl")
+            threeDS = ThreeDSecure(returnURL: returnURL, skipAuthentication: false, challengeIndicator: nil)
+        }
+        return WorldlineCreatePayment(amount: amount, currency: currency, currencyNumeric: numeric, authorizationMode: mode,
+                                      merchantReference: reference, paymentProductID: product, card: card, encryptedCustomerInput: encrypted,
+                                      threeDSecure: threeDS)
+    }
+
+    static func checkURL(_ text: String, property: String) throws(WorldlineError) {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
+            throw .invalid(property, "must be an absolute http(s) URL")
+        }
+    }
+
+    /// ISO 4217 codes with their numbers, for the currencies a bench meets. All have 2 decimals
+    /// but JPY and KRW (0): the platform's amounts are in minor units either way.
+    public static let currencies: [String: Int] = [
+        "EUR": 978, "USD": 840, "GBP": 826, "MXN": 484, "CHF": 756, "CAD": 124, "AUD": 36, "SEK": 752, "NOK": 578,
+        "DKK": 208, "PLN": 985, "CZK": 203, "HUF": 348, "RON": 946, "JPY": 392, "CNY": 156, "HKD": 344, "SGD": 702,
+        "BRL": 986, "INR": 356, "KRW": 410, "NZD": 554, "ZAR": 710, "TRY": 949,
+    ]
+
+    public static func currency(_ code: String, property: String) throws(WorldlineError) -> (String, Int) {
+        guard let n = currencies[code] else {
+            throw .invalid(property, "must be an ISO 4217 code this platform knows (\(currencies.keys.sorted().joined(separator: ", "))), got \(code.prefix(8))")
+        }
+        return (code, n)
+    }
+}
+
+/// `POST …/payments/{id}/capture`: an amount (the whole authorisation when absent).
+public struct WorldlineCapture: Sendable {
+    public let amount: Int64?
+    public let isFinal: Bool
+    public let merchantReference: String?
+
+    public static func parse(_ json: WorldlineJSON) throws(WorldlineError) -> WorldlineCapture {
+        WorldlineCapture(amount: try json.int("amount", in: 1...999_999_999_999), isFinal: try json.bool("isFinal") ?? true,
+                         merchantReference: try json.object("references")?.string("merchantReference", maxLength: 50))
+    }
+}
+
+/// `POST …/payments/{id}/refund`: an amount (what is left to refund when absent).
+public struct WorldlineRefundRequest: Sendable {
+    public let amount: Int64?
+    public let currency: String?
+    public let merchantReference: String?
+
+    public static func parse(_ json: WorldlineJSON) throws(WorldlineError) -> WorldlineRefundRequest {
+        var amount: Int64? = nil, currency: String? = nil
+        if let money = try json.object("amountOfMoney") {
+            amount = try money.int("amount", in: 1...999_999_999_999)
+            currency = try money.string("currencyCode", maxLength: 3)
+            if let currency { _ = try WorldlineCreatePayment.currency(currency, property: "amountOfMoney.currencyCode") }
+        }
+        return WorldlineRefundRequest(amount: amount, currency: currency,
+                                      merchantReference: try json.object("references")?.string("merchantReference", maxLength: 50))
+    }
+}
+
+/// The decrypted `encryptedCustomerInput`: `{clientSessionId, nonce, paymentProductId, tokenize,
+/// accountOnFileId, paymentValues[{key, value}], collectedDeviceInformation}`.
+public struct WorldlineCustomerInput: Sendable {
+    public let clientSessionID: String
+    public let nonce: String
+    public let paymentProductID: Int?
+    public let card: WorldlineCard
+
+    public static func parse(_ plaintext: [UInt8]) throws(WorldlineError) -> WorldlineCustomerInput {
+        let json: WorldlineJSON
+        do throws(WorldlineError) { json = try WorldlineJSON.parse(plaintext) } catch {
+            throw .invalid("encryptedCustomerInput", "its payload is not a JSON object")
+        }
+        let p = "encryptedCustomerInput."
+        guard let session = try json.string("clientSessionId", maxLength: 64) else { throw .missing(p + "clientSessionId") }
+        guard let nonce = try json.string("nonce", maxLength: 128), !nonce.isEmpty else { throw .missing(p + "nonce") }
+        let product = try json.int("paymentProductId", in: 1...99_999).map(Int.init)
+        _ = try json.bool("tokenize")
+        _ = try json.string("accountOnFileId", maxLength: 64)
+        guard let values = try json.array("paymentValues") else { throw .missing(p + "paymentValues") }
+        var fields: [String: String] = [:]
+        for v in values {
+            fields[try v.requiredString("key", maxLength: 64)] = try v.requiredString("value", maxLength: 64)
+        }
+        guard let number = fields["cardNumber"] else { throw .missing(p + "paymentValues.cardNumber") }
+        guard let expiry = fields["expiryDate"] else { throw .missing(p + "paymentValues.expiryDate") }
+        // The SDKs send the expiry as MMYY with the mask's '/' removed; take "MM/YY" too.
+        let card = try WorldlineCard(pan: number, expiryDate: expiry.replacingOccurrences(of: "/", with: ""), cvv: fields["cvv"],
+                                     cardholderName: fields["cardholderName"], path: p + "paymentValues.")
+        return WorldlineCustomerInput(clientSessionID: session, nonce: nonce, paymentProductID: product, card: card)
+    }
+}

@@ -1,0 +1,430 @@
+import CryptoExtras
+import EMV
+import Foundation
+import Fronts
+import Ledger
+import Synchronization
+import Terminal
+
+/// What the Worldline platform keeps beyond the transactions: merchants and keys, client
+/// sessions, nonces, payments and idempotence keys. `Ledger` is one.
+public protocol WorldlineStore: TransactionStore {
+    func ensureWorldlineMerchant(_ merchantID: String, at now: Int64) throws -> WorldlineMerchant
+    func worldlineMerchant(_ merchantID: String) throws -> WorldlineMerchant?
+    func createWorldlineSession(sessionID: String, merchantID: String, customerID: String, at now: Int64, expiresAt: Int64) throws
+    func worldlineSession(sessionID: String) throws -> WorldlineSession?
+    func useWorldlineNonce(sessionID: String, nonce: String, at now: Int64) throws -> Bool
+    func insertWorldlinePayment(_ payment: WorldlinePayment) throws -> WorldlinePayment
+    func completeWorldlineAuthorisation(transactionID: Int64, _ result: Completion, payment: WorldlinePayment,
+                                        outbox: (WorldlinePayment) -> [OutboxMessage]) throws -> (WorldlinePayment, StoredTransaction)
+    func completeWorldlineOperation(transactionID: Int64?, _ result: Completion?, payment: WorldlinePayment, outbox: [OutboxMessage]) throws
+    func worldlinePayment(id: String, merchantID: String) throws -> WorldlinePayment?
+    func worldlinePayment(id: String) throws -> WorldlinePayment?
+}
+
+extension Ledger: WorldlineStore {}
+
+/// How the platform behaves where a bench may want it otherwise (`worldline.*` in the configuration).
+public struct WorldlineSettings: Sendable {
+    /// How long a client session lives.
+    public var sessionLifetime: Duration = .seconds(3 * 3600)
+    /// A number the issuer does not know, but that passes the Luhn check, is approved (the sandbox does so).
+    public var approveUnknownCards = true
+    /// Scripted declines for `SALE` payments.
+    public var amountTable: AmountTable = .worldline
+
+    public init() {}
+}
+
+/// The Worldline Online Payments platform: sessions, payments and their lifecycle (capture,
+/// cancel, refund), 3-D Secure challenges and webhooks, against the bench's issuer and ledger.
+///
+/// Every payment's authorisation is a ledger transaction of provider `worldline` on the
+/// merchant's ledger terminal (`worldline.<merchantId>`), committed with the payment's platform
+/// state and its webhooks in one write before the answer. Card data lives in memory only, for
+/// the authorisation (and, while a 3-D Secure challenge waits, until it is answered).
+public final class WorldlineFront: Sendable {
+    public let context: WorkflowContext
+    let store: any WorldlineStore
+    public let settings: WorldlineSettings
+    /// The Client API's private keys by key id (the daemon keeps them).
+    let privateKey: @Sendable (String) -> _RSA.Encryption.PrivateKey?
+    /// Card data of payments waiting for their 3-D Secure challenge, by payment id.
+    private let pending = Mutex<[String: PendingChallenge]>([:])
+
+    struct PendingChallenge: Sendable {
+        let card: WorldlineCard
+        let request: WorldlineCreatePayment
+    }
+
+    /// The sandbox's test cards for 3-D Secure: frictionless (no challenge) and challenge.
+    public static let frictionlessTestPAN = "4330264936344675"
+
+    public init(context: WorkflowContext, store: any WorldlineStore, settings: WorldlineSettings,
+                privateKey: @escaping @Sendable (String) -> _RSA.Encryption.PrivateKey?) {
+        self.context = context
+        self.store = store
+        self.settings = settings
+        self.privateKey = privateKey
+    }
+
+    /// An answer: the HTTP status and the JSON body.
+    public struct Reply: Sendable {
+        public let status: Int
+        public let body: String
+
+        init(_ status: Int, _ object: Any) {
+            self.status = status
+            body = WorldlineRender.text(object)
+        }
+    }
+
+    var now: Int64 { context.clock.nowMicroseconds() }
+
+    func stored<T>(_ doing: String, _ body: () throws -> T) throws(WorldlineError) -> T {
+        do { return try body() } catch let error as LedgerError {
+            if case .invalid(let field, let rule) = error { throw .invalid(field, rule) }
+            throw .internalError("\(doing): \(error)")
+        } catch {
+            throw .internalError("\(doing): \(error)")
+        }
+    }
+
+    // MARK: Sessions
+
+    /// `POST /v2/{merchantId}/sessions`.
+    public func createSession(merchantID: String, clientAPIURL: String, assetURL: String) throws(WorldlineError) -> Reply {
+        let sessionID = Self.randomHex(16)
+        let customerID = Self.randomHex(4) + "-" + Self.randomHex(12)
+        let now = self.now
+        let lifetime = settings.sessionLifetime.components.seconds * 1_000_000
+        try stored("create a session") {
+            _ = try store.ensureWorldlineMerchant(merchantID, at: now)
+            try store.createWorldlineSession(sessionID: sessionID, merchantID: merchantID, customerID: customerID, at: now, expiresAt: now + lifetime)
+        }
+        return Reply(201, ["clientSessionId": sessionID, "customerId": customerID, "clientApiUrl": clientAPIURL, "assetUrl": assetURL,
+                           "invalidTokens": [String]()])
+    }
+
+    /// The session a Client API request's `GCS v1Client:{id}` names, for `customerID`'s path.
+    public func clientSession(_ sessionID: String, customerID: String) throws(WorldlineError) -> WorldlineSession {
+        guard let session = try stored("read a session", { try store.worldlineSession(sessionID: sessionID) }) else {
+            throw .unauthorised("unknown client session")
+        }
+        guard session.expiresAt > now else { throw .unauthorised("the client session has expired") }
+        guard session.customerID == customerID else { throw .forbidden("the client session is not this customer's") }
+        return session
+    }
+
+    // MARK: Payments
+
+    /// `POST /v2/{merchantId}/payments`. `challengeURL(paymentID)` is the page a 3-D Secure
+    /// challenge is answered on.
+    public func createPayment(merchantID: String, body: [UInt8], challengeURL: (String) -> String) throws(WorldlineError) -> Reply {
+        let request = try WorldlineCreatePayment.parse(WorldlineJSON.parse(body))
+        let card = try self.card(of: request, merchantID: merchantID)
+        if let product = request.paymentProductID, product != WorldlineStatus.productID(card.brand) {
+            throw .invalid("cardPaymentMethodSpecificInput.paymentProductId",
+                           "\(product) is not the product of this card number (\(WorldlineStatus.productID(card.brand)))")
+        }
+        _ = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
+        var payment = WorldlinePayment(merchantID: merchantID, status: "CREATED", amount: request.amount, currency: request.currency,
+                                       authorizationMode: request.authorizationMode.rawValue, merchantReference: request.merchantReference,
+                                       paymentProductID: WorldlineStatus.productID(card.brand), maskedCardNumber: card.masked,
+                                       bin: card.bin, expiryDate: card.expiryDate, createdAt: now)
+        if let t = request.threeDSecure, !t.skipAuthentication, let returnURL = t.returnURL {
+            if card.pan == Self.frictionlessTestPAN || t.challengeIndicator == "no-challenge-requested" {
+                payment.threeDSecure = "frictionless"
+            } else {
+                payment.status = "REDIRECTED"
+                payment.returnURL = returnURL
+                payment.returnMAC = Self.randomHex(16)
+                payment = try stored("record the payment") { try store.insertWorldlinePayment(payment) }
+                pending.withLock { $0[payment.id] = PendingChallenge(card: card, request: request) }
+                return Reply(201, WorldlineRender.created(payment, redirectURL: challengeURL(payment.id)))
+            }
+        }
+        let authorised = try authorise(payment, card: card, request: request)
+        return replyToCreation(authorised)
+    }
+
+    func replyToCreation(_ p: WorldlinePayment) -> Reply {
+        if p.status == "REJECTED" {
+            let e = WorldlineStatus.declineError(responseCode: p.responseCode, message: p.message)
+            return Reply(402, WorldlineRender.error(e, errorID: Self.randomUUID(),
+                                                     extra: ["paymentResult": WorldlineRender.created(p, redirectURL: nil)]))
+        }
+        return Reply(201, WorldlineRender.created(p, redirectURL: nil))
+    }
+
+    /// The card of a request: its plain card, or its encrypted input opened and checked
+    /// (the key, the session, the nonce).
+    func card(of request: WorldlineCreatePayment, merchantID: String) throws(WorldlineError) -> WorldlineCard {
+        if let card = request.card { return card }
+        guard let jwe = request.encryptedCustomerInput else { throw .missing("encryptedCustomerInput") }
+        let opened: WorldlineJWE.Opened
+        do throws(WorldlineJWE.Failure) { opened = try WorldlineJWE.decrypt(jwe, privateKey: privateKey) } catch {
+            throw .invalid("encryptedCustomerInput", error.reason)
+        }
+        let input = try WorldlineCustomerInput.parse(opened.plaintext)
+        guard let session = try stored("read a session", { try store.worldlineSession(sessionID: input.clientSessionID) }),
+              session.merchantID == merchantID else {
+            throw .invalid("encryptedCustomerInput", "it was made for a client session this merchant does not have")
+        }
+        guard session.expiresAt > now else { throw .invalid("encryptedCustomerInput", "its client session has expired") }
+        guard try stored("record the nonce", { try store.useWorldlineNonce(sessionID: input.clientSessionID, nonce: input.nonce, at: now) }) else {
+            throw .invalid("encryptedCustomerInput", "its nonce was used before: encrypted input is good for one payment")
+        }
+        if let product = input.paymentProductID, request.paymentProductID == nil, product != WorldlineStatus.productID(input.card.brand) {
+            throw .invalid("encryptedCustomerInput.paymentProductId", "\(product) is not the product of this card number")
+        }
+        return input.card
+    }
+
+    /// Asks the issuer and records the outcome with the payment (inserted, or moved on from
+    /// REDIRECTED) and its webhook, in one commit.
+    func authorise(_ payment: WorldlinePayment, card: WorldlineCard, request: WorldlineCreatePayment,
+                   failedChallenge: Bool = false) throws(WorldlineError) -> WorldlinePayment {
+        let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(payment.merchantID, at: now) }
+        let sale = request.authorizationMode == .sale
+        let createdAt = now
+        let started = try stored("begin the authorisation") {
+            try store.begin(NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: sale ? .sale : .preAuth,
+                                           amount: request.amount, currency: request.currencyNumeric, clientReference: request.merchantReference,
+                                           extra: WorldlineRender.text(["payment": payment.id.isEmpty ? "new" : payment.id, "mode": request.authorizationMode.rawValue]),
+                                           createdAt: createdAt, pan: card.pan))
+        }
+        context.publish(.transactionStarted(stan: started.stan, action: sale ? .sale : .preAuth), terminal: merchant.terminalName)
+        var auth = AuthorisationRequest(pan: card.pan, aid: [], kind: sale ? .purchase : .preAuthorisation, amount: Int(request.amount),
+                                        currency: request.currencyNumeric, arqc: nil, cryptogramData: nil,
+                                        date: UTCDateParts(secondsSince1970: createdAt / 1_000_000))
+        auth.cvv = card.cvv
+        auth.cardExpiry = card.expiry
+        var response: AuthorisationResponse? = nil
+        var failure: String? = nil
+        if failedChallenge {
+            failure = "3-D Secure authentication failed: the challenge was not passed"
+        } else {
+            let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: merchant.terminalName,
+                                 amountTable: sale ? settings.amountTable : AmountTable.none, approveUnknownCards: settings.approveUnknownCards)
+            do throws(HostError) { response = try host.authorise(auth) } catch { failure = error.description }
+        }
+        var p = payment
+        p.updatedAt = now
+        let approved = response?.isApproved ?? false
+        if approved {
+            p.status = sale ? "CAPTURED" : "PENDING_CAPTURE"
+            p.authorisationCode = response?.authorisationCode
+            if sale { p.capturedAmount = p.amount }
+        } else {
+            p.status = "REJECTED"
+            p.responseCode = failedChallenge ? "3DS" : (response?.responseCode.code ?? "91")
+            p.message = response?.message ?? failure
+        }
+        let completion = Completion(status: approved ? .approved : (response == nil && !failedChallenge ? .failed : .declined),
+                                    responseCode: response?.responseCode.code, message: response?.message ?? failure,
+                                    authorisationCode: response?.authorisationCode, maskedPAN: PAN.masked(card.pan), pan: card.pan,
+                                    brand: card.brand?.displayName, entryMode: "ecommerce", completedAt: now)
+        let result: (WorldlinePayment, StoredTransaction)
+        do {
+            result = try store.completeWorldlineAuthorisation(transactionID: started.id, completion, payment: p) { p in
+                self.webhooks(merchant, type: approved ? (sale ? "payment.captured" : "payment.pending_capture") : "payment.rejected", payment: p)
+            }
+        } catch {
+            // Not recorded: the issuer must not keep an approval the ledger does not have.
+            if let response { context.host.reverse(auth, approval: response) }
+            throw .internalError("the payment could not be recorded: \(error)")
+        }
+        context.publish(.outcome(stan: started.stan, status: result.1.status, responseCode: response?.responseCode.code ?? "",
+                                 message: response?.message ?? failure ?? "", microseconds: now - createdAt), terminal: merchant.terminalName)
+        context.publish(.recorded(stan: started.stan, status: result.1.status, action: result.1.action), terminal: merchant.terminalName)
+        return result.0
+    }
+
+    /// The webhooks of an event, to the merchant's endpoint if it has one.
+    func webhooks(_ merchant: WorldlineMerchant, type: String, payment: WorldlinePayment? = nil,
+                  refund: (WorldlineOperation, WorldlinePayment)? = nil) -> [OutboxMessage] {
+        guard let url = merchant.webhookURL else { return [] }
+        var body: [String: Any] = ["apiVersion": "v1", "id": Self.randomUUID(), "created": Self.isoTime(now), "merchantId": merchant.merchantID,
+                                   "type": type]
+        if let payment { body["payment"] = WorldlineRender.payment(payment) }
+        if let (operation, p) = refund { body["refund"] = WorldlineRender.refund(operation, p) }
+        return [OutboxMessage(kind: .webhook, target: url, payload: WorldlineRender.text(body))]
+    }
+
+    func payment(_ merchantID: String, _ id: String) throws(WorldlineError) -> WorldlinePayment {
+        guard let p = try stored("read the payment", { try store.worldlinePayment(id: id, merchantID: merchantID) }) else {
+            throw .notFound("UNKNOWN_PAYMENT_ID", "no payment \(id.prefix(40)) for this merchant")
+        }
+        return p
+    }
+
+    public func getPayment(merchantID: String, id: String) throws(WorldlineError) -> Reply {
+        Reply(200, WorldlineRender.payment(try payment(merchantID, id)))
+    }
+
+    public func details(merchantID: String, id: String) throws(WorldlineError) -> Reply {
+        Reply(200, WorldlineRender.details(try payment(merchantID, id)))
+    }
+
+    public func captures(merchantID: String, id: String) throws(WorldlineError) -> Reply {
+        let p = try payment(merchantID, id)
+        return Reply(200, ["captures": p.operations.filter { $0.kind == .capture }.map { WorldlineRender.capture($0, p) }])
+    }
+
+    public func refunds(merchantID: String, id: String) throws(WorldlineError) -> Reply {
+        let p = try payment(merchantID, id)
+        return Reply(200, ["refunds": p.operations.filter { $0.kind == .refund }.map { WorldlineRender.refund($0, p) }])
+    }
+
+    /// `POST …/payments/{id}/capture`: a pre-authorisation's amount (or part of it; the rest is
+    /// released at the issuer, as a final capture does).
+    public func capture(merchantID: String, id: String, body: [UInt8]) throws(WorldlineError) -> Reply {
+        let request = try WorldlineCapture.parse(WorldlineJSON.parse(body))
+        var p = try payment(merchantID, id)
+        guard p.status == "PENDING_CAPTURE", let authID = p.transactionID else {
+            throw .wrongStatus("payment \(id) is \(p.status); only a PENDING_CAPTURE payment can be captured")
+        }
+        let amount = request.amount ?? p.amount
+        guard amount <= p.amount else { throw .invalid("amount", "\(amount) is more than the authorised \(p.amount)") }
+        let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
+        let auth = try stored("read the authorisation") { try store.transaction(id: authID) }
+        let started = try stored("begin the capture") {
+            try store.begin(NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: .capture, amount: amount,
+                                           currency: auth?.currency ?? 978, clientReference: request.merchantReference ?? p.merchantReference,
+                                           originalID: authID, createdAt: now))
+        }
+        if amount < p.amount, let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount - amount)) }
+        let operation = WorldlineOperation(id: p.nextOperationID, kind: .capture, amount: amount, status: "CAPTURED",
+                                           transactionID: started.id, merchantReference: request.merchantReference, createdAt: now)
+        p.operations.append(operation)
+        p.status = "CAPTURED"
+        p.capturedAmount = amount
+        p.updatedAt = now
+        try record(started.id, auth.map { Completion.approved(actingOn: $0, completedAt: now) }, p, webhooks(merchant, type: "payment.captured", payment: p),
+                   terminal: merchant.terminalName, stan: started.stan, action: .capture)
+        return Reply(200, WorldlineRender.capture(operation, p))
+    }
+
+    /// `POST …/payments/{id}/cancel`: releases an authorisation not yet captured.
+    public func cancel(merchantID: String, id: String) throws(WorldlineError) -> Reply {
+        var p = try payment(merchantID, id)
+        let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
+        switch p.status {
+        case "REDIRECTED":
+            _ = pending.withLock { $0.removeValue(forKey: p.id) }
+            p.status = "CANCELLED"
+            p.updatedAt = now
+            try stored("record the cancel") { try store.completeWorldlineOperation(transactionID: nil, nil, payment: p, outbox: []) }
+        case "PENDING_CAPTURE":
+            guard let authID = p.transactionID, let auth = try stored("read the authorisation", { try store.transaction(id: authID) }) else {
+                throw .internalError("payment \(id) has no authorisation in the ledger")
+            }
+            let started = try stored("begin the cancel") {
+                try store.begin(NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: .cancel, amount: auth.amount,
+                                               currency: auth.currency, clientReference: p.merchantReference, originalID: authID, createdAt: now))
+            }
+            if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount)) }
+            p.status = "CANCELLED"
+            p.updatedAt = now
+            try record(started.id, Completion.approved(actingOn: auth, completedAt: now), p, webhooks(merchant, type: "payment.cancelled", payment: p),
+                       terminal: merchant.terminalName, stan: started.stan, action: .cancel)
+        default:
+            throw .wrongStatus("payment \(id) is \(p.status); only a REDIRECTED or PENDING_CAPTURE payment can be cancelled (refund a captured one)")
+        }
+        return Reply(200, ["payment": WorldlineRender.payment(p)])
+    }
+
+    /// `POST …/payments/{id}/refund`: all or part of what was captured and not yet refunded.
+    public func refund(merchantID: String, id: String, body: [UInt8]) throws(WorldlineError) -> Reply {
+        let request = try WorldlineRefundRequest.parse(WorldlineJSON.parse(body))
+        var p = try payment(merchantID, id)
+        guard p.status == "CAPTURED" else {
+            throw .wrongStatus("payment \(id) is \(p.status); only a CAPTURED payment can be refunded")
+        }
+        if let currency = request.currency, currency != p.currency {
+            throw .invalid("amountOfMoney.currencyCode", "\(currency) is not the payment's currency \(p.currency)")
+        }
+        let left = p.capturedAmount - p.refundedAmount
+        let amount = request.amount ?? left
+        guard amount <= left else { throw .invalid("amountOfMoney.amount", "\(amount) is more than what is left to refund (\(left))") }
+        // The ledger row refunded: the sale itself, or the capture of a pre-authorisation.
+        guard let originalID = p.authorizationMode == "SALE" ? p.transactionID : p.operations.first(where: { $0.kind == .capture })?.transactionID,
+              let original = try stored("read the original", { try store.transaction(id: originalID) }) else {
+            throw .internalError("payment \(id) has no captured transaction in the ledger")
+        }
+        let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
+        let started = try stored("begin the refund") {
+            try store.begin(NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: .refund, amount: amount,
+                                           currency: original.currency, clientReference: request.merchantReference ?? p.merchantReference,
+                                           originalID: originalID, createdAt: now))
+        }
+        if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
+        let operation = WorldlineOperation(id: p.nextOperationID, kind: .refund, amount: amount, status: "REFUNDED", transactionID: started.id,
+                                           merchantReference: request.merchantReference, createdAt: now)
+        p.operations.append(operation)
+        p.refundedAmount += amount
+        if p.refundedAmount == p.capturedAmount { p.status = "REFUNDED" }
+        p.updatedAt = now
+        var hooks = webhooks(merchant, type: "refund.refund_requested", refund: (operation, p))
+        if p.status == "REFUNDED" { hooks += webhooks(merchant, type: "payment.refunded", payment: p) }
+        try record(started.id, Completion.approved(actingOn: original, completedAt: now), p, hooks, terminal: merchant.terminalName,
+                   stan: started.stan, action: .refund)
+        return Reply(201, WorldlineRender.refund(operation, p))
+    }
+
+    func record(_ transactionID: Int64, _ completion: Completion?, _ p: WorldlinePayment, _ outbox: [OutboxMessage], terminal: String,
+                stan: STAN, action: TransactionAction) throws(WorldlineError) {
+        try stored("record the \(action.rawValue)") {
+            try store.completeWorldlineOperation(transactionID: transactionID, completion, payment: p, outbox: outbox)
+        }
+        context.publish(.recorded(stan: stan, status: .approved, action: action), terminal: terminal)
+    }
+
+    // MARK: 3-D Secure
+
+    /// The challenge of a REDIRECTED payment, answered: passed, the payment is authorised;
+    /// failed, it is rejected. Returns the payment and the URL to send the customer back to.
+    public func answerChallenge(paymentID: String, passed: Bool) throws(WorldlineError) -> (payment: WorldlinePayment, returnURL: String) {
+        guard let merchantID = paymentID.isEmpty ? nil : try stored("read the payment", { try store.worldlinePayment(id: paymentID)?.merchantID }) else {
+            throw .notFound("UNKNOWN_PAYMENT_ID", "no payment \(paymentID.prefix(40))")
+        }
+        var p = try payment(merchantID, paymentID)
+        guard p.status == "REDIRECTED" else { throw .wrongStatus("payment \(paymentID) is \(p.status); its challenge was already answered") }
+        let waiting = pending.withLock { $0.removeValue(forKey: paymentID) }
+        let returnURL = p.returnURL ?? ""
+        if let waiting {
+            p.threeDSecure = passed ? "challenge-passed" : "challenge-failed"
+            p = try authorise(p, card: waiting.card, request: waiting.request, failedChallenge: !passed)
+        } else {
+            // The card data was in memory only: after a restart the challenge cannot go on.
+            let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
+            p.status = "REJECTED"
+            p.responseCode = "3DS"
+            p.message = "the challenge expired: the platform restarted while it waited"
+            p.updatedAt = now
+            try stored("record the challenge") {
+                try store.completeWorldlineOperation(transactionID: nil, nil, payment: p, outbox: [])
+            }
+            _ = merchant
+        }
+        let separator = returnURL.contains("?") ? "&" : "?"
+        let back = returnURL + separator + "RETURNMAC=" + QueryValue.encode(p.returnMAC ?? "") + "&paymentId=" + QueryValue.encode(p.id)
+        return (p, back)
+    }
+
+    // MARK: Helpers
+
+    static func randomHex(_ bytes: Int) -> String {
+        var g = SystemRandomNumberGenerator()
+        return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &g)) }.joined()
+    }
+
+    static func randomUUID() -> String { UUID().uuidString.lowercased() }
+
+    static func isoTime(_ micros: Int64) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date(timeIntervalSince1970: Double(micros) / 1_000_000))
+    }
+}

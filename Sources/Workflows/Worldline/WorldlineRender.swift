@@ -1,0 +1,162 @@
+import EMV
+import Foundation
+import Fronts
+import Ledger
+import Terminal
+
+/// The platform's statuses: the code and category each status is reported with, and what may
+/// be done next (docs/worldline.md has the table and its sources).
+public enum WorldlineStatus {
+    public struct Output: Sendable, Equatable {
+        public let statusCode: Int
+        public let statusCategory: String
+        public let isAuthorized: Bool
+        public let isCancellable: Bool
+        public let isRefundable: Bool
+    }
+
+    public static func output(_ p: WorldlinePayment) -> Output {
+        switch p.status {
+        case "REDIRECTED": Output(statusCode: 46, statusCategory: "PENDING_PAYMENT", isAuthorized: false, isCancellable: true, isRefundable: false)
+        case "PENDING_CAPTURE": Output(statusCode: 5, statusCategory: "PENDING_MERCHANT", isAuthorized: true, isCancellable: true, isRefundable: false)
+        case "CAPTURED":
+            Output(statusCode: 9, statusCategory: "COMPLETED", isAuthorized: false, isCancellable: false,
+                   isRefundable: p.refundedAmount < p.capturedAmount)
+        case "REFUNDED": Output(statusCode: 8, statusCategory: "REFUNDED", isAuthorized: false, isCancellable: false, isRefundable: false)
+        // 6: cancelled by the merchant (an authorisation released); 1: by the customer (a
+        // challenge never completed).
+        case "CANCELLED":
+            Output(statusCode: p.transactionID == nil ? 1 : 6, statusCategory: "UNSUCCESSFUL", isAuthorized: false, isCancellable: false,
+                   isRefundable: false)
+        default: Output(statusCode: 2, statusCategory: "UNSUCCESSFUL", isAuthorized: false, isCancellable: false, isRefundable: false)
+        }
+    }
+
+    /// The platform's product id for a card brand (its `paymentProductId`).
+    public static func productID(_ brand: CardBrand?) -> Int {
+        switch brand {
+        case .visa: 1
+        case .americanExpress: 2
+        case .mastercard: 3
+        case .maestro: 117
+        case .jcb: 125
+        case .discover: 128
+        case .unionPay: 56
+        case .carnet, nil: 1
+        }
+    }
+
+    /// A host decline as the platform's error: its code, id and message.
+    public static func declineError(responseCode: String?, message: String?) -> WorldlineError {
+        // The two forms recorded from the platform: an acquirer's refusal (30511001
+        // EXTERNAL_ACQUIRER_ERROR, IO_ERROR) and a card the platform refuses (30331001
+        // INVALID_CARD); the others follow their pattern with the ISO response code inside.
+        let (code, id, category): (String, String, String) = switch responseCode ?? "" {
+        case "N7", "14", "54": ("30331001", "INVALID_CARD", "PAYMENT_PLATFORM_ERROR")
+        case "3DS": ("30171001", "AUTHENTICATION_FAILURE", "PAYMENT_PLATFORM_ERROR")
+        default: ("30511001", "EXTERNAL_ACQUIRER_ERROR", "IO_ERROR")
+        }
+        let detail = responseCode.map { $0 == "3DS" ? "" : " (response code \($0))" } ?? ""
+        return WorldlineError(httpStatus: 402, errorCode: code, id: id, category: category,
+                              message: (message ?? "the payment was declined") + detail, retriable: false)
+    }
+}
+
+/// Renders the platform's JSON bodies.
+public enum WorldlineRender {
+    public static func text(_ object: Any) -> String {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    public static func error(_ e: WorldlineError, errorID: String, extra: [String: Any] = [:]) -> [String: Any] {
+        var item: [String: Any] = [
+            "code": "9999", "errorCode": e.errorCode, "httpStatusCode": e.httpStatus, "id": e.id, "category": e.category, "message": e.message,
+            "retriable": e.retriable,
+        ]
+        if let p = e.propertyName { item["propertyName"] = p }
+        var body: [String: Any] = ["errorId": errorID, "errors": [item]]
+        for (k, v) in extra { body[k] = v }
+        return body
+    }
+
+    static func money(_ amount: Int64, _ currency: String) -> [String: Any] { ["amount": amount, "currencyCode": currency] }
+
+    /// `PaymentResponse`.
+    public static func payment(_ p: WorldlinePayment) -> [String: Any] {
+        let s = WorldlineStatus.output(p)
+        var statusOutput: [String: Any] = [
+            "statusCode": s.statusCode, "statusCategory": s.statusCategory, "isAuthorized": s.isAuthorized,
+            "isCancellable": s.isCancellable, "isRefundable": s.isRefundable,
+        ]
+        if p.status == "REJECTED" {
+            let e = WorldlineStatus.declineError(responseCode: p.responseCode, message: p.message)
+            statusOutput["errors"] = [["errorCode": e.errorCode, "id": e.id, "category": e.category, "message": e.message,
+                                      "httpStatusCode": e.httpStatus, "retriable": false]]
+        }
+        var card: [String: Any] = [:]
+        if let m = p.maskedCardNumber { card["cardNumber"] = m }
+        if let e = p.expiryDate { card["expiryDate"] = e }
+        if let b = p.bin { card["bin"] = b }
+        var cardOutput: [String: Any] = ["paymentProductId": p.paymentProductID, "card": card]
+        if let a = p.authorisationCode { cardOutput["authorisationCode"] = a }
+        if let t = p.threeDSecure {
+            cardOutput["threeDSecureResults"] = ["authenticationStatus": t == "challenge-failed" ? "N" : "Y",
+                                                 "flow": t == "frictionless" ? "frictionless" : "challenge"]
+        }
+        cardOutput["fraudResults"] = ["fraudServiceResult": "no-advice", "cvvResult": p.status == "REJECTED" && p.responseCode == "N7" ? "N" : "M"]
+        var references: [String: Any] = [:]
+        if let r = p.merchantReference { references["merchantReference"] = r }
+        var output: [String: Any] = [
+            "amountOfMoney": money(p.amount, p.currency), "references": references, "paymentMethod": "card",
+            "cardPaymentMethodSpecificOutput": cardOutput,
+        ]
+        if p.capturedAmount > 0 { output["acquiredAmount"] = money(p.capturedAmount - p.refundedAmount, p.currency) }
+        return ["id": p.id, "status": p.status, "statusOutput": statusOutput, "paymentOutput": output]
+    }
+
+    /// `CreatePaymentResponse`; `redirectURL` when a 3-D Secure challenge waits.
+    public static func created(_ p: WorldlinePayment, redirectURL: String?) -> [String: Any] {
+        var body: [String: Any] = ["creationOutput": ["isNewToken": false, "tokenizationSucceeded": false], "payment": payment(p)]
+        if let redirectURL {
+            body["merchantAction"] = ["actionType": "REDIRECT",
+                                      "redirectData": ["redirectURL": redirectURL, "RETURNMAC": p.returnMAC ?? ""]]
+        }
+        return body
+    }
+
+    /// `PaymentDetailsResponse`: the payment and its operations.
+    public static func details(_ p: WorldlinePayment) -> [String: Any] {
+        var body = payment(p)
+        // The SDKs read the list as "Operations", capital O.
+        body["Operations"] = p.operations.map { operation($0, p) }
+        return body
+    }
+
+    public static func operation(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
+        let (code, category): (Int, String) = switch o.status {
+        case "CAPTURED": (9, "COMPLETED")
+        case "REFUNDED": (8, "REFUNDED")
+        default: (2, "UNSUCCESSFUL")
+        }
+        return ["id": o.id, "status": o.status, "statusOutput": ["statusCode": code, "statusCategory": category],
+                "amountOfMoney": money(o.amount, p.currency)]
+    }
+
+    /// `CaptureResponse`.
+    public static func capture(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
+        ["id": o.id, "status": o.status, "statusOutput": ["statusCode": 9, "statusCategory": "COMPLETED", "isCancellable": false, "isRefundable": true],
+         "captureOutput": ["amountOfMoney": money(o.amount, p.currency), "paymentMethod": "card",
+                           "references": o.merchantReference.map { ["merchantReference": $0] } ?? [:]]]
+    }
+
+    /// `RefundResponse`.
+    public static func refund(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
+        let rejected = o.status != "REFUNDED"
+        return ["id": o.id, "status": o.status,
+                "statusOutput": ["statusCode": rejected ? 2 : 8, "statusCategory": rejected ? "UNSUCCESSFUL" : "REFUNDED",
+                                 "isCancellable": false],
+                "refundOutput": ["amountOfMoney": money(o.amount, p.currency), "paymentMethod": "card",
+                                 "references": o.merchantReference.map { ["merchantReference": $0] } ?? [:]]]
+    }
+}
