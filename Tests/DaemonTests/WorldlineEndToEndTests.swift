@@ -1,5 +1,9 @@
 import Daemon
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Fronts
 import Testing
 import TestSupport
 
@@ -63,5 +67,179 @@ struct WorldlineEndToEndTests {
         // Nothing the SDK sent reached the ledger in clear: the PAN is in no table.
         let dump = try Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite"))
         #expect(dump.range(of: Data("4761739001010010".utf8)) == nil)
+    }
+}
+
+/// The platform's answers to what the SDKs would never send: each refusal in the platform's
+/// error shape, naming the property; signed here with cardbench's own signer (the SDK test
+/// above shows it agrees with the official one).
+@Suite("Worldline platform, refusals and 3-D Secure over HTTP", .serialized)
+struct WorldlineHTTPTests {
+    struct Answer {
+        let status: Int
+        let json: [String: Any]
+        let headers: [String: String]
+        var errorID: String? { ((json["errors"] as? [[String: Any]])?.first)?["id"] as? String }
+        var property: String? { ((json["errors"] as? [[String: Any]])?.first)?["propertyName"] as? String }
+    }
+
+    final class Platform: @unchecked Sendable {
+        let daemon: DaemonProcess
+        let port: String
+        let keyID: String
+        let secret: String
+
+        init() async throws {
+            daemon = try await DaemonProcess(["--worldline-port", "0"])
+            let key = try JSONDecoder().decode(WorldlineEndToEndTests.Key.self, from: try await daemon.client.send(
+                method: "POST", "/v1/worldline/api-keys", json: ["merchantId": "m1"]).body)
+            keyID = key.keyId
+            secret = key.secretApiKey ?? ""
+            port = try String(contentsOfFile: daemon.runtime + "/worldline.port", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+
+        func send(_ method: String, _ path: String, body: String? = nil, contentType: String? = "application/json",
+                  secret override: String? = nil, date: Date = Date(), headers extra: [String: String] = [:]) throws -> Answer {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "GMT")
+            formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+            let dateText = formatter.string(from: date)
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+            request.httpMethod = method
+            request.setValue(dateText, forHTTPHeaderField: "Date")
+            if let body {
+                request.httpBody = Data(body.utf8)
+                if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
+            }
+            for (k, v) in extra { request.setValue(v, forHTTPHeaderField: k) }
+            let gcs = extra.filter { $0.key.lowercased().hasPrefix("x-gcs-") }.map { (name: $0.key, value: $0.value) }
+            let text = WorldlineAuth.stringToSign(method: method, contentType: body == nil ? nil : contentType, date: dateText, gcsHeaders: gcs,
+                                                  pathAndQuery: path)
+            request.setValue("GCS v1HMAC:\(keyID):\(WorldlineAuth.signature(text, secret: override ?? secret))", forHTTPHeaderField: "Authorization")
+            return try Self.exchange(request)
+        }
+
+        static func exchange(_ request: URLRequest) throws -> Answer {
+            let semaphore = DispatchSemaphore(value: 0)
+            nonisolated(unsafe) var result: (Data?, URLResponse?) = (nil, nil)
+            URLSession.shared.dataTask(with: request) { data, response, _ in
+                result = (data, response)
+                semaphore.signal()
+            }.resume()
+            semaphore.wait()
+            let http = result.1 as? HTTPURLResponse
+            var headers: [String: String] = [:]
+            for (k, v) in http?.allHeaderFields ?? [:] { headers[String(describing: k.base).lowercased()] = String(describing: v) }
+            let json = (result.0.flatMap { try? JSONSerialization.jsonObject(with: $0) } as? [String: Any]) ?? [:]
+            return Answer(status: http?.statusCode ?? 0, json: json, headers: headers)
+        }
+    }
+
+    static let card = #"{"cardNumber":"4761739001010010","expiryDate":"1231","cvv":"123"}"#
+
+    static func payment(amount: Int = 1000, mode: String = "FINAL_AUTHORIZATION", card: String = card, extra: String = "") -> String {
+        #"{"order":{"amountOfMoney":{"amount":\#(amount),"currencyCode":"EUR"}},"cardPaymentMethodSpecificInput":{"authorizationMode":"\#(mode)","card":\#(card)\#(extra)}}"#
+    }
+
+    @Test("wrong signature, unknown key, skewed date, another merchant: 401/403 in the platform's shape")
+    func authentication() async throws {
+        let p = try await Platform()
+        defer { p.daemon.stop(); p.daemon.remove() }
+        #expect(try p.send("GET", "/v2/m1/services/testconnection").status == 200)
+        let wrong = try p.send("GET", "/v2/m1/services/testconnection", secret: "not-the-secret")
+        #expect(wrong.status == 401 && wrong.errorID == "MISSING_OR_INVALID_AUTHORIZATION")
+        #expect(wrong.json["errorId"] is String)
+        let skewed = try p.send("GET", "/v2/m1/services/testconnection", date: Date().addingTimeInterval(-3600))
+        #expect(skewed.status == 401)
+        let other = try p.send("GET", "/v2/m2/services/testconnection")
+        #expect(other.status == 403 && other.errorID == "ACCESS_TO_MERCHANT_NOT_ALLOWED")
+        var unsigned = URLRequest(url: URL(string: "http://127.0.0.1:\(p.port)/v2/m1/services/testconnection")!)
+        unsigned.setValue("GCS v1HMAC:nokey:c2ln", forHTTPHeaderField: "Authorization")
+        unsigned.setValue("Tue, 24 Nov 2026 12:00:00 GMT", forHTTPHeaderField: "Date")
+        #expect(try Platform.exchange(unsigned).status == 401)
+        // A signature over another path does not verify for this one.
+        #expect(try p.send("GET", "/v2/m1/payments/3000000001_0").status == 404)
+    }
+
+    @Test("bad bodies: wrong content type 415, malformed JSON, a huge body, a missing field: each names what is wrong")
+    func badBodies() async throws {
+        let p = try await Platform()
+        defer { p.daemon.stop(); p.daemon.remove() }
+        #expect(try p.send("POST", "/v2/m1/payments", body: Self.payment(), contentType: "text/plain").status == 415)
+        let malformed = try p.send("POST", "/v2/m1/payments", body: "{\"order\":")
+        #expect(malformed.status == 400 && malformed.errorID == "INVALID_REQUEST_BODY")
+        let huge = try p.send("POST", "/v2/m1/payments", body: "{\"x\":\"" + String(repeating: "a", count: 200_000) + "\"}")
+        #expect(huge.status == 400)
+        let missing = try p.send("POST", "/v2/m1/payments", body: #"{"order":{"amountOfMoney":{"currencyCode":"EUR"}}}"#)
+        #expect(missing.status == 400 && missing.errorID == "PARAMETER_NOT_FOUND_IN_REQUEST" && missing.property == "order.amountOfMoney.amount")
+        #expect(p.daemon.process.isRunning)
+    }
+
+    @Test("the issuer decides: balance, card states, CVV, the 13.02 SALE table; declines are 402 with paymentResult")
+    func issuer() async throws {
+        let p = try await Platform()
+        defer { p.daemon.stop(); p.daemon.remove() }
+        let ok = try p.send("POST", "/v2/m1/payments", body: Self.payment(mode: "SALE"))
+        #expect(ok.status == 201)
+        #expect(((ok.json["payment"] as? [String: Any])?["status"] as? String) == "CAPTURED")
+        func declined(_ body: String) throws -> (Int, Int?) {
+            let a = try p.send("POST", "/v2/m1/payments", body: body)
+            let code = (((a.json["paymentResult"] as? [String: Any])?["payment"] as? [String: Any])?["statusOutput"] as? [String: Any])?["statusCode"] as? Int
+            return (a.status, code)
+        }
+        #expect(try declined(Self.payment(amount: 1302, mode: "SALE")) == (402, 2))
+        #expect(try declined(Self.payment(amount: 1302, mode: "FINAL_AUTHORIZATION")).0 == 201, "the table is for SALE only")
+        #expect(try declined(Self.payment(card: #"{"cardNumber":"4761739001010010","expiryDate":"1231","cvv":"999"}"#)) == (402, 2))
+        #expect(try declined(Self.payment(card: #"{"cardNumber":"4761739001010010","expiryDate":"1130","cvv":"123"}"#)) == (402, 2))
+        #expect(try declined(Self.payment(amount: 9_000_000))  == (402, 2), "more than the card's balance")
+        // Scenarios/cards/visa-lost.yaml
+        let lost = try String(contentsOf: repositoryRoot.appendingPathComponent("Scenarios/cards/visa-lost.yaml"), encoding: .utf8)
+        let lostPAN = lost.split(separator: "\n").first { $0.hasPrefix("pan:") }!.split(separator: "\"")[1]
+        #expect(try declined(Self.payment(card: #"{"cardNumber":"\#(lostPAN)","expiryDate":"1231","cvv":"123"}"#)) == (402, 2))
+        // A number the issuer does not know, passing Luhn: approved, as the sandbox does.
+        #expect(try declined(Self.payment(card: #"{"cardNumber":"4111111111111111","expiryDate":"1230","cvv":"123"}"#)).0 == 201)
+    }
+
+    @Test("3-D Secure: a REDIRECT to the challenge page; passing authorises, failing rejects; the customer goes back to returnUrl")
+    func threeDSecure() async throws {
+        let p = try await Platform()
+        defer { p.daemon.stop(); p.daemon.remove() }
+        let threeDS = #","threeDSecure":{"redirectionData":{"returnUrl":"https://shop.example/back?x=1"}}"#
+        for (result, status) in [("pass", "PENDING_CAPTURE"), ("fail", "REJECTED")] {
+            let created = try p.send("POST", "/v2/m1/payments", body: Self.payment(extra: threeDS))
+            #expect(created.status == 201)
+            let action = try #require(created.json["merchantAction"] as? [String: Any])
+            #expect(action["actionType"] as? String == "REDIRECT")
+            let redirect = try #require((action["redirectData"] as? [String: Any])?["redirectURL"] as? String)
+            let id = try #require((created.json["payment"] as? [String: Any])?["id"] as? String)
+            #expect(try p.send("GET", "/v2/m1/payments/\(id)").json["status"] as? String == "REDIRECTED")
+            var page = URLRequest(url: URL(string: redirect)!)
+            page.httpMethod = "GET"
+            #expect(try Platform.exchange(page).status == 200)
+            // Answered through the admin API (the page's form posts the same `result`, then sends the
+            // browser to returnUrl with a 303, which a test cannot follow to a shop that does not exist).
+            let reply = try await p.daemon.client.send(method: "POST", "/v1/worldline/payments/\(id)/challenge", json: ["result": result])
+            #expect(reply.status == 200)
+            let back = try JSONSerialization.jsonObject(with: reply.body) as? [String: Any]
+            #expect((back?["returnUrl"] as? String)?.hasPrefix("https://shop.example/back?x=1&RETURNMAC=") == true)
+            let again = try await p.daemon.client.send(method: "POST", "/v1/worldline/payments/\(id)/challenge", json: ["result": result])
+            #expect(again.status == 409, "a challenge is answered once")
+            #expect(try p.send("GET", "/v2/m1/payments/\(id)").json["status"] as? String == status)
+        }
+    }
+
+    @Test("idempotence: a replay answers the first result with its timestamp; another request under the key is refused")
+    func idempotence() async throws {
+        let p = try await Platform()
+        defer { p.daemon.stop(); p.daemon.remove() }
+        let first = try p.send("POST", "/v2/m1/payments", body: Self.payment(), headers: ["X-GCS-Idempotence-Key": "k-1"])
+        #expect(first.status == 201 && first.headers["x-gcs-idempotence-request-timestamp"] == nil)
+        let again = try p.send("POST", "/v2/m1/payments", body: Self.payment(), headers: ["X-GCS-Idempotence-Key": "k-1"])
+        #expect(again.status == 201 && again.headers["x-gcs-idempotence-request-timestamp"] != nil)
+        let firstID = (first.json["payment"] as? [String: Any])?["id"] as? String
+        #expect(firstID != nil && (again.json["payment"] as? [String: Any])?["id"] as? String == firstID)
+        let other = try p.send("POST", "/v2/m1/payments", body: Self.payment(amount: 2000), headers: ["X-GCS-Idempotence-Key": "k-1"])
+        #expect(other.status == 409)
     }
 }
