@@ -148,6 +148,17 @@ public final class Bench: @unchecked Sendable {
 
     public func profile(pan: String) -> CardProfile? { profiles[pan] }
 
+    /// The URL the Worldline listener is reached at (for URLs in its answers given through the
+    /// control API): the configured one, else the listener's address and port once bound.
+    public var worldlinePublicURL: String {
+        if let url = configuration.worldline.publicURL { return url }
+        let address = configuration.worldline.address.contains(":") ? "[\(configuration.worldline.address)]" : configuration.worldline.address
+        return "http://\(address):\(worldlineBoundPort.value ?? Int(configuration.worldline.port ?? 0))"
+    }
+
+    /// Set by the daemon once the Worldline listener is bound.
+    let worldlineBoundPort = PortBox()
+
     public func publish(_ event: BenchEvent, terminal: String?) {
         context.events.publish(event, terminal: terminal)
     }

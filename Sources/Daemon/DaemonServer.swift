@@ -76,14 +76,12 @@ public enum DaemonServer {
         }
         if let port = configuration.worldline.port {
             let address = configuration.worldline.address
-            let shown = address.contains(":") ? "[\(address)]" : address
-            let server = WorldlineServer(bench: bench, publicURL: {
-                configuration.worldline.publicURL ?? "http://\(shown):\(worldlinePort.value ?? Int(port))"
-            })
+            let server = WorldlineServer(bench: bench, publicURL: { bench.worldlinePublicURL })
             services.append(Application(responder: server.responder(),
                                         configuration: ApplicationConfiguration(address: .hostname(address, port: Int(port))),
                                         onServerRunning: { channel in
                                             worldlinePort.value = channel.localAddress?.port
+                                            bench.worldlineBoundPort.value = channel.localAddress?.port
                                             await readiness.bound(port: nil)
                                         }, logger: logger))
         }

@@ -40,13 +40,13 @@ public struct WorldlineSession: Sendable, Equatable {
     public let expiresAt: Int64
 }
 
-/// A capture or refund of a payment, as the platform lists them.
+/// A capture, refund or cancel of a payment, as the platform lists them.
 public struct WorldlineOperation: Sendable, Equatable, Codable {
-    public enum Kind: String, Sendable, Codable { case capture, refund }
+    public enum Kind: String, Sendable, Codable { case capture, refund, cancel }
     public var id: String
     public var kind: Kind
     public var amount: Int64
-    /// CAPTURED, REFUNDED, or REJECTED.
+    /// CAPTURED, REFUNDED, CANCELLED or REJECTED.
     public var status: String
     /// The ledger row of the operation.
     public var transactionID: Int64?

@@ -51,6 +51,43 @@ public struct Scenario: Sendable {
         case rotateUser(String)
         case invalidateUser(String)
         case issueDeviceToken(user: String, alias: String?)
+        /// A request to the Worldline platform (docs/scenarios.md, "Worldline").
+        case worldline(WorldlineStep)
+    }
+
+    /// A Worldline platform step: made through the control API's `POST /v1/worldline/requests`
+    /// as merchant `merchant`'s backend would make it.
+    public struct WorldlineStep: Sendable {
+        public enum Kind: Sendable {
+            case session
+            /// `card` names a profile (its number, expiry and CVV) unless `number` is given.
+            case pay(amount: String, currency: String, mode: String?, card: String?, number: String?, expiry: String?, cvv: String?,
+                     reference: String?, returnURL: String?)
+            case capture(payment: String, amount: String?)
+            case cancel(payment: String)
+            case refund(payment: String, amount: String?)
+            case get(payment: String)
+            case challenge(payment: String, result: String)
+            case webhook(url: String)
+            case request(method: String, path: String, body: String?)
+            /// A one-shot issuer answer for the merchant's next payment.
+            case host(code: String?, unavailable: Bool, delayMilliseconds: Int?)
+        }
+        public let merchant: String
+        public let kind: Kind
+        public let idempotenceKey: String?
+    }
+
+    /// What a Worldline step's answer must show.
+    public struct WorldlineExpectation: Sendable {
+        public var http: Int?
+        public var status: String?
+        public var statusCode: Int?
+        public var errorID: String?
+        public var property: String?
+        public var replayed: Bool?
+        public var webhooks: [String]?
+        public var ledger: [(field: String, value: String)]?
     }
 
     public enum Matcher: Sendable, Equatable {
@@ -73,6 +110,8 @@ public struct Scenario: Sendable {
         public var original: [(field: String, value: String)]?
         /// The API must refuse the request with a message containing this.
         public var error: String?
+        /// A Worldline step's checks.
+        public var worldline: WorldlineExpectation?
     }
 }
 
@@ -140,7 +179,7 @@ extension Scenario {
 
     static func parseStep(_ node: Node, file: String, cards: inout [String: String], cardsDirectory: String) throws(ScenarioError) -> Step {
         let m = try Mapping(node, file: file, what: "a step")
-        let actions = ["open", "card", "keypad", "host", "clock", "wait", "billpocket"]
+        let actions = ["open", "card", "keypad", "host", "clock", "wait", "billpocket", "worldline"]
         let present = actions.filter { m.node($0) != nil }
         guard present.count == 1 else {
             throw m.error(present.isEmpty ? "a step needs one of \(actions.joined(separator: ", "))" : "a step has one action, this one has \(present.joined(separator: " and "))")
@@ -200,6 +239,8 @@ extension Scenario {
             } else {
                 throw c.error("clock: advance: <seconds> or set: <ISO 8601 instant>")
             }
+        case "worldline":
+            action = .worldline(try parseWorldline(try m.mapping("worldline")!, cards: &cards, cardsDirectory: cardsDirectory))
         case "wait":
             guard let seconds = m.node("wait")?.scalar.flatMap({ Double($0.string) }), seconds >= 0, seconds <= 60 else {
                 throw m.error("wait: seconds, 0 to 60")
@@ -236,9 +277,81 @@ extension Scenario {
         }
         var expectation: Expectation?
         if let e = try m.mapping("expect") {
-            expectation = try parseExpectation(e)
+            if case .worldline = action {
+                var x = Expectation(line: e.line)
+                x.worldline = try parseWorldlineExpectation(e)
+                expectation = x
+            } else {
+                expectation = try parseExpectation(e)
+            }
         }
         return Step(line: m.line, action: action, save: save, expect: expectation)
+    }
+
+    static func parseWorldline(_ w: Mapping, cards: inout [String: String], cardsDirectory: String) throws(ScenarioError) -> WorldlineStep {
+        let kinds = ["session", "pay", "capture", "cancel", "refund", "get", "challenge", "webhook", "request", "host"]
+        let which = kinds.filter { w.node($0) != nil }
+        guard which.count == 1 else { throw w.error("worldline: exactly one of \(kinds.joined(separator: ", "))") }
+        try w.allow(Set(which + ["merchant", "idempotence_key", "amount", "result"]))
+        let merchant = try w.string("merchant") ?? "scenario-merchant"
+        let kind: WorldlineStep.Kind
+        switch which[0] {
+        case "session": kind = .session
+        case "pay":
+            let p = try w.mapping("pay")!
+            try p.allow(["amount", "currency", "mode", "card", "number", "expiry", "cvv", "reference", "return_url"])
+            let card = try p.string("card"), number = try p.string("number")
+            guard (card == nil) != (number == nil) else { throw p.error("pay: card: <profile> or number: <card number>, one of them") }
+            if let card {
+                if cards[card] == nil { cards[card] = Self.resolve(card, in: cardsDirectory) }
+                guard FileManager.default.fileExists(atPath: cards[card]!) else { throw p.error("pay.card: no profile \(cards[card]!)") }
+            }
+            kind = .pay(amount: try p.string("amount", required: true)!, currency: try p.string("currency") ?? "EUR", mode: try p.string("mode"),
+                        card: card, number: number, expiry: try p.string("expiry"), cvv: try p.string("cvv"), reference: try p.string("reference"),
+                        returnURL: try p.string("return_url"))
+        case "capture": kind = .capture(payment: try w.string("capture", required: true)!, amount: try w.string("amount"))
+        case "cancel": kind = .cancel(payment: try w.string("cancel", required: true)!)
+        case "refund": kind = .refund(payment: try w.string("refund", required: true)!, amount: try w.string("amount"))
+        case "get": kind = .get(payment: try w.string("get", required: true)!)
+        case "challenge":
+            let result = try w.string("result", required: true)!
+            guard result == "pass" || result == "fail" else { throw w.error("result: pass or fail") }
+            kind = .challenge(payment: try w.string("challenge", required: true)!, result: result)
+        case "webhook": kind = .webhook(url: try w.string("webhook", required: true)!)
+        case "host":
+            let h = try w.mapping("host")!
+            try h.allow(["respond", "unavailable", "delay_ms"])
+            let code = try h.string("respond"), unavailable = try h.bool("unavailable") ?? false, delay = try h.int("delay_ms")
+            guard [code != nil, unavailable, delay != nil].filter({ $0 }).count == 1 else {
+                throw h.error("host: exactly one of respond: \"05\", unavailable: true, delay_ms: N")
+            }
+            kind = .host(code: code, unavailable: unavailable, delayMilliseconds: delay)
+        default:
+            let r = try w.mapping("request")!
+            try r.allow(["method", "path", "body"])
+            kind = .request(method: try r.string("method") ?? "POST", path: try r.string("path", required: true)!, body: try r.string("body"))
+        }
+        return WorldlineStep(merchant: merchant, kind: kind, idempotenceKey: try w.string("idempotence_key"))
+    }
+
+    static func parseWorldlineExpectation(_ e: Mapping) throws(ScenarioError) -> WorldlineExpectation {
+        try e.allow(["http", "status", "status_code", "error_id", "property", "replayed", "webhooks", "ledger"])
+        var x = WorldlineExpectation()
+        x.http = try e.int("http")
+        x.status = try e.string("status")
+        x.statusCode = try e.int("status_code")
+        x.errorID = try e.string("error_id")
+        x.property = try e.string("property")
+        x.replayed = try e.bool("replayed")
+        if let node = e.node("webhooks") {
+            guard case .sequence(let seq) = node else { throw e.error("webhooks: a list of event types") }
+            x.webhooks = seq.compactMap { $0.scalar?.string }
+        }
+        if let l = try e.mapping("ledger") {
+            try l.allow(["status", "responseCode", "action", "amount", "provider", "maskedPan"])
+            x.ledger = l.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
+        }
+        return x
     }
 
     static func parseExpectation(_ e: Mapping) throws(ScenarioError) -> Expectation {

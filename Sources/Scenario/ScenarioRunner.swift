@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import Logging
 import Synchronization
+import Yams
 
 /// Where scenarios run: a daemon core started in this process for each scenario, on a
 /// temporary ledger (the default), or a running `cardbenchd` at a control socket or http:// URL.
@@ -250,6 +251,12 @@ struct Execution {
     mutating func run() async throws {
         // Fresh state: nothing queued, no card left over, the accounts as their profiles say.
         try await call("POST", terminalPath + "/reset", line: 0)
+        // A Worldline merchant's one-shot answers left by an earlier scenario are dropped too.
+        for step in scenario.steps {
+            if case .worldline(let w) = step.action, !w.merchant.contains("{{") {
+                try await call("DELETE", "/v1/worldline/merchants/\(w.merchant)/host-queue", line: 0)
+            }
+        }
         for path in Set(scenario.cards.values).sorted() {
             try await call("POST", "/v1/host/accounts", AccountBody(profileYAML: try Self.profileText(path)), line: 0)
         }
@@ -299,7 +306,151 @@ struct Execution {
             guard let id = Int64(try fill(user, step)) else { throw fail(step, "issue_device_token.user: not a user id") }
             let data = try await call("POST", "/v1/billpocket/device-tokens", DeviceTokenBody(user: id, alias: alias), line: step.line)
             try save(step, data)
+        case .worldline(let w):
+            try await worldline(w, step)
         }
+    }
+
+    // MARK: Worldline
+
+    /// A Worldline step: the request through the control API, then its checks.
+    mutating func worldline(_ w: Scenario.WorldlineStep, _ step: Scenario.Step) async throws {
+        let m = try fill(w.merchant, step)
+        func money(_ text: String, _ what: String) throws -> Int {
+            guard let n = Int(try fill(text, step)) else { throw fail(step, "worldline.\(what): an amount in minor units, got \"\(text)\"") }
+            return n
+        }
+        var paymentID: String?
+        let answer: [String: Any]
+        switch w.kind {
+        case .webhook(let url):
+            _ = try await call("PUT", "/v1/worldline/merchants/\(m)/webhook", ["url": try fill(url, step)], line: step.line)
+            return
+        case .host(let code, let unavailable, let delay):
+            try await call("POST", "/v1/worldline/merchants/\(m)/host-queue",
+                           HostOutcomeBody(code: code, unavailable: unavailable ? true : nil, delayMs: delay), line: step.line)
+            return
+        case .challenge(let payment, let result):
+            paymentID = try fill(payment, step)
+            let reply = try await client.send(method: "POST", "/v1/worldline/payments/\(paymentID!)/challenge", json: ["result": result])
+            let body = (try? JSONSerialization.jsonObject(with: reply.body)) as? [String: Any] ?? [:]
+            let refused: [String: Any] = ["errors": [["id": reply.errorMessage] as [String: Any]]]
+            let shown: [String: Any] = reply.status == 200 ? body : refused
+            answer = ["status": reply.status, "body": shown]
+        default:
+            var method = "POST", path = "/v2/\(m)/", body: String? = nil
+            switch w.kind {
+            case .session:
+                path += "sessions"
+                body = "{}"
+            case .pay(let amount, let currency, let mode, let card, let number, let expiry, let cvv, let reference, let returnURL):
+                var values: (number: String, expiry: String, cvv: String?)
+                if let card {
+                    values = try Self.cardValues(scenario.cards[card]!)
+                } else {
+                    values = (try fill(number!, step), "1230", nil)
+                }
+                if let expiry { values.expiry = try fill(expiry, step) }
+                if let cvv { values.cvv = try fill(cvv, step) }
+                var cardJSON: [String: Any] = ["cardNumber": values.number, "expiryDate": values.expiry]
+                if let c = values.cvv { cardJSON["cvv"] = c }
+                var input: [String: Any] = ["card": cardJSON]
+                if let mode { input["authorizationMode"] = try fill(mode, step) }
+                if let returnURL { input["threeDSecure"] = ["redirectionData": ["returnUrl": try fill(returnURL, step)]] }
+                var order: [String: Any] = ["amountOfMoney": ["amount": try money(amount, "pay.amount"), "currencyCode": try fill(currency, step)]]
+                if let reference { order["references"] = ["merchantReference": try fill(reference, step)] }
+                body = Self.jsonText(["order": order, "cardPaymentMethodSpecificInput": input])
+                path += "payments"
+            case .capture(let payment, let amount):
+                paymentID = try fill(payment, step)
+                path += "payments/\(paymentID!)/capture"
+                body = try amount.map { "{\"amount\":\(try money($0, "amount"))}" } ?? "{}"
+            case .cancel(let payment):
+                paymentID = try fill(payment, step)
+                path += "payments/\(paymentID!)/cancel"
+                body = "{}"
+            case .refund(let payment, let amount):
+                paymentID = try fill(payment, step)
+                path += "payments/\(paymentID!)/refund"
+                body = try amount.map { "{\"amountOfMoney\":{\"amount\":\(try money($0, "amount"))}}" } ?? "{}"
+            case .get(let payment):
+                paymentID = try fill(payment, step)
+                method = "GET"
+                path += "payments/\(paymentID!)"
+            case .request(let m2, let p2, let b2):
+                method = m2
+                path = try fill(p2, step)
+                body = try b2.map { try fill($0, step) }
+            default: return
+            }
+            let data = try await call("POST", "/v1/worldline/requests",
+                                      WorldlineRequestBody(method: method, path: path, body: body, idempotenceKey: try w.idempotenceKey.map { try fill($0, step) }),
+                                      line: step.line)
+            answer = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+        }
+        let http = answer["status"] as? Int ?? 0
+        let body = answer["body"] as? [String: Any] ?? [:]
+        // The payment object of the answer, wherever this kind of answer keeps it.
+        let payment = (body["payment"] as? [String: Any]) ?? ((body["paymentResult"] as? [String: Any])?["payment"] as? [String: Any])
+        let subject = payment ?? body
+        let status = subject["status"] as? String
+        let statusCode = (subject["statusOutput"] as? [String: Any])?["statusCode"] as? Int
+        let error = (body["errors"] as? [[String: Any]])?.first
+        if paymentID == nil { paymentID = payment?["id"] as? String }
+        if let name = step.save {
+            var values: [String: String] = ["http": String(http)]
+            if let paymentID { values["id"] = paymentID }
+            if let status { values["status"] = status }
+            if let statusCode { values["statusCode"] = String(statusCode) }
+            for key in ["clientSessionId", "customerId"] { if let v = body[key] as? String { values[key] = v } }
+            if let operation = body["id"] as? String, payment == nil { values["operation"] = operation }
+            saved[name] = values
+        }
+        guard let x = step.expect?.worldline else { return }
+        let shown = Self.jsonText(body)
+        func failure(_ what: String) -> StepFailure { fail(step, "\(what)\n    HTTP \(http): \(shown.prefix(600))") }
+        if let wanted = x.http, wanted != http { throw failure("http: expected \(wanted), got \(http)") }
+        if let wanted = x.status, wanted != status { throw failure("status: expected \(wanted), got \(status ?? "(none)")") }
+        if let wanted = x.statusCode, wanted != statusCode { throw failure("status_code: expected \(wanted), got \(statusCode.map(String.init) ?? "(none)")") }
+        if let wanted = x.errorID, wanted != error?["id"] as? String {
+            throw failure("error_id: expected \(wanted), got \(error?["id"] as? String ?? "(no error)")")
+        }
+        if let wanted = x.property, wanted != error?["propertyName"] as? String {
+            throw failure("property: expected \(wanted), got \(error?["propertyName"] as? String ?? "(none)")")
+        }
+        if let wanted = x.replayed, wanted != (answer["idempotenceRequestTimestamp"] != nil) {
+            throw failure("replayed: expected \(wanted) (X-GCS-Idempotence-Request-Timestamp \(wanted ? "present" : "absent"))")
+        }
+        if x.webhooks != nil || x.ledger != nil {
+            guard let paymentID else { throw failure("webhooks/ledger: the answer names no payment") }
+            let data = try await call("GET", "/v1/worldline/payments/\(paymentID)/record", line: step.line)
+            let record = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+            if let wanted = x.webhooks {
+                let types = (record["webhooks"] as? [[String: Any]] ?? []).compactMap { $0["type"] as? String }
+                if types != wanted { throw failure("webhooks: expected \(wanted), queued \(types)") }
+            }
+            if let wanted = x.ledger {
+                guard let last = (record["transactions"] as? [[String: Any]])?.last else { throw failure("ledger: the payment has no ledger transaction") }
+                for (field, value) in wanted where "\(last[field] ?? "(none)")" != value {
+                    throw failure("ledger.\(field): expected \"\(value)\", got \"\(last[field] ?? "(none)")\"")
+                }
+            }
+        }
+    }
+
+    /// The card number, MMYY expiry and CVV of a profile file, for a card-not-present payment.
+    static func cardValues(_ path: String) throws -> (number: String, expiry: String, cvv: String?) {
+        let text = try profileText(path)
+        guard let yaml = (try? Yams.load(yaml: text)) as? [String: Any], let pan = yaml["pan"].map({ "\($0)" }),
+              let expiry = yaml["expiry"].map({ "\($0)" }), expiry.count == 7 else {
+            throw StepFailure(description: "\(path): a profile needs pan and expiry (YYYY-MM) for a Worldline payment")
+        }
+        let mmyy = String(expiry.suffix(2)) + String(expiry.dropLast(3).suffix(2))
+        return (pan, mmyy, yaml["cvv"].map { "\($0)" })
+    }
+
+    static func jsonText(_ object: Any) -> String {
+        (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 
     // MARK: Checks

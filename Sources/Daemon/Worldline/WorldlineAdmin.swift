@@ -44,6 +44,25 @@ public struct WorldlineChallengeBody: Codable, Sendable {
     public init(result: String) { self.result = result }
 }
 
+/// `POST /v1/worldline/requests`: a Server API request made through the control API, for
+/// scenarios and scripts: no signature (the control API's caller is trusted), the rest as on the
+/// platform's listener.
+public struct WorldlineRequestBody: Codable, Sendable {
+    public let method: String
+    /// `/v2/{merchantId}/…`, with its query.
+    public let path: String
+    /// The JSON body, as text.
+    public let body: String?
+    public let idempotenceKey: String?
+
+    public init(method: String, path: String, body: String? = nil, idempotenceKey: String? = nil) {
+        self.method = method
+        self.path = path
+        self.body = body
+        self.idempotenceKey = idempotenceKey
+    }
+}
+
 /// The Worldline platform's admin routes on the control API: API keys, webhook endpoints and
 /// keys, the Client API's RSA key rotation, and 3-D Secure challenges for scripts.
 struct WorldlineAdminRoutes {
@@ -91,6 +110,50 @@ struct WorldlineAdminRoutes {
             return Response(status: .ok, headers: [.contentType: "application/json"],
                             body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.text(["payment": WorldlineRender.payment(answered.payment),
                                                                                              "returnUrl": answered.returnURL]))))
+        }
+        // The issuer's one-shot answers for a merchant's payments (the queue the front asks
+        // through: its ledger terminal's name), as a terminal's host queue.
+        routes.post("/v1/worldline/merchants/:id/host-queue") { request, context in
+            let outcome = try await decode(HostOutcomeBody.self, request, context).outcome()
+            let queue = "worldline.\(context.parameters.get("id") ?? "")"
+            guard bench.host.queuedOutcomes(queue: queue).count < HostOutcomeBody.maximumQueued else {
+                throw DaemonError.conflict("the host queue of \(queue) holds \(HostOutcomeBody.maximumQueued) outcomes already")
+            }
+            bench.host.enqueue(outcome, queue: queue)
+            return json(bench.host.queuedOutcomes(queue: queue).map(HostOutcomeBody.init), status: .created)
+        }
+        routes.delete("/v1/worldline/merchants/:id/host-queue") { _, context in
+            json(bench.host.clearQueue("worldline.\(context.parameters.get("id") ?? "")").map(HostOutcomeBody.init))
+        }
+        routes.post("/v1/worldline/requests") { request, context in
+            let body = try await decode(WorldlineRequestBody.self, request, context)
+            guard ["GET", "POST"].contains(body.method) else { throw DaemonError.badRequest(field: "method", rule: "must be GET or POST") }
+            let server = WorldlineServer(bench: bench, publicURL: { bench.worldlinePublicURL })
+            let replied = await server.perform(method: body.method == "GET" ? .get : .post, path: body.path, body: Array((body.body ?? "").utf8),
+                                               idempotenceKey: body.idempotenceKey)
+            var answer: [String: Any] = ["status": replied.status,
+                                         "body": (try? JSONSerialization.jsonObject(with: Data(replied.text.utf8))) ?? replied.text]
+            if let at = replied.timestamp { answer["idempotenceRequestTimestamp"] = at }
+            return Response(status: .ok, headers: [.contentType: "application/json"],
+                            body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.text(answer))))
+        }
+        routes.get("/v1/worldline/payments/:id/record") { _, context in
+            let id = context.parameters.get("id") ?? ""
+            guard let p = try Self.ledger({ try bench.ledger.worldlinePayment(id: id) }) else { throw DaemonError.notFound("no Worldline payment \(id.prefix(40))") }
+            let ids = ([p.transactionID] + p.operations.map(\.transactionID)).compactMap { $0 }
+            var transactions: [[String: Any]] = []
+            var webhooks: [[String: Any]] = []
+            for tid in ids {
+                guard let t = try bench.ledger.transaction(id: tid) else { continue }
+                transactions.append(["id": t.id, "action": t.action.rawValue, "status": t.status.rawValue, "responseCode": t.responseCode ?? "",
+                                     "amount": t.amount, "provider": t.provider.rawValue, "maskedPan": t.maskedPAN ?? ""])
+                for o in try bench.ledger.outbox(transactionID: tid) where o.kind == .webhook {
+                    let type = ((try? JSONSerialization.jsonObject(with: Data(o.payload.utf8))) as? [String: Any])?["type"] as? String ?? ""
+                    webhooks.append(["type": type, "status": o.status.rawValue, "target": o.target])
+                }
+            }
+            return Response(status: .ok, headers: [.contentType: "application/json"],
+                            body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.text(["transactions": transactions, "webhooks": webhooks]))))
         }
         routes.get("/v1/worldline/payments/:id") { _, context in
             let id = context.parameters.get("id") ?? ""

@@ -65,6 +65,27 @@ struct WorldlineServer: Sendable {
         }
     }
 
+    /// A Server API request on behalf of `merchantID`, without a signature: the control API's
+    /// way in for scenarios and scripts (the caller is trusted as an admin is). Everything after
+    /// the authentication is the listener's own path: validation, idempotence, the answer.
+    func perform(method: HTTPRequest.Method, path rawPath: String, body: [UInt8], idempotenceKey: String?) async -> Replied {
+        let path = String(rawPath.prefix { $0 != "?" })
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        do {
+            guard segments.first == "v2", segments.count >= 3 else {
+                throw WorldlineError.notFound("UNKNOWN_RESOURCE", "the path must be /v2/{merchantId}/…, got \(path.prefix(100))")
+            }
+            let merchantID = segments[1]
+            let run = { try await server(method, Array(segments.dropFirst(2)), merchantID: merchantID, body: body, query: rawPath) }
+            guard method == .post, let key = idempotenceKey, !key.isEmpty else { return try await run() }
+            return try await idempotent(method: method, rawPath: rawPath, key: key, merchantID: merchantID, body: body, run)
+        } catch let error as WorldlineError {
+            return Self.json(error.httpStatus, WorldlineRender.error(error, errorID: UUID().uuidString.lowercased()))
+        } catch {
+            return Self.json(500, WorldlineRender.error(.internalError("\(error)"), errorID: UUID().uuidString.lowercased()))
+        }
+    }
+
     // MARK: Server API
 
     /// An answer before it is a `Response`: idempotence keeps its text.
@@ -168,8 +189,13 @@ struct WorldlineServer: Sendable {
     /// was first made; one still running gets 409.
     func idempotent(_ request: Request, merchantID: String, body: [UInt8], _ run: () async throws -> Replied) async throws -> Replied {
         guard request.method == .post, let key = request.headers[Self.idempotenceKey], !key.isEmpty else { return try await run() }
+        return try await idempotent(method: request.method, rawPath: request.head.path ?? "", key: key, merchantID: merchantID, body: body, run)
+    }
+
+    func idempotent(method: HTTPRequest.Method, rawPath: String, key: String, merchantID: String, body: [UInt8],
+                    _ run: () async throws -> Replied) async throws -> Replied {
         guard key.utf8.count <= 128 else { throw WorldlineError.invalid("X-GCS-Idempotence-Key", "must be at most 128 characters") }
-        let hash = Data(SHA256.hash(data: Array((request.method.rawValue + " " + (request.head.path ?? "") + "\n").utf8) + body))
+        let hash = Data(SHA256.hash(data: Array((method.rawValue + " " + rawPath + "\n").utf8) + body))
             .map { String(format: "%02x", $0) }.joined()
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         switch try bench.ledger.claimWorldlineIdempotence(merchantID: merchantID, key: key, requestHash: hash, at: now) {

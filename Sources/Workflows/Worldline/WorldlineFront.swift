@@ -325,6 +325,8 @@ public final class WorldlineFront: Sendable {
                                                currency: auth.currency, clientReference: p.merchantReference, originalID: authID, createdAt: now))
             }
             if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount)) }
+            p.operations.append(WorldlineOperation(id: p.nextOperationID, kind: .cancel, amount: p.amount, status: "CANCELLED",
+                                                   transactionID: started.id, createdAt: now))
             p.status = "CANCELLED"
             p.updatedAt = now
             try record(started.id, Completion.approved(actingOn: auth, completedAt: now), p, webhooks(merchant, type: "payment.cancelled", payment: p),

@@ -137,6 +137,7 @@ public enum WorldlineRender {
         let (code, category): (Int, String) = switch o.status {
         case "CAPTURED": (9, "COMPLETED")
         case "REFUNDED": (8, "REFUNDED")
+        case "CANCELLED": (6, "UNSUCCESSFUL")
         default: (2, "UNSUCCESSFUL")
         }
         return ["id": o.id, "status": o.status, "statusOutput": ["statusCode": code, "statusCategory": category],
