@@ -9,8 +9,11 @@ import Workflows
 extension Bench {
     /// The newest transactions of one terminal (or of all), `limit` at a time, older than `before`.
     public func transactions(terminal name: String?, limit: Int, before: Int64?) throws(DaemonError) -> [StoredTransaction] {
-        var names = terminals.map(\.settings.name)
-        if let name { names = [try terminal(name).settings.name] }
+        // The platforms' merchants have ledger terminals of their own (`worldline.<merchantId>`).
+        let platform: [String]
+        do { platform = try ledger.worldlineMerchants().map(\.terminalName) } catch { throw DaemonError(ledger: error, "ledger") }
+        var names = terminals.map(\.settings.name) + platform
+        if let name { names = platform.contains(name) ? [name] : [try terminal(name).settings.name] }
         var rows: [StoredTransaction] = []
         do {
             for name in names { rows += try ledger.transactions(terminal: name, limit: limit, beforeID: before) }

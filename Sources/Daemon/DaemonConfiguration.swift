@@ -309,7 +309,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
             worldline.port = port.lowercased() == "off" ? nil : UInt16(try number("worldline.port", 0...65535)!)
         }
         if let address = text("worldline.address") {
-            guard Self.isLoopback(address) || address == "0.0.0.0" || address == "::" || !address.isEmpty else {
+            guard !address.isEmpty else {
                 throw ConfigurationError(key: "worldline.address", rule: "must be an IP address or host name")
             }
             worldline.address = address

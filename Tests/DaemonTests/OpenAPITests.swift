@@ -286,6 +286,12 @@ let schemaBindings: [String: SchemaBinding] = [
     "DeviceTokenView": .of(DeviceTokenView.self),
     "CardBody": .of(CardBody.self),
     "AccountBody": .of(AccountBody.self),
+    "WorldlineAPIKeyBody": .of(WorldlineAPIKeyBody.self),
+    "WorldlineAPIKeyView": .of(WorldlineAPIKeyView.self),
+    "WorldlineWebhookBody": .of(WorldlineWebhookBody.self),
+    "WorldlineWebhookView": .of(WorldlineWebhookView.self),
+    "WorldlineChallengeBody": .of(WorldlineChallengeBody.self),
+    "WorldlineRequestBody": .of(WorldlineRequestBody.self),
 ]
 
 /// Bodies the routes write as dictionary literals (`json(["result": …])`): checked against a
@@ -303,7 +309,7 @@ struct OpenAPITests {
     /// `routes.get("/v1/terminals/:name")` (or `admin.get`, the admin routes' group) →
     /// "GET /v1/terminals/{name}", from the route collections' text.
     static func routesInSource() throws -> Set<String> {
-        let source = try ["API/Routes.swift", "BillpocketAPI.swift"].map {
+        let source = try ["API/Routes.swift", "BillpocketAPI.swift", "Worldline/WorldlineAdmin.swift"].map {
             try String(contentsOf: Locations.file("Sources/Daemon/\($0)"), encoding: .utf8)
         }.joined(separator: "\n")
         var routes = Set<String>()
