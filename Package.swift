@@ -193,6 +193,8 @@ let package = Package(
             dependencies: ["Daemon", "Fronts", "Ledger", "Terminal", "EMV", "CardIO", "VirtualCard", "Workflows", "TestSupport",
                            .product(name: "HummingbirdTesting", package: "hummingbird"),
                            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                           .product(name: "Crypto", package: "swift-crypto"),
+                           .product(name: "CryptoExtras", package: "swift-crypto"),
                            .product(name: "Yams", package: "Yams")],
             // The hostile corpus is read from the source tree (its generator and README sit beside it).
             exclude: ["Hostile", "Support"]

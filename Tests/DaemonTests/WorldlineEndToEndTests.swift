@@ -1,3 +1,5 @@
+import Crypto
+import CryptoExtras
 import Daemon
 import Foundation
 #if canImport(FoundationNetworking)
@@ -75,7 +77,7 @@ struct WorldlineEndToEndTests {
 /// above shows it agrees with the official one).
 @Suite("Worldline platform, refusals and 3-D Secure over HTTP", .serialized)
 struct WorldlineHTTPTests {
-    struct Answer {
+    struct Answer: @unchecked Sendable {
         let status: Int
         let json: [String: Any]
         let headers: [String: String]
@@ -88,6 +90,18 @@ struct WorldlineHTTPTests {
         let port: String
         let keyID: String
         let secret: String
+
+        private init(daemon: DaemonProcess, port: String, keyID: String, secret: String) {
+            self.daemon = daemon
+            self.port = port
+            self.keyID = keyID
+            self.secret = secret
+        }
+
+        /// The same platform, signing with another key.
+        static func with(_ p: Platform, keyID: String, secret: String) -> Platform {
+            Platform(daemon: p.daemon, port: p.port, keyID: keyID, secret: secret)
+        }
 
         init() async throws {
             daemon = try await DaemonProcess(["--worldline-port", "0"])
@@ -241,5 +255,125 @@ struct WorldlineHTTPTests {
         #expect(firstID != nil && (again.json["payment"] as? [String: Any])?["id"] as? String == firstID)
         let other = try p.send("POST", "/v2/m1/payments", body: Self.payment(amount: 2000), headers: ["X-GCS-Idempotence-Key": "k-1"])
         #expect(other.status == 409)
+    }
+}
+
+/// The Client API and encrypted customer input over HTTP: what the app side sends, made here as
+/// the client SDKs make it (the JWE's layout is checked against jwcrypto in FrontsTests).
+@Suite("Worldline platform, the Client API and encrypted input over HTTP", .serialized)
+struct WorldlineClientTests {
+    /// A JWE as sdk-client-js makes it, for `publicKeyDER` (RSA-OAEP, A256CBC-HS512).
+    static func encrypt(_ payload: String, keyID: String, publicKeyDER: [UInt8]) throws -> String {
+        let key = try _RSA.Encryption.PublicKey(derRepresentation: publicKeyDER)
+        let header = WorldlineJWE.base64URLEncode(Array(#"{"alg":"RSA-OAEP","enc":"A256CBC-HS512","kid":"\#(keyID)"}"#.utf8))
+        var cek = [UInt8](repeating: 0, count: 64), iv = [UInt8](repeating: 0, count: 16)
+        var g = SystemRandomNumberGenerator()
+        for i in cek.indices { cek[i] = UInt8.random(in: 0...255, using: &g) }
+        for i in iv.indices { iv[i] = UInt8.random(in: 0...255, using: &g) }
+        let wrapped = Array(try key.encrypt(cek, padding: .PKCS1_OAEP))
+        let ciphertext = Array(try AES._CBC.encrypt(Array(payload.utf8), using: SymmetricKey(data: cek[32..<64]), iv: try AES._CBC.IV(ivBytes: iv)))
+        let aad = Array(header.utf8)
+        var input = aad + iv + ciphertext
+        let bits = UInt64(aad.count) * 8
+        for shift in stride(from: 56, through: 0, by: -8) { input.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
+        let tag = Array(HMAC<SHA512>.authenticationCode(for: input, using: SymmetricKey(data: cek[0..<32])).prefix(32))
+        return [header, WorldlineJWE.base64URLEncode(wrapped), WorldlineJWE.base64URLEncode(iv), WorldlineJWE.base64URLEncode(ciphertext),
+                WorldlineJWE.base64URLEncode(tag)].joined(separator: ".")
+    }
+
+    static func payload(session: String, nonce: String, number: String = "4761739001010010") -> String {
+        #"{"clientSessionId":"\#(session)","nonce":"\#(nonce)","paymentProductId":"1","tokenize":"false","accountOnFileId":12,"paymentValues":[{"key":"cardNumber","value":"\#(number)"},{"key":"expiryDate","value":"12/31"},{"key":"cvv","value":"123"}],"collectedDeviceInformation":{"timezoneOffsetUtcMinutes":60,"locale":"en-GB","browserData":{"javaScriptEnabled":true,"colorDepth":24,"screenHeight":1080,"screenWidth":1920,"innerHeight":900,"innerWidth":1600}}}"#
+    }
+
+    func client(_ p: WorldlineHTTPTests.Platform, _ path: String, session: String, method: String = "GET", body: String? = nil) throws -> WorldlineHTTPTests.Answer {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(p.port)\(path)")!)
+        request.httpMethod = method
+        request.setValue("GCS v1Client:\(session)", forHTTPHeaderField: "Authorization")
+        if let body {
+            request.httpBody = Data(body.utf8)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        return try WorldlineHTTPTests.Platform.exchange(request)
+    }
+
+    @Test("a session, the public key, products with the document's mask, IIN details; the Objective-C SDK's trailing slash and string values")
+    func clientAPI() async throws {
+        let p = try await WorldlineHTTPTests.Platform()
+        defer { p.daemon.stop(); p.daemon.remove() }
+        let session = try p.send("POST", "/v2/m1/sessions", body: "{}")
+        #expect(session.status == 201)
+        let id = try #require(session.json["clientSessionId"] as? String), customer = try #require(session.json["customerId"] as? String)
+        #expect((session.json["clientApiUrl"] as? String)?.hasSuffix("/client") == true)
+        let key = try client(p, "/client/v1/\(customer)/crypto/publickey", session: id)
+        #expect(key.status == 200 && key.json["keyId"] is String)
+        let der = try #require(Data(base64Encoded: key.json["publicKey"] as? String ?? ""))
+        #expect(try _RSA.Encryption.PublicKey(derRepresentation: der).keySizeInBits == 2048)
+        // The same under /v1/{customerId}/ (an SDK that adds /client itself), and products/1/ with its slash.
+        let product = try client(p, "/v1/\(customer)/products/1/?countryCode=NL&currencyCode=EUR&amount=1000&isRecurring=True&locale=(null)", session: id)
+        #expect(product.status == 200)
+        let fields = product.json["fields"] as? [[String: Any]] ?? []
+        #expect(((fields.first?["displayHints"] as? [String: Any])?["mask"] as? String) == "{{9999}} {{9999}} {{9999}} {{9999}} {{999}}")
+        let iin = try client(p, "/client/v1/\(customer)/services/getIINdetails", session: id, method: "POST",
+                             body: #"{"bin":"476173","paymentContext":{"amountOfMoney":{"amount":"1000","currencyCode":"EUR"},"isRecurring":"true","countryCode":"NL"}}"#)
+        #expect(iin.status == 200 && iin.json["paymentProductId"] as? Int == 1 && iin.json["isAllowedInContext"] as? Bool == true)
+        // Refusals: an unknown session, another customer's path.
+        #expect(try client(p, "/client/v1/\(customer)/products", session: "nope").status == 401)
+        #expect(try client(p, "/client/v1/someone-else/products", session: id).status == 403)
+    }
+
+    @Test("encrypted input pays; its nonce is good once; another merchant's session, a changed byte and an unknown key are 400s naming why")
+    func encryptedInput() async throws {
+        let p = try await WorldlineHTTPTests.Platform()
+        defer { p.daemon.stop(); p.daemon.remove() }
+        let session = try p.send("POST", "/v2/m1/sessions", body: "{}")
+        let id = try #require(session.json["clientSessionId"] as? String), customer = try #require(session.json["customerId"] as? String)
+        let key = try client(p, "/client/v1/\(customer)/crypto/publickey", session: id)
+        let keyID = try #require(key.json["keyId"] as? String)
+        let der = Array(try #require(Data(base64Encoded: key.json["publicKey"] as? String ?? "")))
+        func pay(_ jwe: String, merchant: String = "m1") throws -> WorldlineHTTPTests.Answer {
+            try p.send("POST", "/v2/\(merchant)/payments",
+                       body: #"{"order":{"amountOfMoney":{"amount":700,"currencyCode":"EUR"}},"encryptedCustomerInput":"\#(jwe)","cardPaymentMethodSpecificInput":{"authorizationMode":"SALE"}}"#)
+        }
+        func message(_ a: WorldlineHTTPTests.Answer) -> String { ((a.json["errors"] as? [[String: Any]])?.first?["message"] as? String) ?? "" }
+        let jwe = try Self.encrypt(Self.payload(session: id, nonce: "n-1"), keyID: keyID, publicKeyDER: der)
+        let paid = try pay(jwe)
+        #expect(paid.status == 201, "\(paid.json)")
+        #expect(((paid.json["payment"] as? [String: Any])?["status"] as? String) == "CAPTURED")
+        let replay = try pay(jwe)
+        #expect(replay.status == 400 && replay.property == "encryptedCustomerInput" && message(replay).contains("nonce"))
+        // A key of merchant m2 paying with m1's session's input.
+        let other = try JSONDecoder().decode(WorldlineEndToEndTests.Key.self, from: try await p.daemon.client.send(
+            method: "POST", "/v1/worldline/api-keys", json: ["merchantId": "m2"]).body)
+        let p2 = WorldlineHTTPTests.Platform.with(p, keyID: other.keyId, secret: other.secretApiKey ?? "")
+        let foreign = try p2.send("POST", "/v2/m2/payments",
+                                  body: #"{"order":{"amountOfMoney":{"amount":700,"currencyCode":"EUR"}},"encryptedCustomerInput":"\#(try Self.encrypt(Self.payload(session: id, nonce: "n-2"), keyID: keyID, publicKeyDER: der))"}"#)
+        #expect(foreign.status == 400 && message(foreign).contains("client session"))
+        var parts = try Self.encrypt(Self.payload(session: id, nonce: "n-3"), keyID: keyID, publicKeyDER: der).split(separator: ".").map(String.init)
+        var ct = WorldlineJWE.base64URL(parts[3])!
+        ct[0] ^= 1
+        parts[3] = WorldlineJWE.base64URLEncode(ct)
+        let changed = try pay(parts.joined(separator: "."))
+        #expect(changed.status == 400 && message(changed).contains("authentication tag"))
+        let unknown = try pay(try Self.encrypt(Self.payload(session: id, nonce: "n-4"), keyID: "not-a-key", publicKeyDER: der))
+        #expect(unknown.status == 400 && message(unknown).contains("not a key of this platform"))
+        // The card number is in no row of the ledger.
+        let dump = try Data(contentsOf: URL(fileURLWithPath: p.daemon.state + "/ledger.sqlite"))
+        #expect(dump.range(of: Data("4761739001010010".utf8)) == nil)
+    }
+
+    @Test("a second request under an idempotence key while the first runs gets 409 30001002 with the first's timestamp")
+    func idempotenceInProgress() async throws {
+        let p = try await WorldlineHTTPTests.Platform()
+        defer { p.daemon.stop(); p.daemon.remove() }
+        // The issuer takes 1.5 s over the first payment.
+        _ = try await p.daemon.client.send(method: "POST", "/v1/worldline/merchants/m1/host-queue", json: HostOutcomeBody(delayMs: 1500))
+        let body = WorldlineHTTPTests.payment(mode: "SALE")
+        async let first = Task.detached { try p.send("POST", "/v2/m1/payments", body: body, headers: ["X-GCS-Idempotence-Key": "slow-1"]) }.value
+        try await Task.sleep(for: .milliseconds(400))
+        let second = try p.send("POST", "/v2/m1/payments", body: body, headers: ["X-GCS-Idempotence-Key": "slow-1"])
+        #expect(second.status == 409)
+        #expect(((second.json["errors"] as? [[String: Any]])?.first?["errorCode"] as? String) == "30001002")
+        #expect(second.headers["x-gcs-idempotence-request-timestamp"] != nil)
+        #expect(try await first.status == 201)
     }
 }

@@ -29,7 +29,9 @@ struct WorldlineServer: Sendable {
     func respond(_ request: Request, _ context: BasicRequestContext) async -> Response {
         let rawPath = request.head.path ?? "/"
         let path = String(rawPath.prefix { $0 != "?" })
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        var segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        // The Objective-C SDK asks for `products/{id}/`, with a trailing slash.
+        while segments.count > 1, segments.last == "" { segments.removeLast() }
         do {
             var body: [UInt8] = []
             if request.method == .post || request.method == .put {
