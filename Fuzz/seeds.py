@@ -6,6 +6,7 @@ makes (named seed-<sha1>) and leaves any other file alone. Needs PyYAML (Debian:
 
 import glob
 import hashlib
+import json
 import os
 import re
 import sys
@@ -164,6 +165,30 @@ def json_seeds(urls):
     return seeds
 
 
+def worldline_seeds():
+    """Server API bodies (the scenario library's requests and payments as the runner builds them,
+    an Objective-C SDK body with strings), a customer input payload, the jwcrypto JWE vector and
+    Authorization values: the Worldline target tries each input as all of them."""
+    seeds = []
+    for _, text in scenario_documents():
+        for m in re.finditer(r"body: '(\{.*\})'", text):
+            seeds.append(m.group(1).encode())
+    card = {"cardNumber": "4761739001010010", "expiryDate": "1231", "cvv": "123", "cardholderName": "A B"}
+    for mode in ["SALE", "FINAL_AUTHORIZATION", "PRE_AUTHORIZATION"]:
+        seeds.append(json.dumps({"order": {"amountOfMoney": {"amount": 1000, "currencyCode": "EUR"}, "references": {"merchantReference": "r"}},
+                                 "cardPaymentMethodSpecificInput": {"authorizationMode": mode, "card": card,
+                                                                    "threeDSecure": {"redirectionData": {"returnUrl": "https://s.example/b"}}}}).encode())
+    seeds.append(b'{"order":{"amountOfMoney":{"amount":"1000","currencyCode":"EUR"}},"encryptedCustomerInput":"a.b.c.d.e"}')
+    seeds.append(b'{"amount":500,"isFinal":"true"}')
+    seeds.append(b'{"amountOfMoney":{"amount":100,"currencyCode":"EUR"}}')
+    seeds.append(json.dumps({"clientSessionId": "s", "nonce": "n", "paymentProductId": "1", "tokenize": "false", "accountOnFileId": 12,
+                             "paymentValues": [{"key": k, "value": v} for k, v in card.items()]}).encode())
+    vector = json.loads(read("Tests/FrontsTests/Fixtures/worldline-jwe-vector.json"))
+    seeds.append(vector["jwe"].encode())
+    seeds += [b"GCS v1HMAC:key:c2lnbmF0dXJl", b"GCS v1Client:abc", b"Tue, 24 Nov 2026 12:00:00 GMT"]
+    return seeds
+
+
 def write(target, seeds):
     directory = os.path.join(CORPUS, target)
     os.makedirs(directory, exist_ok=True)
@@ -198,6 +223,7 @@ def main():
     write("scenario", [text.encode() for _, text in scenario_documents()])
     write("profile", [t.encode() for t in card_profiles()])
     write("json", json_seeds([u for u in urls if "{{" not in u]))
+    write("worldline", worldline_seeds())
 
 
 if __name__ == "__main__":

@@ -137,7 +137,10 @@ struct WorldlineHTTPTests {
         static func exchange(_ request: URLRequest) throws -> Answer {
             let semaphore = DispatchSemaphore(value: 0)
             nonisolated(unsafe) var result: (Data?, URLResponse?) = (nil, nil)
-            URLSession.shared.dataTask(with: request) { data, response, _ in
+            // A session per request: the shared one queues requests to one host behind each other.
+            let session = URLSession(configuration: .ephemeral)
+            defer { session.finishTasksAndInvalidate() }
+            session.dataTask(with: request) { data, response, _ in
                 result = (data, response)
                 semaphore.signal()
             }.resume()
@@ -367,13 +370,20 @@ struct WorldlineClientTests {
         defer { p.daemon.stop(); p.daemon.remove() }
         // The issuer takes 1.5 s over the first payment.
         _ = try await p.daemon.client.send(method: "POST", "/v1/worldline/merchants/m1/host-queue", json: HostOutcomeBody(delayMs: 1500))
-        let body = WorldlineHTTPTests.payment(mode: "SALE")
-        async let first = Task.detached { try p.send("POST", "/v2/m1/payments", body: body, headers: ["X-GCS-Idempotence-Key": "slow-1"]) }.value
-        try await Task.sleep(for: .milliseconds(400))
-        let second = try p.send("POST", "/v2/m1/payments", body: body, headers: ["X-GCS-Idempotence-Key": "slow-1"])
-        #expect(second.status == 409)
-        #expect(((second.json["errors"] as? [[String: Any]])?.first?["errorCode"] as? String) == "30001002")
-        #expect(second.headers["x-gcs-idempotence-request-timestamp"] != nil)
-        #expect(try await first.status == 201)
+        // Two at once, through the control API's way in (the same idempotence path as the
+        // listener's, and an async client that does not queue requests to one host): whichever
+        // claims the key first takes the issuer's 1.5 s; the other is refused.
+        let request = WorldlineRequestBody(method: "POST", path: "/v2/m1/payments", body: WorldlineHTTPTests.payment(mode: "SALE"),
+                                           idempotenceKey: "slow-1")
+        let client = p.daemon.client
+        async let a = client.send(method: "POST", "/v1/worldline/requests", json: request)
+        try await Task.sleep(for: .milliseconds(200))
+        async let b = client.send(method: "POST", "/v1/worldline/requests", json: request)
+        let answers = try await [a, b].map { (try JSONSerialization.jsonObject(with: $0.body) as? [String: Any]) ?? [:] }
+        #expect(answers.map { $0["status"] as? Int ?? 0 }.sorted() == [201, 409])
+        let refused = try #require(answers.first { $0["status"] as? Int == 409 })
+        let errors = (refused["body"] as? [String: Any])?["errors"] as? [[String: Any]]
+        #expect(errors?.first?["errorCode"] as? String == "30001002")
+        #expect(refused["idempotenceRequestTimestamp"] != nil)
     }
 }

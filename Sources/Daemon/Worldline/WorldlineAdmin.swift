@@ -139,7 +139,7 @@ struct WorldlineAdminRoutes {
         }
         routes.get("/v1/worldline/payments/:id/record") { _, context in
             let id = context.parameters.get("id") ?? ""
-            guard let p = try Self.ledger({ try bench.ledger.worldlinePayment(id: id) }) else { throw DaemonError.notFound("no Worldline payment \(id.prefix(40))") }
+            guard let p = try Self.ledger({ try bench.ledger.worldlinePayment(id: id) }) else { throw DaemonError.notFound("no Worldline payment \(shownValue(id, 40))") }
             let ids = ([p.transactionID] + p.operations.map(\.transactionID)).compactMap { $0 }
             var transactions: [[String: Any]] = []
             var webhooks: [[String: Any]] = []
@@ -157,7 +157,7 @@ struct WorldlineAdminRoutes {
         }
         routes.get("/v1/worldline/payments/:id") { _, context in
             let id = context.parameters.get("id") ?? ""
-            guard let p = try Self.ledger({ try bench.ledger.worldlinePayment(id: id) }) else { throw DaemonError.notFound("no Worldline payment \(id.prefix(40))") }
+            guard let p = try Self.ledger({ try bench.ledger.worldlinePayment(id: id) }) else { throw DaemonError.notFound("no Worldline payment \(shownValue(id, 40))") }
             return Response(status: .ok, headers: [.contentType: "application/json"],
                             body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.text(WorldlineRender.details(p)))))
         }

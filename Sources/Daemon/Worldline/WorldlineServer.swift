@@ -59,7 +59,7 @@ struct WorldlineServer: Sendable {
                 let session = try authenticateClient(request, customerID: customerID)
                 return try await client(request.method, Array(rest.dropFirst()), session: session, body: body).response
             }
-            throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no resource \(path.prefix(100)) on this platform")
+            throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no resource \(shownValue(path, 100)) on this platform")
         } catch let error as WorldlineError {
             return Self.errorResponse(error)
         } catch {
@@ -75,7 +75,7 @@ struct WorldlineServer: Sendable {
         let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
         do {
             guard segments.first == "v2", segments.count >= 3 else {
-                throw WorldlineError.notFound("UNKNOWN_RESOURCE", "the path must be /v2/{merchantId}/…, got \(path.prefix(100))")
+                throw WorldlineError.notFound("UNKNOWN_RESOURCE", "the path must be /v2/{merchantId}/…, got \(shownValue(path, 100))")
             }
             let merchantID = segments[1]
             let run = { try await server(method, Array(segments.dropFirst(2)), merchantID: merchantID, body: body, query: rawPath) }
@@ -144,7 +144,7 @@ struct WorldlineServer: Sendable {
             return try products(Array(s.dropFirst()))
         default: break
         }
-        throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no resource /v2/\(m)/\(s.joined(separator: "/").prefix(100))")
+        throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no resource /v2/\(m)/\(shownValue(s.joined(separator: "/"), 100))")
     }
 
     /// Checks `Authorization: GCS v1HMAC:{keyId}:{signature}` against the key's secret, the
@@ -174,7 +174,7 @@ struct WorldlineServer: Sendable {
             throw WorldlineError.unauthorised("the signature does not verify with this API key")
         }
         guard key.merchantID == merchantID else {
-            throw WorldlineError.forbidden("the API key is not one of merchant \(merchantID.prefix(40))'s")
+            throw WorldlineError.forbidden("the API key is not one of merchant \(shownValue(merchantID, 40))'s")
         }
     }
 
@@ -183,7 +183,7 @@ struct WorldlineServer: Sendable {
         let type = (request.headers[.contentType] ?? "").split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         guard type == "application/json" else {
             throw WorldlineError(httpStatus: 415, errorCode: "21000120", id: "UNSUPPORTED_MEDIA_TYPE", propertyName: "Content-Type",
-                                 message: "the body must be application/json, got \((request.headers[.contentType] ?? "none").prefix(60))")
+                                 message: "the body must be application/json, got \(shownValue((request.headers[.contentType] ?? "none"), 60))")
         }
     }
 
@@ -224,7 +224,7 @@ struct WorldlineServer: Sendable {
             return Replied(status: e.httpStatus, text: WorldlineRender.text(WorldlineRender.error(e, errorID: UUID().uuidString.lowercased())), timestamp: at)
         case .differentRequest(let at):
             let e = WorldlineError(httpStatus: 409, errorCode: "30001003", id: "IDEMPOTENCE_KEY_REUSED",
-                                   message: "idempotence key \(key.prefix(64)) was used for a different request")
+                                   message: "idempotence key \(shownValue(key, 64)) was used for a different request")
             return Replied(status: e.httpStatus, text: WorldlineRender.text(WorldlineRender.error(e, errorID: UUID().uuidString.lowercased())), timestamp: at)
         }
     }
@@ -248,7 +248,7 @@ struct WorldlineServer: Sendable {
         case (.post, "services") where s.count == 2 && s[1] == "getIINdetails":
             return try iin(body)
         default:
-            throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no client resource \(s.joined(separator: "/").prefix(100))")
+            throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no client resource \(shownValue(s.joined(separator: "/"), 100))")
         }
     }
 
@@ -256,7 +256,7 @@ struct WorldlineServer: Sendable {
         let assets = publicURL() + "/assets/"
         if s.isEmpty { return Self.json(200, WorldlineProducts.products(assetURL: assets)) }
         guard let id = Int(s[0]), let product = WorldlineProducts.product(id, assetURL: assets) else {
-            throw WorldlineError.notFound("UNKNOWN_PRODUCT_ID", "no payment product \(s[0].prefix(20))")
+            throw WorldlineError.notFound("UNKNOWN_PRODUCT_ID", "no payment product \(shownValue(s[0], 20))")
         }
         if s.count == 1 { return Self.json(200, product) }
         if s.count == 2, s[1] == "networks", let networks = WorldlineProducts.networks(id) { return Self.json(200, networks) }
@@ -282,7 +282,7 @@ struct WorldlineServer: Sendable {
         guard segments.count == 2 else { throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no such challenge") }
         let id = segments[1]
         if request.method == .get {
-            guard let p = try bench.ledger.worldlinePayment(id: id) else { throw WorldlineError.notFound("UNKNOWN_PAYMENT_ID", "no payment \(id.prefix(40))") }
+            guard let p = try bench.ledger.worldlinePayment(id: id) else { throw WorldlineError.notFound("UNKNOWN_PAYMENT_ID", "no payment \(shownValue(id, 40))") }
             return Self.page(Self.challengePage(p))
         }
         guard request.method == .post else { throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no such challenge") }

@@ -1,3 +1,4 @@
+import EMV
 import Foundation
 
 /// An error as the platform answers it: `{errorId, errors: [{errorCode, httpStatusCode, id,
@@ -62,7 +63,7 @@ public struct WorldlineError: Error, Sendable, Equatable, CustomStringConvertibl
 
     public static func idempotenceInProgress(_ key: String) -> WorldlineError {
         WorldlineError(httpStatus: 409, errorCode: "30001002", id: "DUPLICATE_REQUEST_IN_PROGRESS",
-                       message: "a request with idempotence key \(key.prefix(64)) is still being processed", retriable: true)
+                       message: "a request with idempotence key \(shownValue(key, 64)) is still being processed", retriable: true)
     }
 
     public static func internalError(_ message: String) -> WorldlineError {
@@ -166,4 +167,15 @@ public struct WorldlineJSON: @unchecked Sendable {
         // swift-corelibs-foundation gives booleans as NSNumber of type 'c' (Darwin: CFBoolean).
         String(cString: n.objCType) == "c"
     }
+}
+
+/// A value of the request, as an error message may repeat it: cut to `maximum` characters, with
+/// anything that looks like a card number masked. Error answers are kept (an idempotent
+/// request's answer is stored), and nothing stored may hold a full PAN.
+public func shownValue<S: StringProtocol>(_ value: S, _ maximum: Int) -> String {
+    var text = String(value.prefix(maximum))
+    while let range = PAN.likelyPANRange(in: text) {
+        text.replaceSubrange(range, with: PAN.masked(String(text[range])))
+    }
+    return text
 }

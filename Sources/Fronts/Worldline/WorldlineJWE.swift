@@ -30,7 +30,7 @@ public enum WorldlineJWE {
         guard header["alg"] as? String == "RSA-OAEP" else { throw Failure(reason: "alg must be RSA-OAEP, got \(header["alg"].map { "\($0)" } ?? "none")") }
         guard header["enc"] as? String == "A256CBC-HS512" else { throw Failure(reason: "enc must be A256CBC-HS512, got \(header["enc"].map { "\($0)" } ?? "none")") }
         guard let kid = header["kid"] as? String, !kid.isEmpty else { throw Failure(reason: "its header has no kid (the key id of crypto/publickey)") }
-        guard let key = privateKey(kid) else { throw Failure(reason: "kid \(kid.prefix(64)) is not a key of this platform") }
+        guard let key = privateKey(kid) else { throw Failure(reason: "kid \(shownValue(kid, 64)) is not a key of this platform") }
         guard let wrapped = base64URL(parts[1]), let iv = base64URL(parts[2]), let ciphertext = base64URL(parts[3]), let tag = base64URL(parts[4]) else {
             throw Failure(reason: "a part is not base64url")
         }
@@ -39,7 +39,7 @@ public enum WorldlineJWE {
         guard !ciphertext.isEmpty, ciphertext.count % 16 == 0 else { throw Failure(reason: "the ciphertext is not whole AES blocks") }
         let contentKey: [UInt8]
         do { contentKey = Array(try key.decrypt(wrapped, padding: .PKCS1_OAEP)) } catch {
-            throw Failure(reason: "its content key does not decrypt with key \(kid.prefix(64)) (RSA-OAEP)")
+            throw Failure(reason: "its content key does not decrypt with key \(shownValue(kid, 64)) (RSA-OAEP)")
         }
         guard contentKey.count == 64 else { throw Failure(reason: "the content key must be 64 bytes for A256CBC-HS512, got \(contentKey.count)") }
         let aad = Array(parts[0].utf8)

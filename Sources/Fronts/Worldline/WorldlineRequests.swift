@@ -80,7 +80,7 @@ public struct WorldlineCreatePayment: Sendable {
         var mode = AuthorizationMode.finalAuthorization
         if let text = try input?.string("authorizationMode") {
             guard let m = AuthorizationMode(rawValue: text) else {
-                throw .invalid("cardPaymentMethodSpecificInput.authorizationMode", "must be SALE, FINAL_AUTHORIZATION or PRE_AUTHORIZATION, got \(text.prefix(40))")
+                throw .invalid("cardPaymentMethodSpecificInput.authorizationMode", "must be SALE, FINAL_AUTHORIZATION or PRE_AUTHORIZATION, got \(shownValue(text, 40))")
             }
             mode = m
         }
@@ -129,7 +129,7 @@ public struct WorldlineCreatePayment: Sendable {
 
     public static func currency(_ code: String, property: String) throws(WorldlineError) -> (String, Int) {
         guard let n = currencies[code] else {
-            throw .invalid(property, "must be an ISO 4217 code this platform knows (\(currencies.keys.sorted().joined(separator: ", "))), got \(code.prefix(8))")
+            throw .invalid(property, "must be an ISO 4217 code this platform knows (\(currencies.keys.sorted().joined(separator: ", "))), got \(shownValue(code, 8))")
         }
         return (code, n)
     }

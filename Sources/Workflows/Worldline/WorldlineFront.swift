@@ -254,7 +254,7 @@ public final class WorldlineFront: Sendable {
 
     func payment(_ merchantID: String, _ id: String) throws(WorldlineError) -> WorldlinePayment {
         guard let p = try stored("read the payment", { try store.worldlinePayment(id: id, merchantID: merchantID) }) else {
-            throw .notFound("UNKNOWN_PAYMENT_ID", "no payment \(id.prefix(40)) for this merchant")
+            throw .notFound("UNKNOWN_PAYMENT_ID", "no payment \(shownValue(id, 40)) for this merchant")
         }
         return p
     }
@@ -389,7 +389,7 @@ public final class WorldlineFront: Sendable {
     /// failed, it is rejected. Returns the payment and the URL to send the customer back to.
     public func answerChallenge(paymentID: String, passed: Bool) throws(WorldlineError) -> (payment: WorldlinePayment, returnURL: String) {
         guard let merchantID = paymentID.isEmpty ? nil : try stored("read the payment", { try store.worldlinePayment(id: paymentID)?.merchantID }) else {
-            throw .notFound("UNKNOWN_PAYMENT_ID", "no payment \(paymentID.prefix(40))")
+            throw .notFound("UNKNOWN_PAYMENT_ID", "no payment \(shownValue(paymentID, 40))")
         }
         var p = try payment(merchantID, paymentID)
         guard p.status == "REDIRECTED" else { throw .wrongStatus("payment \(paymentID) is \(p.status); its challenge was already answered") }
