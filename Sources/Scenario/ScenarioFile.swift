@@ -222,12 +222,7 @@ extension Scenario {
             }
             action = .keypad(pin: pin, select: select, confirm: confirm, cancel: cancel)
         case "host":
-            let h = try m.mapping("host")!
-            try h.allow(["respond", "unavailable", "delay_ms"])
-            let code = try h.string("respond"), unavailable = try h.bool("unavailable") ?? false, delay = try h.int("delay_ms")
-            guard [code != nil, unavailable, delay != nil].filter({ $0 }).count == 1 else {
-                throw h.error("host: exactly one of respond: \"05\", unavailable: true, delay_ms: N")
-            }
+            let (code, unavailable, delay) = try parseHost(try m.mapping("host")!)
             action = .host(code: code, unavailable: unavailable, delayMilliseconds: delay)
         case "clock":
             let c = try m.mapping("clock")!
@@ -288,6 +283,16 @@ extension Scenario {
         return Step(line: m.line, action: action, save: save, expect: expectation)
     }
 
+    /// A host outcome: exactly one of `respond: "05"`, `unavailable: true`, `delay_ms: N`.
+    static func parseHost(_ h: Mapping) throws(ScenarioError) -> (code: String?, unavailable: Bool, delay: Int?) {
+        try h.allow(["respond", "unavailable", "delay_ms"])
+        let code = try h.string("respond"), unavailable = try h.bool("unavailable") ?? false, delay = try h.int("delay_ms")
+        guard [code != nil, unavailable, delay != nil].filter({ $0 }).count == 1 else {
+            throw h.error("host: exactly one of respond: \"05\", unavailable: true, delay_ms: N")
+        }
+        return (code, unavailable, delay)
+    }
+
     static func parseWorldline(_ w: Mapping, cards: inout [String: String], cardsDirectory: String) throws(ScenarioError) -> WorldlineStep {
         let kinds = ["session", "pay", "capture", "cancel", "refund", "get", "challenge", "webhook", "request", "host"]
         let which = kinds.filter { w.node($0) != nil }
@@ -319,12 +324,7 @@ extension Scenario {
             kind = .challenge(payment: try w.string("challenge", required: true)!, result: result)
         case "webhook": kind = .webhook(url: try w.string("webhook", required: true)!)
         case "host":
-            let h = try w.mapping("host")!
-            try h.allow(["respond", "unavailable", "delay_ms"])
-            let code = try h.string("respond"), unavailable = try h.bool("unavailable") ?? false, delay = try h.int("delay_ms")
-            guard [code != nil, unavailable, delay != nil].filter({ $0 }).count == 1 else {
-                throw h.error("host: exactly one of respond: \"05\", unavailable: true, delay_ms: N")
-            }
+            let (code, unavailable, delay) = try parseHost(try w.mapping("host")!)
             kind = .host(code: code, unavailable: unavailable, delayMilliseconds: delay)
         default:
             let r = try w.mapping("request")!

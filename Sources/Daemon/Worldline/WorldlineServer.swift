@@ -50,7 +50,7 @@ struct WorldlineServer: Sendable {
                 try authenticate(request, rawPath: rawPath, merchantID: merchantID)
                 try checkContentType(request, body)
                 return try await idempotent(request, merchantID: merchantID, body: body) {
-                    try await server(request.method, Array(segments.dropFirst(2)), merchantID: merchantID, body: body, query: rawPath)
+                    try await server(request.method, Array(segments.dropFirst(2)), merchantID: merchantID, body: body)
                 }.response
             }
             if segments.count >= 3, (segments[0] == "client" && segments[1] == "v1") || segments[0] == "v1" {
@@ -78,7 +78,7 @@ struct WorldlineServer: Sendable {
                 throw WorldlineError.notFound("UNKNOWN_RESOURCE", "the path must be /v2/{merchantId}/…, got \(shownValue(path, 100))")
             }
             let merchantID = segments[1]
-            let run = { try await server(method, Array(segments.dropFirst(2)), merchantID: merchantID, body: body, query: rawPath) }
+            let run = { try await server(method, Array(segments.dropFirst(2)), merchantID: merchantID, body: body) }
             guard method == .post, let key = idempotenceKey, !key.isEmpty else { return try await run() }
             return try await idempotent(method: method, rawPath: rawPath, key: key, merchantID: merchantID, body: body, run)
         } catch let error as WorldlineError {
@@ -103,7 +103,7 @@ struct WorldlineServer: Sendable {
         }
     }
 
-    func server(_ method: HTTPRequest.Method, _ s: [String], merchantID m: String, body: [UInt8], query: String) async throws -> Replied {
+    func server(_ method: HTTPRequest.Method, _ s: [String], merchantID m: String, body: [UInt8]) async throws -> Replied {
         func route(_ expected: HTTPRequest.Method) throws {
             guard method == expected else {
                 throw WorldlineError(httpStatus: 405, errorCode: "21000010", id: "METHOD_NOT_ALLOWED",

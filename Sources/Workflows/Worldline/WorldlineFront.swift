@@ -400,7 +400,6 @@ public final class WorldlineFront: Sendable {
             p = try authorise(p, card: waiting.card, request: waiting.request, failedChallenge: !passed)
         } else {
             // The card data was in memory only: after a restart the challenge cannot go on.
-            let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
             p.status = "REJECTED"
             p.responseCode = "3DS"
             p.message = "the challenge expired: the platform restarted while it waited"
@@ -408,7 +407,6 @@ public final class WorldlineFront: Sendable {
             try stored("record the challenge") {
                 try store.completeWorldlineOperation(transactionID: nil, nil, payment: p, outbox: [])
             }
-            _ = merchant
         }
         let separator = returnURL.contains("?") ? "&" : "?"
         let back = returnURL + separator + "RETURNMAC=" + QueryValue.encode(p.returnMAC ?? "") + "&paymentId=" + QueryValue.encode(p.id)
