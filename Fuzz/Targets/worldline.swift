@@ -15,7 +15,8 @@ import Fronts
 // - a JWE that is not this key's never opens (the key is made here; no input carries its
 //   ciphertexts);
 // - the string to sign ends with the path line, whatever the header values hold.
-let key = try! _RSA.Encryption.PrivateKey(keySize: .bits2048)
+// libFuzzer calls the target from one thread; the key is only read.
+nonisolated(unsafe) let key = try! _RSA.Encryption.PrivateKey(keySize: .bits2048)
 
 func checkRefusal(_ e: WorldlineError, _ input: String) {
     require(e.httpStatus == 400, "refusal \(e) is not a 400")

@@ -40,6 +40,12 @@ struct WorldlineTests {
         #expect(WorldlineAuth.parseClient("GCS v1Client:") == nil)
         #expect(WorldlineAuth.parseDate("Tue, 24 Nov 2026 12:00:00 GMT") == 1_795_521_600)
         #expect(WorldlineAuth.parseDate("2026-11-24T12:00:00Z") == nil)
+        // Against Python's calendar.timegm of the same texts.
+        #expect(WorldlineAuth.parseDate("Thu, 29 Feb 2024 23:59:59 GMT") == 1_709_251_199)
+        #expect(WorldlineAuth.parseDate("Thu, 01 Jan 1970 00:00:00 GMT") == 0)
+        #expect(WorldlineAuth.parseDate("Thu, 29 Feb 2023 23:59:59 GMT") == nil)
+        #expect(WorldlineAuth.parseDate("Tue, 24 Nov 2026 12:00:00 UTC") == nil)
+        #expect(WorldlineAuth.parseDate("Tue, 24 Nov 2026 24:00:00 GMT") == nil)
     }
 
     // MARK: JWE

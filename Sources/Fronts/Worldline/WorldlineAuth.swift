@@ -61,16 +61,34 @@ public enum WorldlineAuth {
         return id.isEmpty ? nil : id
     }
 
-    /// An RFC 1123 date (`Tue, 24 Nov 2026 12:00:00 GMT`) as seconds since 1970.
+    /// An HTTP date (RFC 9110's IMF-fixdate, `Tue, 24 Nov 2026 12:00:00 GMT`, as the SDKs send;
+    /// a one-digit day is taken too) as seconds since 1970.
+    ///
+    /// Read by hand rather than with `DateFormatter`: swift-corelibs-foundation's leaks two
+    /// allocations at every `date(from:)` (the worldline fuzz target's leak check found it), and
+    /// every signed request reads one.
     public static func parseDate(_ text: String) -> Int64? {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        for format in ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEE, d MMM yyyy HH:mm:ss zzz"] {
-            formatter.dateFormat = format
-            if let date = formatter.date(from: text) { return Int64(date.timeIntervalSince1970) }
-        }
-        return nil
+        let parts = text.split(separator: " ", omittingEmptySubsequences: false)
+        guard parts.count == 6, parts[0].count == 4, parts[0].hasSuffix(","), parts[5] == "GMT",
+              ["Mon,", "Tue,", "Wed,", "Thu,", "Fri,", "Sat,", "Sun,"].contains(parts[0]),
+              (1...2).contains(parts[1].count), let day = Int(parts[1]), parts[1].allSatisfy({ $0.isASCII && $0.isNumber }),
+              let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].firstIndex(of: String(parts[2])),
+              parts[3].count == 4, parts[3].allSatisfy({ $0.isASCII && $0.isNumber }), let year = Int(parts[3]), year >= 1970 else { return nil }
+        let time = parts[4].split(separator: ":", omittingEmptySubsequences: false)
+        guard time.count == 3, time.allSatisfy({ $0.count == 2 && $0.allSatisfy { $0.isASCII && $0.isNumber } }),
+              let h = Int(time[0]), let m = Int(time[1]), let sec = Int(time[2]), h < 24, m < 60, sec < 61 else { return nil }
+        let m1 = month + 1
+        let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+        let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        guard (1...lengths[month]).contains(day) else { return nil }
+        // Days from 1970-01-01 to the date (Howard Hinnant's days_from_civil).
+        let y = m1 <= 2 ? year - 1 : year
+        let era = y / 400
+        let yoe = y - era * 400
+        let doy = (153 * (m1 + (m1 > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        let days = era * 146_097 + doe - 719_468
+        return Int64(days) * 86_400 + Int64(h * 3600 + m * 60 + sec)
     }
 
     static func canonical(_ value: String) -> String {

@@ -151,7 +151,7 @@ public struct WorldlineJSON: @unchecked Sendable {
         } else {
             throw .invalid(name(key), "must be a whole number")
         }
-        guard range.contains(value) else { throw .invalid(name(key), "must be between \(range.lowerBound) and \(range.upperBound), got \(value)") }
+        guard range.contains(value) else { throw .invalid(name(key), "must be between \(range.lowerBound) and \(range.upperBound), got \(shownValue(String(value), 20))") }
         return value
     }
 

@@ -27,8 +27,8 @@ public enum WorldlineJWE {
               let header = (try? JSONSerialization.jsonObject(with: Data(headerBytes))) as? [String: Any] else {
             throw Failure(reason: "its protected header is not base64url JSON")
         }
-        guard header["alg"] as? String == "RSA-OAEP" else { throw Failure(reason: "alg must be RSA-OAEP, got \(header["alg"].map { "\($0)" } ?? "none")") }
-        guard header["enc"] as? String == "A256CBC-HS512" else { throw Failure(reason: "enc must be A256CBC-HS512, got \(header["enc"].map { "\($0)" } ?? "none")") }
+        guard header["alg"] as? String == "RSA-OAEP" else { throw Failure(reason: "alg must be RSA-OAEP, got \(header["alg"].map { shownValue("\($0)", 40) } ?? "none")") }
+        guard header["enc"] as? String == "A256CBC-HS512" else { throw Failure(reason: "enc must be A256CBC-HS512, got \(header["enc"].map { shownValue("\($0)", 40) } ?? "none")") }
         guard let kid = header["kid"] as? String, !kid.isEmpty else { throw Failure(reason: "its header has no kid (the key id of crypto/publickey)") }
         guard let key = privateKey(kid) else { throw Failure(reason: "kid \(shownValue(kid, 64)) is not a key of this platform") }
         guard let wrapped = base64URL(parts[1]), let iv = base64URL(parts[2]), let ciphertext = base64URL(parts[3]), let tag = base64URL(parts[4]) else {
