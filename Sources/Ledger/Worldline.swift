@@ -42,6 +42,7 @@ public struct WorldlineSession: Sendable, Equatable {
 
 /// A capture, refund or cancel of a payment, as the platform lists them.
 public struct WorldlineOperation: Sendable, Equatable, Codable {
+    /// What the operation did.
     public enum Kind: String, Sendable, Codable { case capture, refund, cancel }
     public var id: String
     public var kind: Kind
@@ -196,10 +197,12 @@ extension Ledger {
         }
     }
 
+    /// The merchant `merchantID`, if it exists.
     public func worldlineMerchant(_ merchantID: String) throws -> WorldlineMerchant? {
         try read("read Worldline merchant") { db in try Self.worldlineMerchant(db, merchantID) }
     }
 
+    /// Every merchant, oldest first.
     public func worldlineMerchants() throws -> [WorldlineMerchant] {
         try read("list Worldline merchants") { db in
             try Row.fetchAll(db, sql: "SELECT * FROM worldline_merchant ORDER BY created_at, merchant_id").map(Self.worldlineMerchant)
@@ -217,6 +220,7 @@ extension Ledger {
         }
     }
 
+    /// The API keys (of one merchant, or all), oldest first; never their secrets.
     public func worldlineAPIKeys(merchantID: String? = nil) throws -> [WorldlineAPIKey] {
         try read("list Worldline API keys") { db in
             try Row.fetchAll(db, sql: """
@@ -238,6 +242,7 @@ extension Ledger {
         return (key, String(decoding: try unseal(row["secret"]), as: UTF8.self))
     }
 
+    /// Revokes a key: its requests are refused from now on.
     public func revokeWorldlineAPIKey(keyID: String, at now: Int64) throws -> WorldlineAPIKey {
         try write("revoke a Worldline API key") { db in
             try db.execute(sql: "UPDATE worldline_api_key SET revoked_at = coalesce(revoked_at, ?) WHERE key_id = ?", arguments: [now, keyID])
@@ -292,6 +297,7 @@ extension Ledger {
         }
     }
 
+    /// Records a client session by the hash of its id.
     public func createWorldlineSession(sessionID: String, merchantID: String, customerID: String, at now: Int64, expiresAt: Int64) throws {
         try write("create a Worldline client session", durable: false) { db in
             try db.execute(sql: """
@@ -300,6 +306,7 @@ extension Ledger {
         }
     }
 
+    /// The client session `sessionID` names, if any.
     public func worldlineSession(sessionID: String) throws -> WorldlineSession? {
         try read("read a Worldline client session") { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM worldline_session WHERE session_hash = ?"),
@@ -361,6 +368,7 @@ extension Ledger {
         }
     }
 
+    /// Merchant `merchantID`'s payment `id`, if it has one.
     public func worldlinePayment(id: String, merchantID: String) throws -> WorldlinePayment? {
         try read("read Worldline payment \(id)") { db in
             guard let state = try String.fetchOne(db.cachedStatement(sql: "SELECT state FROM worldline_payment WHERE id = ? AND merchant_id = ?"),

@@ -31,6 +31,7 @@ public struct WorldlineWebhookBody: Codable, Sendable {
     public init(url: String?) { self.url = url }
 }
 
+/// A merchant's webhook endpoint as the admin API shows it; `secret` only in the answer that set it.
 public struct WorldlineWebhookView: Codable, Sendable, Equatable {
     public let merchantId: String
     public let url: String?

@@ -17,6 +17,7 @@ public final class WorldlineKeyRing: @unchecked Sendable {
         var current: (keyID: String, publicKeyDER: [UInt8])?
     }
 
+    /// The keys kept in `ledger`.
     public init(ledger: Ledger) {
         self.ledger = ledger
     }

@@ -38,20 +38,24 @@ public struct WorldlineError: Error, Sendable, Equatable, CustomStringConvertibl
         WorldlineError(httpStatus: 400, errorCode: "21000020", id: "INVALID_VALUE", propertyName: property, message: "\(property): \(rule)")
     }
 
+    /// A body that is not JSON, not an object, or too large.
     public static func badBody(_ message: String) -> WorldlineError {
         WorldlineError(httpStatus: 400, errorCode: "21000120", id: "INVALID_REQUEST_BODY", message: message)
     }
 
+    /// 401: no valid signature or session.
     public static func unauthorised(_ message: String) -> WorldlineError {
         WorldlineError(httpStatus: 401, errorCode: "9002", id: "MISSING_OR_INVALID_AUTHORIZATION", category: "DIRECT_PLATFORM_ERROR",
                        message: message)
     }
 
+    /// 403: a valid key or session acting outside its merchant or customer.
     public static func forbidden(_ message: String) -> WorldlineError {
         WorldlineError(httpStatus: 403, errorCode: "9007", id: "ACCESS_TO_MERCHANT_NOT_ALLOWED", category: "DIRECT_PLATFORM_ERROR",
                        message: message)
     }
 
+    /// 404 with the platform's id for what was not found (`UNKNOWN_PAYMENT_ID`, …).
     public static func notFound(_ id: String, _ message: String) -> WorldlineError {
         WorldlineError(httpStatus: 404, errorCode: "1002", id: id, message: message)
     }
@@ -61,11 +65,13 @@ public struct WorldlineError: Error, Sendable, Equatable, CustomStringConvertibl
         WorldlineError(httpStatus: 400, errorCode: "300450", id: "ACTION_NOT_ALLOWED_ON_TRANSACTION", message: message)
     }
 
+    /// 409 `30001002`: the SDKs' `IdempotenceException`.
     public static func idempotenceInProgress(_ key: String) -> WorldlineError {
         WorldlineError(httpStatus: 409, errorCode: "30001002", id: "DUPLICATE_REQUEST_IN_PROGRESS",
                        message: "a request with idempotence key \(shownValue(key, 64)) is still being processed", retriable: true)
     }
 
+    /// 500: the platform failed (a retry may succeed).
     public static func internalError(_ message: String) -> WorldlineError {
         WorldlineError(httpStatus: 500, errorCode: "9999", id: "UNKNOWN_SERVER_ERROR", category: "IO_ERROR", message: message, retriable: true)
     }
@@ -90,6 +96,7 @@ public struct WorldlineJSON: @unchecked Sendable {
         return WorldlineJSON(object: object, path: "")
     }
 
+    /// A reader of `object`, whose properties are named under `path`.
     public init(object: [String: Any], path: String) {
         self.object = object
         self.path = path
@@ -97,14 +104,17 @@ public struct WorldlineJSON: @unchecked Sendable {
 
     func name(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
 
+    /// Whether `key` is present and not null.
     public func has(_ key: String) -> Bool { object[key] != nil && !(object[key] is NSNull) }
 
+    /// The object at `key`, nil when absent.
     public func object(_ key: String) throws(WorldlineError) -> WorldlineJSON? {
         guard has(key) else { return nil }
         guard let child = object[key] as? [String: Any] else { throw .invalid(name(key), "must be an object") }
         return WorldlineJSON(object: child, path: name(key))
     }
 
+    /// The array of objects at `key`, nil when absent.
     public func array(_ key: String) throws(WorldlineError) -> [WorldlineJSON]? {
         guard has(key) else { return nil }
         guard let items = object[key] as? [Any] else { throw .invalid(name(key), "must be an array") }
@@ -116,6 +126,7 @@ public struct WorldlineJSON: @unchecked Sendable {
         return out
     }
 
+    /// The string at `key` (a number is taken as its text), nil when absent; no control characters.
     public func string(_ key: String, maxLength: Int = 1000) throws(WorldlineError) -> String? {
         guard has(key) else { return nil }
         let value: String
@@ -134,11 +145,13 @@ public struct WorldlineJSON: @unchecked Sendable {
         return value
     }
 
+    /// The string at `key`; absent is `PARAMETER_NOT_FOUND_IN_REQUEST`.
     public func requiredString(_ key: String, maxLength: Int = 1000) throws(WorldlineError) -> String {
         guard let value = try string(key, maxLength: maxLength) else { throw .missing(name(key)) }
         return value
     }
 
+    /// The whole number at `key` (or a string of digits), within `range`; nil when absent.
     public func int(_ key: String, in range: ClosedRange<Int64> = 0...Int64.max) throws(WorldlineError) -> Int64? {
         guard has(key) else { return nil }
         let value: Int64
@@ -155,6 +168,7 @@ public struct WorldlineJSON: @unchecked Sendable {
         return value
     }
 
+    /// The boolean at `key` (or "true"/"false"), nil when absent.
     public func bool(_ key: String) throws(WorldlineError) -> Bool? {
         guard has(key) else { return nil }
         if let n = object[key] as? NSNumber, Self.isBool(n) { return n.boolValue }

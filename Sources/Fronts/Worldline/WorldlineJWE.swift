@@ -14,6 +14,7 @@ public enum WorldlineJWE {
         public var description: String { reason }
     }
 
+    /// A decrypted input: the key it was made for and its plaintext.
     public struct Opened: Sendable {
         public let keyID: String
         public let plaintext: [UInt8]
@@ -67,6 +68,7 @@ public enum WorldlineJWE {
         return Data(base64Encoded: s).map(Array.init)
     }
 
+    /// base64url without padding.
     public static func base64URLEncode(_ bytes: [UInt8]) -> String {
         Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")

@@ -10,6 +10,7 @@ public enum WorldlineProducts {
         (125, .jcb, "JCB"), (128, .discover, "Discover"), (56, .unionPay, "UnionPay International"),
     ]
 
+    /// The offered product with this id.
     public static func brand(ofProduct id: Int) -> (id: Int, brand: CardBrand, label: String)? { offered.first { $0.id == id } }
 
     /// A product as `GET products/{id}` gives it.

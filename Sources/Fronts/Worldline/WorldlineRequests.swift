@@ -46,10 +46,12 @@ public struct WorldlineCard: Sendable {
 
 /// `POST /v2/{merchantId}/payments`, the parts the platform acts on.
 public struct WorldlineCreatePayment: Sendable {
+    /// What an approval does: `SALE` captures at once, the others wait for a capture.
     public enum AuthorizationMode: String, Sendable, CaseIterable {
         case sale = "SALE", finalAuthorization = "FINAL_AUTHORIZATION", preAuthorization = "PRE_AUTHORIZATION"
     }
 
+    /// The 3-D Secure part of a request: where the customer returns, and whether to skip it.
     public struct ThreeDSecure: Sendable {
         public var returnURL: String?
         public var skipAuthentication: Bool
@@ -69,6 +71,7 @@ public struct WorldlineCreatePayment: Sendable {
     public let threeDSecure: ThreeDS?
     public typealias ThreeDS = ThreeDSecure
 
+    /// Reads a payment request, naming the property of anything missing or wrong.
     public static func parse(_ json: WorldlineJSON) throws(WorldlineError) -> WorldlineCreatePayment {
         guard let order = try json.object("order") else { throw .missing("order") }
         guard let money = try order.object("amountOfMoney") else { throw .missing("order.amountOfMoney") }
@@ -127,6 +130,7 @@ public struct WorldlineCreatePayment: Sendable {
         "BRL": 986, "INR": 356, "KRW": 410, "NZD": 554, "ZAR": 710, "TRY": 949,
     ]
 
+    /// The ISO 4217 number of an alphabetic code this platform knows.
     public static func currency(_ code: String, property: String) throws(WorldlineError) -> (String, Int) {
         guard let n = currencies[code] else {
             throw .invalid(property, "must be an ISO 4217 code this platform knows (\(currencies.keys.sorted().joined(separator: ", "))), got \(shownValue(code, 8))")
@@ -141,6 +145,7 @@ public struct WorldlineCapture: Sendable {
     public let isFinal: Bool
     public let merchantReference: String?
 
+    /// Reads a capture body (empty: capture all).
     public static func parse(_ json: WorldlineJSON) throws(WorldlineError) -> WorldlineCapture {
         WorldlineCapture(amount: try json.int("amount", in: 1...999_999_999_999), isFinal: try json.bool("isFinal") ?? true,
                          merchantReference: try json.object("references")?.string("merchantReference", maxLength: 50))
@@ -153,6 +158,7 @@ public struct WorldlineRefundRequest: Sendable {
     public let currency: String?
     public let merchantReference: String?
 
+    /// Reads a refund body (empty: refund what is left).
     public static func parse(_ json: WorldlineJSON) throws(WorldlineError) -> WorldlineRefundRequest {
         var amount: Int64? = nil, currency: String? = nil
         if let money = try json.object("amountOfMoney") {

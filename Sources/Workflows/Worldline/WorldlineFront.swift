@@ -60,6 +60,8 @@ public final class WorldlineFront: Sendable {
     /// The sandbox's test cards for 3-D Secure: frictionless (no challenge) and challenge.
     public static let frictionlessTestPAN = "4330264936344675"
 
+    /// The platform on a bench: its context, the store of its records, its settings, and the
+    /// Client API's private keys by key id.
     public init(context: WorkflowContext, store: any WorldlineStore, settings: WorldlineSettings,
                 privateKey: @escaping @Sendable (String) -> _RSA.Encryption.PrivateKey?) {
         self.context = context
@@ -259,19 +261,23 @@ public final class WorldlineFront: Sendable {
         return p
     }
 
+    /// `GET …/payments/{id}`.
     public func getPayment(merchantID: String, id: String) throws(WorldlineError) -> Reply {
         Reply(200, WorldlineRender.payment(try payment(merchantID, id)))
     }
 
+    /// `GET …/payments/{id}/details`: the payment and its operations.
     public func details(merchantID: String, id: String) throws(WorldlineError) -> Reply {
         Reply(200, WorldlineRender.details(try payment(merchantID, id)))
     }
 
+    /// `GET …/payments/{id}/captures`.
     public func captures(merchantID: String, id: String) throws(WorldlineError) -> Reply {
         let p = try payment(merchantID, id)
         return Reply(200, ["captures": p.operations.filter { $0.kind == .capture }.map { WorldlineRender.capture($0, p) }])
     }
 
+    /// `GET …/payments/{id}/refunds`.
     public func refunds(merchantID: String, id: String) throws(WorldlineError) -> Reply {
         let p = try payment(merchantID, id)
         return Reply(200, ["refunds": p.operations.filter { $0.kind == .refund }.map { WorldlineRender.refund($0, p) }])

@@ -7,6 +7,7 @@ import Terminal
 /// The platform's statuses: the code and category each status is reported with, and what may
 /// be done next (docs/worldline.md has the table and its sources).
 public enum WorldlineStatus {
+    /// A payment's `statusOutput`.
     public struct Output: Sendable, Equatable {
         public let statusCode: Int
         public let statusCategory: String
@@ -15,6 +16,7 @@ public enum WorldlineStatus {
         public let isRefundable: Bool
     }
 
+    /// The status output of a payment in its current status.
     public static func output(_ p: WorldlinePayment) -> Output {
         switch p.status {
         case "REDIRECTED": Output(statusCode: 46, statusCategory: "PENDING_PAYMENT", isAuthorized: false, isCancellable: true, isRefundable: false)
@@ -64,11 +66,13 @@ public enum WorldlineStatus {
 
 /// Renders the platform's JSON bodies.
 public enum WorldlineRender {
+    /// JSON text of a body (keys sorted, slashes unescaped).
     public static func text(_ object: Any) -> String {
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
         return String(decoding: data, as: UTF8.self)
     }
 
+    /// `ErrorResponse`, with `extra` top-level members (`paymentResult` of a decline).
     public static func error(_ e: WorldlineError, errorID: String, extra: [String: Any] = [:]) -> [String: Any] {
         var item: [String: Any] = [
             "code": "9999", "errorCode": e.errorCode, "httpStatusCode": e.httpStatus, "id": e.id, "category": e.category, "message": e.message,
@@ -133,6 +137,7 @@ public enum WorldlineRender {
         return body
     }
 
+    /// One of `Operations` in the payment's details.
     public static func operation(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
         let (code, category): (Int, String) = switch o.status {
         case "CAPTURED": (9, "COMPLETED")
