@@ -39,6 +39,8 @@ public final class Bench: @unchecked Sendable {
     /// The Worldline Online Payments platform, and the RSA keys of its Client API.
     public let worldline: WorldlineFront
     public let worldlineKeys: WorldlineKeyRing
+    /// The Citcon UPI platform.
+    public let citcon: CitconFront
     /// The fronts a URL may be addressed to, by scheme.
     public let fronts: [any Front]
 
@@ -85,6 +87,7 @@ public final class Bench: @unchecked Sendable {
         worldlineKeys = keys
         worldline = WorldlineFront(context: context, store: ledger, settings: configuration.worldline.settings,
                                    privateKey: { keys.privateKey($0) })
+        citcon = CitconFront(context: context, store: ledger, settings: configuration.citcon.settings)
         fronts = [viva, billpocket]
     }
 
@@ -158,6 +161,16 @@ public final class Bench: @unchecked Sendable {
 
     /// Set by the daemon once the Worldline listener is bound.
     let worldlineBoundPort = PortBox()
+
+    /// The URL the Citcon listener is reached at (its wallet and challenge pages' links).
+    public var citconPublicURL: String {
+        if let url = configuration.citcon.publicURL { return url }
+        let address = configuration.citcon.address.contains(":") ? "[\(configuration.citcon.address)]" : configuration.citcon.address
+        return "http://\(address):\(citconBoundPort.value ?? Int(configuration.citcon.port ?? 0))"
+    }
+
+    /// Set by the daemon once the Citcon listener is bound.
+    let citconBoundPort = PortBox()
 
     public func publish(_ event: BenchEvent, terminal: String?) {
         context.events.publish(event, terminal: terminal)

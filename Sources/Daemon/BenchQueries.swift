@@ -11,7 +11,9 @@ extension Bench {
     public func transactions(terminal name: String?, limit: Int, before: Int64?) throws(DaemonError) -> [StoredTransaction] {
         // The platforms' merchants have ledger terminals of their own (`worldline.<merchantId>`).
         let platform: [String]
-        do { platform = try ledger.worldlineMerchants().map(\.terminalName) } catch { throw DaemonError(ledger: error, "ledger") }
+        do {
+            platform = try ledger.worldlineMerchants().map(\.terminalName) + ledger.citconMerchants().map(\.terminalName)
+        } catch { throw DaemonError(ledger: error, "ledger") }
         var names = terminals.map(\.settings.name) + platform
         if let name { names = platform.contains(name) ? [name] : [try terminal(name).settings.name] }
         var rows: [StoredTransaction] = []

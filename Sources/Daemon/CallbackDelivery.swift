@@ -98,7 +98,7 @@ struct CallbackDelivery: Service {
     }
 
     func deliver(_ entry: OutboxEntry, _ settings: CallbackSettings, client: HTTPClient) async -> Result<Void, DeliveryError> {
-        if entry.kind == .webhook { return await deliverWebhook(entry, client: client) }
+        if entry.kind == .webhook { return await deliverWebhook(entry, settings, client: client) }
         let url = entry.payload
         // The same rule the workflows record by: a callback that is not http(s) and that nothing
         // is configured to hand on was recorded delivered with its transaction.
@@ -143,9 +143,22 @@ struct CallbackDelivery: Service {
     /// HMAC-SHA256 of the body under the merchant's webhook secret, `X-GCS-KeyId` names the key.
     /// The key is read at delivery, so a webhook waiting through a key rotation goes out signed
     /// with the new key.
-    func deliverWebhook(_ entry: OutboxEntry, client: HTTPClient) async -> Result<Void, DeliveryError> {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(entry.payload.utf8)) as? [String: Any],
-              let merchantID = object["merchantId"] as? String else {
+    func deliverWebhook(_ entry: OutboxEntry, _ settings: CallbackSettings, client: HTTPClient) async -> Result<Void, DeliveryError> {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(entry.payload.utf8)) as? [String: Any] else {
+            return .failure(DeliveryError(description: "the webhook's payload is not a JSON object"))
+        }
+        // A Citcon IPN carries its own `sign`; its URL came with the merchant's charge, so it goes
+        // only to the allowed hosts, as callbacks do.
+        if object["transaction_type"] != nil, object["sign"] != nil {
+            guard let (_, host, _) = CallbackTarget.parse(entry.target) else {
+                return .failure(DeliveryError(description: "not a URL with a host: \(entry.target.prefix(80))"))
+            }
+            guard CallbackTarget.isAllowed(host: host, settings.allowedHosts) else {
+                return .failure(DeliveryError(description: "host \(host) is not in callbacks.allowed_hosts"))
+            }
+            return await post(entry, headers: [], client: client)
+        }
+        guard let merchantID = object["merchantId"] as? String else {
             return .failure(DeliveryError(description: "the webhook's payload names no merchantId"))
         }
         let key: (keyID: String, secret: String)?
@@ -153,12 +166,17 @@ struct CallbackDelivery: Service {
             return .failure(DeliveryError(description: "cannot read the webhook key of \(merchantID): \(error)"))
         }
         guard let key else { return .failure(DeliveryError(description: "merchant \(merchantID) has no webhook key")) }
+        return await post(entry, headers: [("X-GCS-Signature", WorldlineAuth.webhookSignature(entry.payload, secret: key.secret)),
+                                           ("X-GCS-KeyId", key.keyID)], client: client)
+    }
+
+    /// POSTs the payload as JSON to the entry's target; a 2xx answer delivers it.
+    func post(_ entry: OutboxEntry, headers: [(String, String)], client: HTTPClient) async -> Result<Void, DeliveryError> {
         do {
             var request = HTTPClientRequest(url: entry.target)
             request.method = .POST
             request.headers.add(name: "Content-Type", value: "application/json")
-            request.headers.add(name: "X-GCS-Signature", value: WorldlineAuth.webhookSignature(entry.payload, secret: key.secret))
-            request.headers.add(name: "X-GCS-KeyId", value: key.keyID)
+            for (name, value) in headers { request.headers.add(name: name, value: value) }
             request.body = .bytes(ByteBuffer(string: entry.payload))
             let response = try await client.execute(request, timeout: .seconds(10))
             let code = Int(response.status.code)

@@ -170,6 +170,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var utcOffsetSeconds: Int = TimeZone.current.secondsFromGMT()
     public var callbacks = CallbackSettings()
     public var worldline = WorldlineConfiguration()
+    public var citcon = CitconConfiguration()
 
     public init() {}
 
@@ -334,6 +335,32 @@ public struct DaemonConfiguration: Sendable, Equatable {
             worldline.settings.amountTable = t
         }
         if let minutes = try number("worldline.session_minutes", 1...10_080) { worldline.settings.sessionLifetime = Duration.seconds(minutes * 60) }
+        if let port = text("citcon.port") {
+            citcon.port = port.lowercased() == "off" ? nil : UInt16(try number("citcon.port", 0...65535)!)
+        }
+        if let address = text("citcon.address") {
+            guard !address.isEmpty else { throw ConfigurationError(key: "citcon.address", rule: "must be an IP address or host name") }
+            citcon.address = address
+        }
+        if let url = text("citcon.public_url"), !url.isEmpty {
+            guard let u = URL(string: url), ["http", "https"].contains(u.scheme?.lowercased() ?? ""), u.host != nil, (u.path.isEmpty || u.path == "/") else {
+                throw ConfigurationError(key: "citcon.public_url", rule: "must be an http(s) URL with no path, got \"\(url)\"")
+            }
+            citcon.publicURL = url.hasSuffix("/") ? String(url.dropLast()) : url
+        }
+        if let version = text("citcon.version") {
+            guard version == "2.1.0" || version == "2.2.0" else {
+                throw ConfigurationError(key: "citcon.version", rule: "must be 2.1.0 or 2.2.0 (the UPI SDK document whose rules apply), got \"\(version)\"")
+            }
+            citcon.settings.version = version
+        }
+        if let unknown = text("citcon.unknown_cards") {
+            switch unknown {
+            case "approve": citcon.settings.approveUnknownCards = true
+            case "decline": citcon.settings.approveUnknownCards = false
+            default: throw ConfigurationError(key: "citcon.unknown_cards", rule: "must be approve or decline, got \"\(unknown)\"")
+            }
+        }
         if let hosts = list("callbacks.allowed_hosts") { callbacks.allowedHosts = hosts }
         if let command = text("callbacks.command"), !command.isEmpty { callbacks.command = command }
         if let xdg = try flag("callbacks.xdg_open") { callbacks.xdgOpen = xdg }
@@ -471,5 +498,23 @@ public struct WorldlineConfiguration: Sendable, Equatable {
         let table: Bool = a.settings.amountTable == b.settings.amountTable
         let lifetime: Bool = a.settings.sessionLifetime == b.settings.sessionLifetime
         return listener && unknown && table && lifetime
+    }
+}
+
+/// The Citcon platform's listener and behaviour (`citcon.*`).
+public struct CitconConfiguration: Sendable, Equatable {
+    /// Off unless set: 0 picks a free port (written to `<runtime>/citcon.port`).
+    public var port: UInt16?
+    public var address = "127.0.0.1"
+    /// The URL the wallet and challenge pages are reached at; default `http://{address}:{port}`.
+    public var publicURL: String?
+    public var settings = CitconSettings()
+
+    public init() {}
+
+    public static func == (a: CitconConfiguration, b: CitconConfiguration) -> Bool {
+        let listener: Bool = a.port == b.port && a.address == b.address && a.publicURL == b.publicURL
+        let rules: Bool = a.settings.version == b.settings.version && a.settings.approveUnknownCards == b.settings.approveUnknownCards
+        return listener && rules
     }
 }

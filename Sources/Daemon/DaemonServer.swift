@@ -39,11 +39,15 @@ public enum DaemonServer {
         logger.logLevel = .warning
 
         let listeners = 1 + (configuration.httpPort == nil ? 0 : 1) + (configuration.worldline.port == nil ? 0 : 1)
+            + (configuration.citcon.port == nil ? 0 : 1)
         let worldlinePort = PortBox()
         let readiness = Readiness(expected: listeners) { ports in
             chmod(control, 0o660)
             if let port = worldlinePort.value {
                 try? "\(port)\n".write(toFile: (runtime as NSString).appendingPathComponent("worldline.port"), atomically: true, encoding: .utf8)
+            }
+            if let port = bench.citconBoundPort.value {
+                try? "\(port)\n".write(toFile: (runtime as NSString).appendingPathComponent("citcon.port"), atomically: true, encoding: .utf8)
             }
             if let port = ports.first {
                 try? "\(port)\n".write(toFile: (runtime as NSString).appendingPathComponent("http.port"), atomically: true, encoding: .utf8)
@@ -51,7 +55,7 @@ public enum DaemonServer {
             let scheme = configuration.tlsCertificate == nil ? "http" : "https"
             let shownAddress = configuration.httpAddress.contains(":") ? "[\(configuration.httpAddress)]" : configuration.httpAddress
             let http = ports.first.map { ", \(scheme)://\(shownAddress):\($0) (API token in \(runtime)/\(APIToken.fileName))" } ?? ""
-            log.notice("ready: \(bench.terminals.count) terminal(s) [\(bench.terminals.map(\.settings.name).joined(separator: ", "))], control socket \(control)\(http), ledger \(configuration.stateDirectory)/ledger.sqlite\(worldlinePort.value.map { ", Worldline platform on port \($0)" } ?? "")\(configuration.demoCard.map { ", demo card \($0)" } ?? "")")
+            log.notice("ready: \(bench.terminals.count) terminal(s) [\(bench.terminals.map(\.settings.name).joined(separator: ", "))], control socket \(control)\(http), ledger \(configuration.stateDirectory)/ledger.sqlite\(worldlinePort.value.map { ", Worldline platform on port \($0)" } ?? "")\(bench.citconBoundPort.value.map { ", Citcon platform on port \($0)" } ?? "")\(configuration.demoCard.map { ", demo card \($0)" } ?? "")")
             notify.send("READY=1\nSTATUS=serving \(bench.terminals.count) terminal(s)")
         }
 
@@ -82,6 +86,15 @@ public enum DaemonServer {
                                         onServerRunning: { channel in
                                             worldlinePort.value = channel.localAddress?.port
                                             bench.worldlineBoundPort.value = channel.localAddress?.port
+                                            await readiness.bound(port: nil)
+                                        }, logger: logger))
+        }
+        if let port = configuration.citcon.port {
+            let server = CitconServer(bench: bench, publicURL: { bench.citconPublicURL })
+            services.append(Application(responder: server.responder(),
+                                        configuration: ApplicationConfiguration(address: .hostname(configuration.citcon.address, port: Int(port))),
+                                        onServerRunning: { channel in
+                                            bench.citconBoundPort.value = channel.localAddress?.port
                                             await readiness.bound(port: nil)
                                         }, logger: logger))
         }

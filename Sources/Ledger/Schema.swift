@@ -17,6 +17,9 @@ enum Schema {
         migrator.registerMigration("v4-platform-providers-worldline") { db in
             try db.execute(sql: v4)
         }
+        migrator.registerMigration("v5-citcon") { db in
+            try db.execute(sql: v5)
+        }
         return migrator
     }
 
@@ -140,6 +143,42 @@ enum Schema {
             body         TEXT,
             PRIMARY KEY (merchant_id, key)
         ) WITHOUT ROWID;
+        """
+
+    /// The Citcon UPI platform: merchants (their key stored hashed, to authenticate, and sealed,
+    /// since an IPN's `sign` is made with it), access tokens (hashed), and charges (their platform
+    /// state as JSON beside the ledger rows of their authorisations, captures, cancels and refunds;
+    /// a reference is unique per merchant, as the platform refuses a duplicate).
+    static let v5 = """
+        CREATE TABLE citcon_merchant (
+            merchant_id   TEXT PRIMARY KEY NOT NULL,
+            terminal_name TEXT NOT NULL,
+            key_hash      TEXT NOT NULL,
+            key_sealed    TEXT NOT NULL,
+            created_at    INTEGER NOT NULL,
+            rotated_at    INTEGER
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX citcon_merchant_key ON citcon_merchant(key_hash);
+
+        CREATE TABLE citcon_token (
+            token_hash  TEXT PRIMARY KEY NOT NULL,
+            merchant_id TEXT NOT NULL REFERENCES citcon_merchant(merchant_id),
+            token_type  TEXT NOT NULL CHECK (token_type IN ('client', 'server')),
+            created_at  INTEGER NOT NULL,
+            expires_at  INTEGER NOT NULL
+        ) WITHOUT ROWID;
+
+        CREATE TABLE citcon_charge (
+            seq            INTEGER PRIMARY KEY,
+            id             TEXT NOT NULL UNIQUE,
+            charge_token   TEXT NOT NULL UNIQUE,
+            merchant_id    TEXT NOT NULL REFERENCES citcon_merchant(merchant_id),
+            reference      TEXT NOT NULL,
+            transaction_id INTEGER REFERENCES txn(id),
+            state          TEXT NOT NULL CHECK (json_valid(state)),
+            updated_at     INTEGER NOT NULL,
+            UNIQUE (merchant_id, reference)
+        );
         """
 
     /// A terminal's STANs are reserved durably in blocks (see `Ledger.begin`): `stan_reserved`

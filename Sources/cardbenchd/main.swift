@@ -55,6 +55,9 @@ struct CardbenchDaemon: AsyncParsableCommand {
     @Option(help: "The Worldline platform's port (0: any free port, written to <runtime>/worldline.port; off: none); overrides worldline.port.")
     var worldlinePort: String?
 
+    @Option(help: "The Citcon platform's port (0: any free port, written to <runtime>/citcon.port; off: none); overrides citcon.port.")
+    var citconPort: String?
+
     func run() async throws {
         LineLogHandler.bootstrap("cardbenchd")
         var configuration: DaemonConfiguration
@@ -72,6 +75,12 @@ struct CardbenchDaemon: AsyncParsableCommand {
                 if worldlinePort == "off" { configuration.worldline.port = nil } else {
                     guard let port = UInt16(worldlinePort) else { throw ConfigurationError(key: "--worldline-port", rule: "must be 0 to 65535 or off") }
                     configuration.worldline.port = port
+                }
+            }
+            if let citconPort {
+                if citconPort == "off" { configuration.citcon.port = nil } else {
+                    guard let port = UInt16(citconPort) else { throw ConfigurationError(key: "--citcon-port", rule: "must be 0 to 65535 or off") }
+                    configuration.citcon.port = port
                 }
             }
             if demo || demoCard != nil {

@@ -25,6 +25,7 @@ public struct API: Sendable {
         router.addRoutes(EventRoutes(bench: bench).collection)
         for case let front as any FrontRoutes in bench.fronts { router.addRoutes(front.routes(on: bench)) }
         router.addRoutes(WorldlineAdminRoutes(bench: bench).collection)
+        router.addRoutes(CitconAdminRoutes(bench: bench).collection)
         return router
     }
 }
@@ -74,6 +75,8 @@ struct RequestMetricsMiddleware: RouterMiddleware {
         "/v1/vouchers/{id}": "vouchers", "/v1/worldline/api-keys": "worldline-api-keys",
         "/v1/worldline/api-keys/{id}/revoke": "worldline-api-keys", "/v1/worldline/merchants/{id}/webhook": "worldline-webhooks",
         "/v1/worldline/crypto-keys/rotate": "worldline-crypto-keys", "/v1/worldline/payments/{id}/challenge": "worldline-challenge",
-        "/v1/worldline/payments/{id}": "worldline-payment",
+        "/v1/worldline/payments/{id}": "worldline-payment", "/v1/citcon/merchants": "citcon-merchants",
+        "/v1/citcon/merchants/{id}/host-queue": "citcon-host-queue", "/v1/citcon/charges/{id}/payer": "citcon-payer",
+        "/v1/citcon/charges/{id}/challenge": "citcon-challenge", "/v1/citcon/charges/{id}": "citcon-charge", "/v1/citcon/requests": "citcon-requests",
     ]
 }

@@ -1,0 +1,214 @@
+import Foundation
+import GRDB
+
+/// A merchant of the emulated Citcon platform.
+public struct CitconMerchant: Sendable, Equatable {
+    public let merchantID: String
+    /// The ledger terminal of its charges (`citcon.<merchantID>`).
+    public let terminalName: String
+    public let createdAt: Int64
+}
+
+/// A capture, refund or cancel of a charge (`POST /v1/captures`, `/v1/refunds`, `/v1/cancels`).
+public struct CitconOperation: Sendable, Equatable, Codable {
+    /// capture, refund or cancel.
+    public var object: String
+    public var id: String
+    public var reference: String
+    public var amount: Int64
+    /// succeeded or failed.
+    public var status: String
+    /// Epoch milliseconds.
+    public var timeCreated: Int64
+    /// The operation's ledger row.
+    public var transactionID: Int64?
+
+    public init(object: String, id: String, reference: String, amount: Int64, status: String, timeCreated: Int64, transactionID: Int64?) {
+        self.object = object
+        self.id = id
+        self.reference = reference
+        self.amount = amount
+        self.status = status
+        self.timeCreated = timeCreated
+        self.transactionID = transactionID
+    }
+}
+
+/// A charge of the emulated Citcon platform, as its inquiry shows it. Card data is masked only.
+public struct CitconCharge: Sendable, Equatable, Codable {
+    /// 32 lower-case hex digits, as the platform's ids.
+    public var id: String
+    public var chargeToken: String
+    public var merchantID: String
+    public var reference: String
+    /// Minor units.
+    public var amount: Int64
+    public var currency: String
+    public var country: String
+    public var autoCapture: Bool
+    public var note: String?
+    /// `card`, `wechatpay`, `alipay`, `upop`, `paypal`, …
+    public var method: String
+    /// initiated, pending, authorized, succeeded, failed, canceled, expired (the SDK document's words).
+    public var status: String
+    public var amountCaptured: Int64?
+    public var amountRefunded: Int64?
+    /// Epoch milliseconds.
+    public var timeCreated: Int64
+    public var timeCaptured: Int64?
+    public var timeCanceled: Int64?
+    public var timeCompleted: Int64?
+    /// ipn, success, fail, cancel, mobile.
+    public var urls: [String: String]
+    /// A card's number as `411111******1111`, and its expiry (MM/YY).
+    public var maskedPAN: String?
+    public var expiry: String?
+    public var authorisationCode: String?
+    /// The issuer's response code and message of a decline.
+    public var responseCode: String?
+    public var message: String?
+    /// The authorisation's ledger row.
+    public var transactionID: Int64?
+    public var operations: [CitconOperation]
+    /// A card charge waiting for its 3-D Secure challenge.
+    public var challengePending: Bool
+
+    public init(id: String, chargeToken: String, merchantID: String, reference: String, amount: Int64, currency: String, country: String,
+                autoCapture: Bool, note: String?, method: String, status: String, timeCreated: Int64, urls: [String: String]) {
+        self.id = id
+        self.chargeToken = chargeToken
+        self.merchantID = merchantID
+        self.reference = reference
+        self.amount = amount
+        self.currency = currency
+        self.country = country
+        self.autoCapture = autoCapture
+        self.note = note
+        self.method = method
+        self.status = status
+        self.timeCreated = timeCreated
+        self.urls = urls
+        operations = []
+        challengePending = false
+    }
+}
+
+extension Ledger {
+    /// Creates merchant `merchantID` with `key` (stored as a SHA-256 hash to authenticate, and
+    /// sealed, because each IPN's `sign` is made with it), or gives an existing one a new key.
+    public func setCitconMerchantKey(_ merchantID: String, key: String, at now: Int64) throws -> CitconMerchant {
+        try Self.validateMerchantID(merchantID)
+        let sealed = try seal(Array(key.utf8))
+        let terminalName = "citcon.\(merchantID)"
+        return try write("set the key of Citcon merchant \(merchantID)") { db in
+            if try Row.fetchOne(db, sql: "SELECT 1 FROM citcon_merchant WHERE merchant_id = ?", arguments: [merchantID]) != nil {
+                try db.execute(sql: "UPDATE citcon_merchant SET key_hash = ?, key_sealed = ?, rotated_at = ? WHERE merchant_id = ?",
+                               arguments: [Self.tokenHash(key), sealed, now, merchantID])
+            } else {
+                let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM citcon_merchant") ?? 0
+                let tid = "8" + String(format: "%07d", (count + 1) % 10_000_000)
+                try db.execute(sql: "INSERT INTO terminal (name, tid, created_at) VALUES (?, ?, ?) ON CONFLICT(name) DO NOTHING",
+                               arguments: [terminalName, tid, now])
+                try db.execute(sql: """
+                    INSERT INTO citcon_merchant (merchant_id, terminal_name, key_hash, key_sealed, created_at) VALUES (?, ?, ?, ?, ?)
+                    """, arguments: [merchantID, terminalName, Self.tokenHash(key), sealed, now])
+            }
+            return CitconMerchant(merchantID: merchantID, terminalName: terminalName,
+                                  createdAt: try Int64.fetchOne(db, sql: "SELECT created_at FROM citcon_merchant WHERE merchant_id = ?",
+                                                                arguments: [merchantID]) ?? now)
+        }
+    }
+
+    /// The merchant whose key is `key`, if any.
+    public func citconMerchant(key: String) throws -> CitconMerchant? {
+        try read("find a Citcon merchant by key") { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM citcon_merchant WHERE key_hash = ?"), arguments: [Self.tokenHash(key)]).map {
+                CitconMerchant(merchantID: $0["merchant_id"], terminalName: $0["terminal_name"], createdAt: $0["created_at"])
+            }
+        }
+    }
+
+    /// Every merchant, oldest first.
+    public func citconMerchants() throws -> [CitconMerchant] {
+        try read("list Citcon merchants") { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM citcon_merchant ORDER BY created_at, merchant_id").map {
+                CitconMerchant(merchantID: $0["merchant_id"], terminalName: $0["terminal_name"], createdAt: $0["created_at"])
+            }
+        }
+    }
+
+    /// The merchant's key, unsealed, to sign its IPNs.
+    public func citconMerchantKey(_ merchantID: String) throws -> String? {
+        let sealed = try read("read a Citcon merchant key") { db in
+            try String.fetchOne(db, sql: "SELECT key_sealed FROM citcon_merchant WHERE merchant_id = ?", arguments: [merchantID])
+        }
+        return try sealed.map { String(decoding: try unseal($0), as: UTF8.self) }
+    }
+
+    /// Records an access token by its hash.
+    public func storeCitconToken(_ token: String, merchantID: String, type: String, at now: Int64, expiresAt: Int64) throws {
+        try write("record a Citcon access token", durable: false) { db in
+            try db.execute(sql: """
+                INSERT INTO citcon_token (token_hash, merchant_id, token_type, created_at, expires_at) VALUES (?, ?, ?, ?, ?)
+                """, arguments: [Self.tokenHash(token), merchantID, type, now, expiresAt])
+        }
+    }
+
+    /// The merchant, type and expiry of an access token, if it is one.
+    public func citconToken(_ token: String) throws -> (merchantID: String, type: String, expiresAt: Int64)? {
+        try read("read a Citcon access token") { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM citcon_token WHERE token_hash = ?"), arguments: [Self.tokenHash(token)]).map {
+                ($0["merchant_id"], $0["token_type"], $0["expires_at"])
+            }
+        }
+    }
+
+    /// Records a new charge; nil when the merchant already has a charge with its reference.
+    public func insertCitconCharge(_ charge: CitconCharge) throws -> CitconCharge? {
+        try write("record a Citcon charge") { db in
+            if try Row.fetchOne(db, sql: "SELECT 1 FROM citcon_charge WHERE merchant_id = ? AND reference = ?",
+                                arguments: [charge.merchantID, charge.reference]) != nil { return nil }
+            try db.execute(sql: """
+                INSERT INTO citcon_charge (id, charge_token, merchant_id, reference, transaction_id, state, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [charge.id, charge.chargeToken, charge.merchantID, charge.reference, charge.transactionID,
+                                 try Self.encodeCharge(charge), charge.timeCreated])
+            return charge
+        }
+    }
+
+    /// Records a charge's new state with the outcome of its ledger transaction, when there is
+    /// one, and its IPNs, in one commit.
+    public func completeCitconCharge(transactionID: Int64?, _ result: Completion?, charge: CitconCharge, outbox: [OutboxMessage]) throws {
+        if let result { try Self.validate(result, trace: [], outbox: outbox) }
+        let panHash = try result?.pan.map(panHash)
+        try write("update Citcon charge \(charge.id)") { db in
+            try db.execute(sql: "UPDATE citcon_charge SET state = ?, transaction_id = ?, updated_at = ? WHERE id = ?",
+                           arguments: [try Self.encodeCharge(charge), charge.transactionID, Self.nowMicros(), charge.id])
+            guard db.changesCount == 1 else { throw LedgerError.invalid(field: "transaction_id", rule: "no charge \(charge.id)") }
+            if let transactionID, let result {
+                _ = try Self.complete(db, id: transactionID, result, panHash: panHash, reversalUUID: UUID().uuidString.lowercased(),
+                                      trace: [], outbox: outbox)
+            }
+        }
+    }
+
+    /// A charge by its id or its charge token.
+    public func citconCharge(id: String? = nil, chargeToken: String? = nil) throws -> CitconCharge? {
+        try read("read a Citcon charge") { db in
+            let sql = id != nil ? "SELECT state FROM citcon_charge WHERE id = ?" : "SELECT state FROM citcon_charge WHERE charge_token = ?"
+            return try String.fetchOne(db, sql: sql, arguments: [id ?? chargeToken]).map(Self.decodeCharge)
+        }
+    }
+
+    static func encodeCharge(_ c: CitconCharge) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return String(decoding: try encoder.encode(c), as: UTF8.self)
+    }
+
+    static func decodeCharge(_ text: String) throws -> CitconCharge {
+        do { return try JSONDecoder().decode(CitconCharge.self, from: Data(text.utf8)) } catch {
+            throw LedgerError.database(operation: "read a Citcon charge", message: "\(error)")
+        }
+    }
+}

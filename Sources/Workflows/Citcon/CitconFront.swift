@@ -1,0 +1,638 @@
+import EMV
+import Foundation
+import Fronts
+import Ledger
+import Synchronization
+import Terminal
+
+/// What the Citcon platform keeps beyond the transactions. `Ledger` is one.
+public protocol CitconStore: TransactionStore {
+    func citconMerchant(key: String) throws -> CitconMerchant?
+    func citconMerchants() throws -> [CitconMerchant]
+    func citconMerchantKey(_ merchantID: String) throws -> String?
+    func storeCitconToken(_ token: String, merchantID: String, type: String, at now: Int64, expiresAt: Int64) throws
+    func citconToken(_ token: String) throws -> (merchantID: String, type: String, expiresAt: Int64)?
+    func insertCitconCharge(_ charge: CitconCharge) throws -> CitconCharge?
+    func completeCitconCharge(transactionID: Int64?, _ result: Completion?, charge: CitconCharge, outbox: [OutboxMessage]) throws
+    func citconCharge(id: String?, chargeToken: String?) throws -> CitconCharge?
+}
+
+extension Ledger: CitconStore {}
+
+/// How the Citcon platform behaves (`citcon.*` in the configuration).
+public struct CitconSettings: Sendable {
+    /// The SDK document version whose rules apply: "2.1.0" or "2.2.0" (methods offered).
+    public var version = "2.2.0"
+    /// Access tokens live 24 hours, as the platform's.
+    public var tokenLifetime: Duration = .seconds(24 * 3600)
+    /// A card number the issuer does not know, passing Luhn, is approved.
+    public var approveUnknownCards = true
+
+    public init() {}
+}
+
+/// The Citcon UPI platform: access tokens, charges by card (the bench's issuer, 3-D Secure by a
+/// challenge page) and by simulated wallets (a wallet page, the API, or the outcome table),
+/// inquiry, captures, cancels and refunds, and signed IPNs through the outbox (docs/citcon.md).
+///
+/// Every authorisation, capture, cancel and refund is a ledger transaction of provider `citcon`
+/// on the merchant's ledger terminal `citcon.<merchantId>`, committed with the charge's state
+/// and its IPN in one write before the answer.
+public final class CitconFront: Sendable {
+    public let context: WorkflowContext
+    let store: any CitconStore
+    public let settings: CitconSettings
+    /// Card data of charges waiting for their 3-D Secure challenge, by charge id: in memory only.
+    private let pendingCards = Mutex<[String: (pan: String, expiry: String, cvv: String?)]>([:])
+
+    public init(context: WorkflowContext, store: any CitconStore, settings: CitconSettings) {
+        self.context = context
+        self.store = store
+        self.settings = settings
+    }
+
+    /// An answer: the HTTP status and the JSON body.
+    public struct Reply: Sendable {
+        public let status: Int
+        public let body: String
+    }
+
+    static let app = "citcon_upi", apiVersion = "v0.1.1"
+
+    static func success(_ data: [String: Any], status: Int = 200) -> Reply {
+        Reply(status: status, body: text(["status": "success", "app": app, "version": apiVersion, "data": data]))
+    }
+
+    /// A refusal in the platform's shape.
+    public static func failure(_ e: CitconError) -> Reply {
+        var data: [String: Any] = ["code": e.code, "message": e.message]
+        if let d = e.debug { data["debug"] = d }
+        return Reply(status: e.httpStatus, body: text(["status": "fail", "app": app, "version": apiVersion, "data": data]))
+    }
+
+    static func text(_ object: Any) -> String {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    var nowMillis: Int64 { context.clock.nowMicroseconds() / 1000 / 1000 * 1000 }
+
+    func stored<T>(_ doing: String, _ body: () throws -> T) throws(CitconError) -> T {
+        do { return try body() } catch let error as LedgerError {
+            if case .invalid(let field, let rule) = error { throw .badRequest(field, rule) }
+            throw .internalError("\(doing): \(error)")
+        } catch {
+            throw .internalError("\(doing): \(error)")
+        }
+    }
+
+    /// The key or token of an `Authorization` value, with or without the `Bearer` word.
+    static func bearer(_ authorization: String?) -> String? {
+        guard var value = authorization?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        if value.lowercased().hasPrefix("bearer ") { value = String(value.dropFirst(7)).trimmingCharacters(in: .whitespaces) }
+        return value.isEmpty ? nil : value
+    }
+
+    // MARK: Access tokens
+
+    /// `POST /v1/access-tokens`: a client or server token for the merchant whose key authorises the request.
+    public func accessToken(authorization: String?, body: [UInt8]) throws(CitconError) -> Reply {
+        guard let key = Self.bearer(authorization) else { throw .unauthorised("unauthorized: the Authorization header must carry the merchant key") }
+        guard let merchant = try stored("find the merchant", { try store.citconMerchant(key: key) }) else {
+            throw .unauthorised("unauthorized: unknown merchant key")
+        }
+        let type: String
+        do throws(WorldlineError) {
+            type = try WorldlineJSON.parse(body).requiredString("token_type", maxLength: 16)
+        } catch {
+            throw CitconError.badRequest(error.propertyName ?? "token_type", "must be client or server")
+        }
+        guard type == "client" || type == "server" else { throw .badRequest("token_type", "must be client or server") }
+        let token = "UPI_" + Self.randomHex(32)
+        let now = nowMillis
+        let expiry = now + settings.tokenLifetime.components.seconds * 1000
+        try stored("record the token") { try store.storeCitconToken(token, merchantID: merchant.merchantID, type: type, at: now, expiresAt: expiry) }
+        let permission = type == "server" ? ["charge", "inquiry", "capture", "refund", "cancel", "vault"] : ["inquiry", "charge", "vault", "installment"]
+        return Self.success(["access_token": token, "token_type": type, "expiry": expiry, "permission": permission])
+    }
+
+    /// The merchant an access token acts for; `server` only for captures, cancels and refunds.
+    public func merchant(authorization: String?, needsServer: Bool = false) throws(CitconError) -> String {
+        guard let token = Self.bearer(authorization) else { throw .unauthorised("unauthorized: no access token") }
+        guard let found = try stored("read the token", { try store.citconToken(token) }) else { throw .unauthorised("unauthorized: unknown access token") }
+        guard found.expiresAt > nowMillis else { throw .unauthorised("unauthorized: the access token has expired") }
+        if needsServer, found.type != "server" { throw .unauthorised("unauthorized: a client token may only charge and inquire") }
+        return found.merchantID
+    }
+
+    func terminal(_ merchantID: String) -> String { "citcon.\(merchantID)" }
+
+    // MARK: Charges
+
+    /// `POST /v1/charges`. `pageURL(kind, id)` is the wallet or challenge page of a charge.
+    public func createCharge(merchantID: String, body: [UInt8], pageURL: (String, String) -> String) throws(CitconError) -> Reply {
+        let request = try CitconChargeRequest.parse(body, version: settings.version)
+        var charge = CitconCharge(id: Self.randomHex(16), chargeToken: Self.randomHex(16), merchantID: merchantID, reference: request.reference,
+                                  amount: request.amount, currency: request.currency, country: request.country, autoCapture: request.autoCapture,
+                                  note: request.note, method: request.method ?? "", status: request.method == nil ? "initiated" : "pending",
+                                  timeCreated: nowMillis, urls: request.urls)
+        if let card = request.card {
+            charge.maskedPAN = PAN.masked(card.pan)
+            charge.expiry = card.expiry
+            charge.challengePending = request.request3DS
+        }
+        guard let inserted = try stored("record the charge", { try store.insertCitconCharge(charge) }) else { throw .duplicate(request.reference) }
+        charge = inserted
+        if let card = request.card {
+            if request.request3DS {
+                pendingCards.withLock { $0[charge.id] = card }
+            } else {
+                charge = try authoriseCard(charge, card: card)
+            }
+        }
+        return Self.success(chargeData(charge, clients: request.clients, pageURL: pageURL))
+    }
+
+    /// `POST /v1/charges/{charge_token}`: the app confirms a charge. A wallet is run by the
+    /// outcome table (docs/citcon.md); a method given here sets a charge created without one.
+    public func confirm(merchantID: String, chargeToken: String, body: [UInt8], pageURL: (String, String) -> String) throws(CitconError) -> Reply {
+        guard var charge = try stored("read the charge", { try store.citconCharge(id: nil, chargeToken: chargeToken) }), charge.merchantID == merchantID else {
+            throw .notFound("not found: no charge with this charge token")
+        }
+        var method: String? = nil
+        do throws(WorldlineError) {
+            method = try WorldlineJSON.parse(body).object("payment")?.string("method", maxLength: 32)?.lowercased()
+        } catch { throw CitconError(error) }
+        if let method {
+            guard CitconMethod.offered(version: settings.version).contains(method), method != "card" else {
+                throw .badRequest("payment.method", "\(shownValue(method, 32)) is not a wallet method of the UPI SDK \(settings.version)")
+            }
+            if charge.method.isEmpty { charge.method = method }
+        }
+        guard !charge.method.isEmpty else { throw .badRequest("payment.method", "is required to confirm a charge created without one") }
+        if ["initiated", "pending"].contains(charge.status), charge.method != "card" {
+            if let outcome = Self.walletOutcome(amount: charge.amount, reference: charge.reference), outcome != "pending" {
+                charge = try settleWallet(charge, action: outcome)
+            } else if charge.status == "initiated" {
+                charge.status = "pending"
+                try stored("record the charge") { try store.completeCitconCharge(transactionID: nil, nil, charge: charge, outbox: []) }
+            }
+        }
+        return Self.success(chargeData(charge, clients: [], pageURL: pageURL))
+    }
+
+    /// The wallet outcome table for unattended runs: by the reference's suffix (`-decline`,
+    /// `-cancel`, `-expire`, `-pending`), else by the amount's last two digits (01 declined,
+    /// 02 cancelled, 03 expired, 04 left pending), else approved.
+    public static func walletOutcome(amount: Int64, reference: String) -> String? {
+        for (suffix, action) in [("-decline", "decline"), ("-cancel", "cancel"), ("-expire", "expire"), ("-pending", "pending")]
+        where reference.lowercased().hasSuffix(suffix) { return action }
+        return [1: "decline", 2: "cancel", 3: "expire", 4: "pending"][Int(amount % 100)] ?? "approve"
+    }
+
+    /// The payer acts on a wallet page (or through the API): approve, decline, cancel, or let it expire.
+    public func payerAction(chargeID: String, action: String) throws(CitconError) -> (charge: CitconCharge, redirect: String?) {
+        guard var charge = try stored("read the charge", { try store.citconCharge(id: chargeID, chargeToken: nil) }) else {
+            throw .notFound("not found: no charge \(shownValue(chargeID, 40))")
+        }
+        guard charge.method != "card" else { throw .badRequest("action", "a card charge is answered on its 3-D Secure page") }
+        guard ["initiated", "pending"].contains(charge.status) else {
+            throw CitconError(httpStatus: 409, code: "4000", message: "bad request: the charge is \(charge.status); the payer already answered")
+        }
+        guard ["approve", "decline", "cancel", "expire"].contains(action) else { throw .badRequest("action", "must be approve, decline, cancel or expire") }
+        if charge.method.isEmpty { charge.method = "wechatpay" }
+        charge = try settleWallet(charge, action: action)
+        let key = switch action { case "approve": "success"; case "cancel": "cancel"; default: "fail" }
+        return (charge, charge.urls[key])
+    }
+
+    /// A wallet's answer, recorded: approved is a ledger sale (or pre-authorisation when it
+    /// waits for a capture); the others end the charge, with a declined row for a decline.
+    func settleWallet(_ c: CitconCharge, action: String) throws(CitconError) -> CitconCharge {
+        var charge = c
+        let now = nowMillis
+        let terminal = terminal(charge.merchantID)
+        guard action == "approve" || action == "decline" else {
+            charge.status = action == "cancel" ? "canceled" : "expired"
+            if action == "cancel" { charge.timeCanceled = now }
+            charge.timeCompleted = now
+            return try recordWithoutIssuer(charge, status: action == "cancel" ? .cancelled : .failed, message: "the payer's wallet: \(charge.status)")
+        }
+        let captures = charge.autoCapture || CitconMethod.capturesAtOnce.contains(charge.method)
+        let started = try stored("begin the wallet payment") {
+            try store.begin(NewTransaction(terminal: terminal, provider: .citcon, action: captures ? .sale : .preAuth, amount: charge.amount,
+                                           currency: Self.currencyNumber(charge.currency), clientReference: charge.reference,
+                                           createdAt: context.clock.nowMicroseconds()))
+        }
+        let approved = action == "approve"
+        charge.status = approved ? (captures ? "succeeded" : "authorized") : "failed"
+        charge.transactionID = started.id
+        charge.timeCompleted = now
+        if approved, captures {
+            charge.amountCaptured = charge.amount
+            charge.timeCaptured = now
+        }
+        let completion = Completion(status: approved ? .approved : .declined, responseCode: approved ? "00" : "05",
+                                    message: approved ? "approved by the payer's wallet" : "declined by the payer's wallet",
+                                    authorisationCode: approved ? Self.randomDigits(6) : nil, brand: charge.method.uppercased(), entryMode: "wallet",
+                                    completedAt: context.clock.nowMicroseconds())
+        try stored("record the wallet payment") {
+            try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: ipn(charge))
+        }
+        context.publish(.recorded(stan: started.stan, status: approved ? .approved : .declined, action: captures ? .sale : .preAuth), terminal: terminal)
+        return charge
+    }
+
+    /// A ledger row for a charge that ended before an authorisation (cancelled, expired), so the
+    /// charge is in `cardbench tx` and its IPN has a row to be delivered with (an outbox row
+    /// belongs to a transaction).
+    @discardableResult
+    func recordWithoutIssuer(_ charge: CitconCharge, status: TransactionStatus, message: String) throws(CitconError) -> CitconCharge {
+        let started = try stored("begin the record") {
+            try store.begin(NewTransaction(terminal: terminal(charge.merchantID), provider: .citcon, action: .sale, amount: charge.amount,
+                                           currency: Self.currencyNumber(charge.currency), clientReference: charge.reference,
+                                           createdAt: context.clock.nowMicroseconds()))
+        }
+        var c = charge
+        c.transactionID = started.id
+        try stored("record the charge") {
+            try store.completeCitconCharge(transactionID: started.id, Completion(status: status, message: message, completedAt: context.clock.nowMicroseconds()),
+                                           charge: c, outbox: ipn(c))
+        }
+        return c
+    }
+
+    /// A card charge asks the issuer (CVV, expiry, state, balance, queued answers).
+    func authoriseCard(_ c: CitconCharge, card: (pan: String, expiry: String, cvv: String?), challengeFailed: Bool = false) throws(CitconError) -> CitconCharge {
+        var charge = c
+        let terminal = terminal(charge.merchantID)
+        let createdAt = context.clock.nowMicroseconds()
+        let started = try stored("begin the authorisation") {
+            try store.begin(NewTransaction(terminal: terminal, provider: .citcon, action: charge.autoCapture ? .sale : .preAuth, amount: charge.amount,
+                                           currency: Self.currencyNumber(charge.currency), clientReference: charge.reference, createdAt: createdAt, pan: card.pan))
+        }
+        context.publish(.transactionStarted(stan: started.stan, action: charge.autoCapture ? .sale : .preAuth), terminal: terminal)
+        var auth = AuthorisationRequest(pan: card.pan, aid: [], kind: charge.autoCapture ? .purchase : .preAuthorisation, amount: Int(charge.amount),
+                                        currency: Self.currencyNumber(charge.currency), arqc: nil, cryptogramData: nil,
+                                        date: UTCDateParts(secondsSince1970: createdAt / 1_000_000))
+        auth.cvv = card.cvv
+        let parts = card.expiry.split(separator: "/")
+        if parts.count == 2, let mm = Int(parts[0]), let yy = Int(parts[1]) { auth.cardExpiry = (2000 + yy, mm) }
+        var response: AuthorisationResponse? = nil
+        var failure: String? = challengeFailed ? "3-D Secure authentication failed" : nil
+        if !challengeFailed {
+            let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: terminal, amountTable: .none,
+                                 approveUnknownCards: settings.approveUnknownCards)
+            do throws(HostError) { response = try host.authorise(auth) } catch { failure = error.description }
+        }
+        let approved = response?.isApproved ?? false
+        let now = nowMillis
+        charge.transactionID = started.id
+        charge.challengePending = false
+        charge.timeCompleted = now
+        if approved {
+            charge.status = charge.autoCapture ? "succeeded" : "authorized"
+            charge.authorisationCode = response?.authorisationCode
+            if charge.autoCapture {
+                charge.amountCaptured = charge.amount
+                charge.timeCaptured = now
+            }
+        } else {
+            charge.status = "failed"
+            charge.responseCode = response?.responseCode.code
+            charge.message = response?.message ?? failure
+        }
+        let completion = Completion(status: approved ? .approved : (response == nil && !challengeFailed ? .failed : .declined),
+                                    responseCode: response?.responseCode.code, message: response?.message ?? failure,
+                                    authorisationCode: response?.authorisationCode, maskedPAN: PAN.masked(card.pan), pan: card.pan,
+                                    brand: CardBrand.detect(pan: card.pan)?.displayName, entryMode: "ecommerce", completedAt: context.clock.nowMicroseconds())
+        do {
+            try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: ipn(charge))
+        } catch {
+            if let response { context.host.reverse(auth, approval: response) }
+            throw .internalError("the charge could not be recorded: \(error)")
+        }
+        context.publish(.recorded(stan: started.stan, status: completion.status, action: charge.autoCapture ? .sale : .preAuth), terminal: terminal)
+        return charge
+    }
+
+    /// The 3-D Secure challenge of a card charge, answered.
+    public func answerChallenge(chargeID: String, passed: Bool) throws(CitconError) -> (charge: CitconCharge, redirect: String?) {
+        guard let charge = try stored("read the charge", { try store.citconCharge(id: chargeID, chargeToken: nil) }), charge.challengePending else {
+            throw .notFound("not found: no charge \(shownValue(chargeID, 40)) waiting for a 3-D Secure challenge")
+        }
+        guard let card = pendingCards.withLock({ $0.removeValue(forKey: chargeID) }) else {
+            var c = charge
+            c.status = "failed"
+            c.challengePending = false
+            c.message = "the challenge expired: the platform restarted while it waited"
+            try stored("record the charge") { try store.completeCitconCharge(transactionID: nil, nil, charge: c, outbox: []) }
+            return (c, c.urls["fail"])
+        }
+        let done = try authoriseCard(charge, card: card, challengeFailed: !passed)
+        return (done, done.urls[done.status == "failed" ? "fail" : "success"])
+    }
+
+    // MARK: Inquiry, captures, cancels, refunds
+
+    func charge(_ merchantID: String, _ id: String) throws(CitconError) -> CitconCharge {
+        guard let c = try stored("read the charge", { try store.citconCharge(id: id, chargeToken: nil) }), c.merchantID == merchantID else {
+            throw .notFound("not found: no transaction \(shownValue(id, 40))")
+        }
+        return c
+    }
+
+    /// `GET /v1/transactions/{id}`.
+    public func inquiry(merchantID: String, id: String) throws(CitconError) -> Reply {
+        Self.success(inquiryData(try charge(merchantID, id)))
+    }
+
+    /// `POST /v1/captures`: all or part of an authorised charge.
+    public func capture(merchantID: String, body: [UInt8]) throws(CitconError) -> Reply {
+        let r = try CitconOperationRequest.parse(body)
+        var c = try charge(merchantID, r.transactionID)
+        guard c.status == "authorized", let authID = c.transactionID else {
+            throw .badRequest("transaction_id", "the charge is \(c.status); only an authorized charge can be captured")
+        }
+        let amount = r.amount ?? c.amount
+        guard amount <= c.amount else { throw .badRequest("amount", "\(amount) is more than the authorized \(c.amount)") }
+        let auth = try stored("read the authorisation") { try store.transaction(id: authID) }
+        let started = try stored("begin the capture") {
+            try store.begin(NewTransaction(terminal: terminal(merchantID), provider: .citcon, action: .capture, amount: amount,
+                                           currency: Self.currencyNumber(c.currency), clientReference: r.reference ?? c.reference, originalID: authID,
+                                           createdAt: context.clock.nowMicroseconds()))
+        }
+        if amount < c.amount, let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount - amount)) }
+        let now = nowMillis
+        let operation = CitconOperation(object: "capture", id: Self.randomHex(16), reference: r.reference ?? "", amount: amount, status: "succeeded",
+                                        timeCreated: now, transactionID: started.id)
+        c.operations.append(operation)
+        c.status = "succeeded"
+        c.amountCaptured = amount
+        c.timeCaptured = now
+        try stored("record the capture") {
+            try store.completeCitconCharge(transactionID: started.id, auth.map { Completion.approved(actingOn: $0, completedAt: context.clock.nowMicroseconds()) },
+                                           charge: c, outbox: ipn(c))
+        }
+        context.publish(.recorded(stan: started.stan, status: .approved, action: .capture), terminal: terminal(merchantID))
+        return Self.success(operationData(operation, c))
+    }
+
+    /// `POST /v1/cancels`: releases an authorised (or still pending) charge.
+    public func cancel(merchantID: String, body: [UInt8]) throws(CitconError) -> Reply {
+        let r = try CitconOperationRequest.parse(body)
+        var c = try charge(merchantID, r.transactionID)
+        let now = nowMillis
+        switch c.status {
+        case "initiated", "pending":
+            _ = pendingCards.withLock { $0.removeValue(forKey: c.id) }
+            c.status = "canceled"
+            c.challengePending = false
+            c.timeCanceled = now
+            c = try recordWithoutIssuer(c, status: .cancelled, message: "cancelled by the merchant before payment")
+            return Self.success(operationData(CitconOperation(object: "cancel", id: Self.randomHex(16), reference: r.reference ?? "", amount: c.amount,
+                                                              status: "succeeded", timeCreated: now, transactionID: nil), c))
+        case "authorized":
+            guard let authID = c.transactionID, let auth = try stored("read the authorisation", { try store.transaction(id: authID) }) else {
+                throw .internalError("the charge has no authorisation in the ledger")
+            }
+            let started = try stored("begin the cancel") {
+                try store.begin(NewTransaction(terminal: terminal(merchantID), provider: .citcon, action: .cancel, amount: auth.amount,
+                                               currency: auth.currency, clientReference: r.reference ?? c.reference, originalID: authID,
+                                               createdAt: context.clock.nowMicroseconds()))
+            }
+            if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount)) }
+            let operation = CitconOperation(object: "cancel", id: Self.randomHex(16), reference: r.reference ?? "", amount: c.amount, status: "succeeded",
+                                            timeCreated: now, transactionID: started.id)
+            c.operations.append(operation)
+            c.status = "canceled"
+            c.timeCanceled = now
+            try stored("record the cancel") {
+                try store.completeCitconCharge(transactionID: started.id, Completion.approved(actingOn: auth, completedAt: context.clock.nowMicroseconds()),
+                                               charge: c, outbox: ipn(c))
+            }
+            context.publish(.recorded(stan: started.stan, status: .approved, action: .cancel), terminal: terminal(merchantID))
+            return Self.success(operationData(operation, c))
+        default:
+            throw .badRequest("transaction_id", "the charge is \(c.status); only an initiated, pending or authorized charge can be cancelled (refund a captured one)")
+        }
+    }
+
+    /// `POST /v1/refunds`: all or part of what was captured and not yet refunded.
+    public func refund(merchantID: String, body: [UInt8]) throws(CitconError) -> Reply {
+        let r = try CitconOperationRequest.parse(body)
+        var c = try charge(merchantID, r.transactionID)
+        guard c.status == "succeeded", let captured = c.amountCaptured else {
+            throw .badRequest("transaction_id", "the charge is \(c.status); only a succeeded (captured) charge can be refunded")
+        }
+        let left = captured - (c.amountRefunded ?? 0)
+        let amount = r.amount ?? left
+        guard amount <= left else {
+            throw CitconError(httpStatus: 400, code: "4208", message: "bad request: amount \(amount) is more than what is left to refund (\(left) of \(captured) captured)",
+                              debug: "amount")
+        }
+        guard let originalID = c.operations.first(where: { $0.object == "capture" })?.transactionID ?? c.transactionID,
+              let original = try stored("read the original", { try store.transaction(id: originalID) }) else {
+            throw .internalError("the charge has no captured transaction in the ledger")
+        }
+        let started = try stored("begin the refund") {
+            try store.begin(NewTransaction(terminal: terminal(merchantID), provider: .citcon, action: .refund, amount: amount, currency: original.currency,
+                                           clientReference: r.reference ?? c.reference, originalID: originalID, createdAt: context.clock.nowMicroseconds()))
+        }
+        if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
+        let now = nowMillis
+        let operation = CitconOperation(object: "refund", id: Self.randomHex(16), reference: r.reference ?? "", amount: amount, status: "succeeded",
+                                        timeCreated: now, transactionID: started.id)
+        c.operations.append(operation)
+        c.amountRefunded = (c.amountRefunded ?? 0) + amount
+        try stored("record the refund") {
+            try store.completeCitconCharge(transactionID: started.id, Completion.approved(actingOn: original, completedAt: context.clock.nowMicroseconds()),
+                                           charge: c, outbox: ipn(c, refund: operation))
+        }
+        context.publish(.recorded(stan: started.stan, status: .approved, action: .refund), terminal: terminal(merchantID))
+        return Self.success(operationData(operation, c))
+    }
+
+    // MARK: The SDK's results
+
+    /// What the SDK's `requestOrder` would hand the app, for a test double of the SDK: the charge
+    /// (`charge_token`, or a `transaction` to create one) is run through its wallet's outcome
+    /// table (or stays pending for a card with 3-D Secure), and the answer is the `CPayResult`:
+    /// `{status, app, version, data{code, message, id, object, reference, amount, currency,
+    /// country, amount_captured, amount_refunded, auto_capture, status, time_created,
+    /// time_captured, charge_token: null, payment{method}}}` with the document's client codes
+    /// (0 success, -1 failure, -2 a WeChat Pay cancel, 6001 an Alipay cancel).
+    public func sdkRequestOrder(merchantID: String, body: [UInt8], pageURL: (String, String) -> String) throws(CitconError) -> Reply {
+        var token: String? = nil
+        var method: String? = nil
+        do throws(WorldlineError) {
+            let json = try WorldlineJSON.parse(body)
+            token = try json.string("charge_token", maxLength: 64)
+            method = try json.object("payment")?.string("method", maxLength: 32)?.lowercased()
+        } catch { throw CitconError(error) }
+        var charge: CitconCharge
+        if let token {
+            let confirmBody = method.map { Array(Self.text(["payment": ["method": $0]]).utf8) } ?? Array("{}".utf8)
+            _ = try confirm(merchantID: merchantID, chargeToken: token, body: confirmBody, pageURL: pageURL)
+            guard let c = try stored("read the charge", { try store.citconCharge(id: nil, chargeToken: token) }) else { throw .notFound("not found") }
+            charge = c
+        } else {
+            let created = try createCharge(merchantID: merchantID, body: body, pageURL: pageURL)
+            guard let object = try? JSONSerialization.jsonObject(with: Data(created.body.utf8)) as? [String: Any],
+                  let data = object["data"] as? [String: Any], let t = data["charge_token"] as? String,
+                  let c = try stored("read the charge", { try store.citconCharge(id: nil, chargeToken: t) }) else {
+                throw .internalError("the charge was not recorded")
+            }
+            charge = c
+            if charge.method != "card", ["initiated", "pending"].contains(charge.status) {
+                _ = try confirm(merchantID: merchantID, chargeToken: t, body: Array("{}".utf8), pageURL: pageURL)
+                charge = try stored("read the charge", { try store.citconCharge(id: charge.id, chargeToken: nil) }) ?? charge
+            }
+        }
+        var data = baseData(charge)
+        data["charge_token"] = NSNull()
+        data["payment"] = ["method": charge.method]
+        let (code, message): (String, String) = switch charge.status {
+        case "succeeded", "authorized", "pending", "initiated": ("0", "Success.")
+        case "canceled": (charge.method == "alipay" ? "6001" : "-2", "Cancellation.")
+        default: ("-1", charge.message ?? "the payment failed (\(charge.status))")
+        }
+        data["code"] = code
+        data["message"] = message
+        let ok = code == "0"
+        return Reply(status: 200, body: Self.text(["status": ok ? "success" : "fail", "app": Self.app, "version": Self.apiVersion, "data": data]))
+    }
+
+    /// What the SDK's `inquireOrder(transId)` would hand the app: the `CPayCheck`, the platform's
+    /// inquiry of the transaction.
+    public func sdkInquireOrder(merchantID: String, body: [UInt8]) throws(CitconError) -> Reply {
+        let id: String
+        do throws(WorldlineError) { id = try WorldlineJSON.parse(body).requiredString("transaction_id", maxLength: 64) } catch { throw CitconError(error) }
+        return try inquiry(merchantID: merchantID, id: id)
+    }
+
+    // MARK: IPN
+
+    /// The IPN of a charge's new status (or of a refund), to `urls.ipn` when the charge has one.
+    func ipn(_ c: CitconCharge, refund: CitconOperation? = nil) -> [OutboxMessage] {
+        guard let url = c.urls["ipn"], let key = try? store.citconMerchantKey(c.merchantID) else { return [] }
+        let status: String
+        if refund != nil {
+            status = "success"
+        } else {
+            status = switch c.status {
+            case "authorized": "authorized"
+            case "succeeded": c.method == "card" || !c.operations.isEmpty ? "captured" : "success"
+            case "canceled": "cancelled"
+            default: "fail"
+            }
+        }
+        let fields = "id,transaction_type,reference,amount,currency,status,time_completed,time_created,payment_method,amount_captured,amount_refunded"
+        let id = refund?.id ?? c.id
+        let amount = refund?.amount ?? c.amount
+        let created = Self.isoTime(refund?.timeCreated ?? c.timeCreated)
+        let completed = Self.isoTime(refund?.timeCreated ?? c.timeCompleted ?? nowMillis)
+        let values: [String: String] = [
+            "id": id, "transaction_type": refund == nil ? "charge" : "refund", "reference": refund?.reference ?? c.reference, "amount": String(amount),
+            "currency": c.currency, "status": status, "time_completed": completed, "time_created": created, "payment_method": c.method,
+            "amount_captured": c.amountCaptured.map(String.init) ?? "", "amount_refunded": c.amountRefunded.map(String.init) ?? "", "fields": fields,
+        ]
+        var body: [String: Any] = values
+        body["amount"] = amount
+        if let v = c.amountCaptured { body["amount_captured"] = v }
+        if let v = c.amountRefunded { body["amount_refunded"] = v }
+        body["sign"] = CitconSign.sign(values, secret: key)
+        return [OutboxMessage(kind: .webhook, target: url, payload: Self.text(body))]
+    }
+
+    // MARK: Bodies
+
+    func chargeData(_ c: CitconCharge, clients: [String], pageURL: (String, String) -> String) -> [String: Any] {
+        var data = baseData(c)
+        data["charge_token"] = c.chargeToken
+        var payment: [String: Any] = ["method": c.method]
+        if ["initiated", "pending"].contains(c.status) {
+            payment["client"] = [clientContent(c, client: clients.first ?? "mobile_native", pageURL: pageURL)]
+        }
+        data["payment"] = payment
+        return data
+    }
+
+    /// What an app gets to run the payment: a wallet's own parameter set, or a page to redirect to.
+    func clientContent(_ c: CitconCharge, client: String, pageURL: (String, String) -> String) -> [String: Any] {
+        let content: String
+        var format = "json"
+        switch c.method {
+        case "wechatpay":
+            content = Self.text(["appid": "wx" + String(c.id.prefix(16)), "partnerid": String(c.id.suffix(10)), "prepayid": "wx" + c.chargeToken,
+                                 "package": "Sign=WXPay", "noncestr": String(c.chargeToken.prefix(32)), "timestamp": String(c.timeCreated / 1000),
+                                 "sign": String(CitconSign.sign(["fields": "id", "id": c.id], secret: c.chargeToken).prefix(32)).uppercased()])
+        case "alipay":
+            content = Self.text(["orderSpec": "partner=\"2088\(c.id.prefix(12))\"&out_trade_no=\"\(c.id)\"&total_fee=\"\(c.amount)\"&currency=\"\(c.currency)\"",
+                                 "signedString": CitconSign.sign(["fields": "id", "id": c.id], secret: c.chargeToken)])
+        case "upop":
+            content = Self.text(["tn": String(c.timeCreated) + String(c.id.prefix(8))])
+        default:
+            format = "redirect"
+            content = pageURL(c.method == "card" ? "3ds" : "wallet", c.id)
+        }
+        return ["client": client, "format": format, "method": c.method, "content": content]
+    }
+
+    func baseData(_ c: CitconCharge) -> [String: Any] {
+        [
+            "object": "charge", "id": c.id, "reference": c.reference, "amount": c.amount, "currency": c.currency, "country": c.country,
+            "amount_captured": c.amountCaptured.map { $0 as Any } ?? NSNull(), "amount_refunded": c.amountRefunded.map { $0 as Any } ?? NSNull(),
+            "time_created": c.timeCreated, "time_captured": c.timeCaptured.map { $0 as Any } ?? NSNull(), "auto_capture": c.autoCapture,
+            "status": c.status,
+        ]
+    }
+
+    func inquiryData(_ c: CitconCharge) -> [String: Any] {
+        var data = baseData(c)
+        data["time_canceled"] = c.timeCanceled.map { String($0) } ?? ""
+        data["expiry"] = NSNull()
+        data["payment"] = ["method": c.method, "token": NSNull(), "type": c.method == "card" ? "card" : "",
+                           "data": ["pan": c.maskedPAN ?? "", "expiry": c.expiry ?? ""]] as [String: Any]
+        data["exchange"] = ["amount": NSNull(), "currency": NSNull(), "rate": NSNull()]
+        func list(_ object: String) -> [String: Any] {
+            ["data": c.operations.filter { $0.object == object }.map { operationData($0, c) }]
+        }
+        data["captures"] = list("capture")
+        data["refunds"] = list("refund")
+        data["chargebacks"] = ["data": [Any]()]
+        return data
+    }
+
+    func operationData(_ o: CitconOperation, _ c: CitconCharge) -> [String: Any] {
+        ["object": o.object, "id": o.id, "reference": o.reference, "amount": o.amount, "currency": c.currency, "status": o.status,
+         "time_created": o.timeCreated, "transaction_id": c.id]
+    }
+
+    /// The inquiry body of a charge, for the SDK's CPayCheck.
+    public func checkData(_ c: CitconCharge) -> [String: Any] { inquiryData(c) }
+
+    // MARK: Helpers
+
+    static func randomHex(_ bytes: Int) -> String {
+        var g = SystemRandomNumberGenerator()
+        return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &g)) }.joined()
+    }
+
+    static func randomDigits(_ n: Int) -> String {
+        var g = SystemRandomNumberGenerator()
+        return String((0..<n).map { _ in Character(String(Int.random(in: 0...9, using: &g))) })
+    }
+
+    static func isoTime(_ millis: Int64) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date(timeIntervalSince1970: Double(millis) / 1000))
+    }
+
+    /// ISO 4217 numbers the ledger stores (the platform speaks alphabetic codes).
+    static func currencyNumber(_ code: String) -> Int {
+        ["USD": 840, "CNY": 156, "CAD": 124, "GBP": 826, "AUD": 36, "SGD": 702, "NZD": 554, "KRW": 410, "PHP": 608, "IDR": 360, "MYR": 458,
+         "THB": 764, "HKD": 344, "JPY": 392, "EUR": 978, "CHF": 756, "SEK": 752, "DKK": 208, "NOK": 578, "MXN": 484][code] ?? 840
+    }
+}
