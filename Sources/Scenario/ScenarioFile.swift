@@ -53,6 +53,40 @@ public struct Scenario: Sendable {
         case issueDeviceToken(user: String, alias: String?)
         /// A request to the Worldline platform (docs/scenarios.md, "Worldline").
         case worldline(WorldlineStep)
+        /// A request to the Citcon platform (docs/scenarios.md, "Citcon").
+        case citcon(CitconStep)
+    }
+
+    /// A Citcon platform step, made through the control API as merchant `merchant`'s backend
+    /// (or, for `payer` and `challenge`, as the payer on the wallet or 3-D Secure page).
+    public struct CitconStep: Sendable {
+        public enum Kind: Sendable {
+            case charge(fields: [String: String])
+            case confirm(token: String, method: String?)
+            case payer(charge: String, action: String)
+            case challenge(charge: String, result: String)
+            case capture(charge: String, amount: String?)
+            case refund(charge: String, amount: String?)
+            case cancel(charge: String)
+            case inquire(charge: String)
+            case requestOrder(token: String, method: String?)
+            case host(code: String?, unavailable: Bool, delayMilliseconds: Int?)
+            case request(method: String, path: String, body: String?)
+        }
+        public let merchant: String
+        public let kind: Kind
+    }
+
+    /// What a Citcon step's answer must show.
+    public struct CitconExpectation: Sendable {
+        public var http: Int?
+        public var result: String?
+        public var status: String?
+        public var code: String?
+        public var amountCaptured: String?
+        public var amountRefunded: String?
+        public var ipns: [String]?
+        public var ledger: [(field: String, value: String)]?
     }
 
     /// A Worldline platform step: made through the control API's `POST /v1/worldline/requests`
@@ -112,6 +146,8 @@ public struct Scenario: Sendable {
         public var error: String?
         /// A Worldline step's checks.
         public var worldline: WorldlineExpectation?
+        /// A Citcon step's checks.
+        public var citcon: CitconExpectation?
     }
 }
 
@@ -179,7 +215,7 @@ extension Scenario {
 
     static func parseStep(_ node: Node, file: String, cards: inout [String: String], cardsDirectory: String) throws(ScenarioError) -> Step {
         let m = try Mapping(node, file: file, what: "a step")
-        let actions = ["open", "card", "keypad", "host", "clock", "wait", "billpocket", "worldline"]
+        let actions = ["open", "card", "keypad", "host", "clock", "wait", "billpocket", "worldline", "citcon"]
         let present = actions.filter { m.node($0) != nil }
         guard present.count == 1 else {
             throw m.error(present.isEmpty ? "a step needs one of \(actions.joined(separator: ", "))" : "a step has one action, this one has \(present.joined(separator: " and "))")
@@ -236,6 +272,8 @@ extension Scenario {
             }
         case "worldline":
             action = .worldline(try parseWorldline(try m.mapping("worldline")!, cards: &cards, cardsDirectory: cardsDirectory))
+        case "citcon":
+            action = .citcon(try parseCitcon(try m.mapping("citcon")!, cards: &cards, cardsDirectory: cardsDirectory))
         case "wait":
             guard let seconds = m.node("wait")?.scalar.flatMap({ Double($0.string) }), seconds >= 0, seconds <= 60 else {
                 throw m.error("wait: seconds, 0 to 60")
@@ -275,6 +313,10 @@ extension Scenario {
             if case .worldline = action {
                 var x = Expectation(line: e.line)
                 x.worldline = try parseWorldlineExpectation(e)
+                expectation = x
+            } else if case .citcon = action {
+                var x = Expectation(line: e.line)
+                x.citcon = try parseCitconExpectation(e)
                 expectation = x
             } else {
                 expectation = try parseExpectation(e)
@@ -332,6 +374,73 @@ extension Scenario {
             kind = .request(method: try r.string("method") ?? "POST", path: try r.string("path", required: true)!, body: try r.string("body"))
         }
         return WorldlineStep(merchant: merchant, kind: kind, idempotenceKey: try w.string("idempotence_key"))
+    }
+
+    static func parseCitcon(_ c: Mapping, cards: inout [String: String], cardsDirectory: String) throws(ScenarioError) -> CitconStep {
+        let kinds = ["charge", "confirm", "payer", "challenge", "capture", "refund", "cancel", "inquire", "request_order", "host", "request"]
+        let which = kinds.filter { c.node($0) != nil }
+        guard which.count == 1 else { throw c.error("citcon: exactly one of \(kinds.joined(separator: ", "))") }
+        try c.allow(Set(which + ["merchant", "amount", "action", "result", "method"]))
+        let merchant = try c.string("merchant") ?? "scenario-shop"
+        let kind: CitconStep.Kind
+        switch which[0] {
+        case "charge":
+            let m = try c.mapping("charge")!
+            let allowed = ["reference", "amount", "currency", "country", "auto_capture", "method", "card", "number", "expiry", "cvv", "three_ds", "ipn",
+                           "note"]
+            try m.allow(Set(allowed))
+            var fields: [String: String] = [:]
+            for key in allowed { if let v = try m.string(key) { fields[key] = v } }
+            guard fields["amount"] != nil else { throw m.error("charge.amount: is required") }
+            if let card = fields["card"] {
+                if cards[card] == nil { cards[card] = Self.resolve(card, in: cardsDirectory) }
+                guard FileManager.default.fileExists(atPath: cards[card]!) else { throw m.error("charge.card: no profile \(cards[card]!)") }
+                fields["card"] = cards[card]!
+            }
+            kind = .charge(fields: fields)
+        case "confirm": kind = .confirm(token: try c.string("confirm", required: true)!, method: try c.string("method"))
+        case "payer":
+            let action = try c.string("action", required: true)!
+            guard ["approve", "decline", "cancel", "expire"].contains(action) else { throw c.error("action: approve, decline, cancel or expire") }
+            kind = .payer(charge: try c.string("payer", required: true)!, action: action)
+        case "challenge":
+            let result = try c.string("result", required: true)!
+            guard result == "pass" || result == "fail" else { throw c.error("result: pass or fail") }
+            kind = .challenge(charge: try c.string("challenge", required: true)!, result: result)
+        case "capture": kind = .capture(charge: try c.string("capture", required: true)!, amount: try c.string("amount"))
+        case "refund": kind = .refund(charge: try c.string("refund", required: true)!, amount: try c.string("amount"))
+        case "cancel": kind = .cancel(charge: try c.string("cancel", required: true)!)
+        case "inquire": kind = .inquire(charge: try c.string("inquire", required: true)!)
+        case "request_order": kind = .requestOrder(token: try c.string("request_order", required: true)!, method: try c.string("method"))
+        case "host":
+            let (code, unavailable, delay) = try parseHost(try c.mapping("host")!)
+            kind = .host(code: code, unavailable: unavailable, delayMilliseconds: delay)
+        default:
+            let r = try c.mapping("request")!
+            try r.allow(["method", "path", "body"])
+            kind = .request(method: try r.string("method") ?? "POST", path: try r.string("path", required: true)!, body: try r.string("body"))
+        }
+        return CitconStep(merchant: merchant, kind: kind)
+    }
+
+    static func parseCitconExpectation(_ e: Mapping) throws(ScenarioError) -> CitconExpectation {
+        try e.allow(["http", "result", "status", "code", "amount_captured", "amount_refunded", "ipns", "ledger"])
+        var x = CitconExpectation()
+        x.http = try e.int("http")
+        x.result = try e.string("result")
+        x.status = try e.string("status")
+        x.code = try e.string("code")
+        x.amountCaptured = try e.string("amount_captured")
+        x.amountRefunded = try e.string("amount_refunded")
+        if let node = e.node("ipns") {
+            guard case .sequence(let seq) = node else { throw e.error("ipns: a list of IPN statuses") }
+            x.ipns = seq.compactMap { $0.scalar?.string }
+        }
+        if let l = try e.mapping("ledger") {
+            try l.allow(["status", "responseCode", "action", "amount", "provider", "maskedPan"])
+            x.ledger = l.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
+        }
+        return x
     }
 
     static func parseWorldlineExpectation(_ e: Mapping) throws(ScenarioError) -> WorldlineExpectation {

@@ -231,6 +231,8 @@ struct Execution {
     let scenario: Scenario
     let client: DaemonClient
     var saved: [String: [String: String]] = [:]
+    /// Citcon merchants this run has made (each gets its key once).
+    var citconMerchants: Set<String> = []
 
     init(scenario: Scenario, client: DaemonClient) {
         self.scenario = scenario
@@ -251,10 +253,13 @@ struct Execution {
     mutating func run() async throws {
         // Fresh state: nothing queued, no card left over, the accounts as their profiles say.
         try await call("POST", terminalPath + "/reset", line: 0)
-        // A Worldline merchant's one-shot answers left by an earlier scenario are dropped too.
+        // A platform merchant's one-shot answers left by an earlier scenario are dropped too.
         for step in scenario.steps {
             if case .worldline(let w) = step.action, !w.merchant.contains("{{") {
                 try await call("DELETE", "/v1/worldline/merchants/\(w.merchant)/host-queue", line: 0)
+            }
+            if case .citcon(let c) = step.action, !c.merchant.contains("{{") {
+                try await call("DELETE", "/v1/citcon/merchants/\(c.merchant)/host-queue", line: 0)
             }
         }
         for path in Set(scenario.cards.values).sorted() {
@@ -308,6 +313,134 @@ struct Execution {
             try save(step, data)
         case .worldline(let w):
             try await worldline(w, step)
+        case .citcon(let c):
+            try await citcon(c, step)
+        }
+    }
+
+    // MARK: Citcon
+
+    /// A Citcon step: the request through the control API (the payer's answers through the
+    /// wallet and challenge routes), then its checks.
+    mutating func citcon(_ c: Scenario.CitconStep, _ step: Scenario.Step) async throws {
+        let m = try fill(c.merchant, step)
+        if !citconMerchants.contains(m) {
+            try await call("POST", "/v1/citcon/merchants", CitconMerchantBody(merchantId: m), line: step.line)
+            citconMerchants.insert(m)
+        }
+        var http = 0
+        var body: [String: Any] = [:]
+        var chargeID: String?
+        func viaPlatform(_ method: String, _ path: String, _ object: [String: Any]?) async throws {
+            let data = try await call("POST", "/v1/citcon/requests",
+                                      CitconRequestBody(merchantId: m, method: method, path: path, body: object.map { Self.jsonText($0) }), line: step.line)
+            let answer = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+            http = answer["status"] as? Int ?? 0
+            body = answer["body"] as? [String: Any] ?? [:]
+        }
+        func number(_ text: String?, _ what: String) throws -> Int? {
+            guard let text else { return nil }
+            guard let n = Int(try fill(text, step)) else { throw fail(step, "citcon.\(what): a whole number, got \"\(text)\"") }
+            return n
+        }
+        switch c.kind {
+        case .host(let code, let unavailable, let delay):
+            try await call("POST", "/v1/citcon/merchants/\(m)/host-queue",
+                           HostOutcomeBody(code: code, unavailable: unavailable ? true : nil, delayMs: delay), line: step.line)
+            return
+        case .payer(let charge, let action), .challenge(let charge, let action):
+            chargeID = try fill(charge, step)
+            let route: String
+            if case .payer = c.kind { route = "payer" } else { route = "challenge" }
+            let reply = try await client.send(method: "POST", "/v1/citcon/charges/\(chargeID!)/\(route)", json: CitconAnswerBody(action: action))
+            http = reply.status
+            let answer = (try? JSONSerialization.jsonObject(with: reply.body)) as? [String: Any] ?? [:]
+            body = ["status": reply.status == 200 ? "success" : "fail", "data": answer["charge"] ?? ["message": reply.errorMessage]]
+        case .charge(let f):
+            var transaction: [String: Any] = ["reference": try fill(f["reference"] ?? "sc-{{run.id}}-\(step.line)", step),
+                                              "amount": try number(f["amount"], "charge.amount")!, "currency": try fill(f["currency"] ?? "USD", step),
+                                              "country": try fill(f["country"] ?? "US", step)]
+            if let a = f["auto_capture"] { transaction["auto_capture"] = a == "true" }
+            if let n = f["note"] { transaction["note"] = try fill(n, step) }
+            var payment: [String: Any] = ["client": ["mobile_native"]]
+            if let path = f["card"] {
+                let values = try Self.cardValues(path)
+                var data: [String: Any] = ["pan": values.number, "expiry": String(values.expiry.prefix(2)) + "/" + String(values.expiry.suffix(2))]
+                if let cvv = values.cvv { data["cvv"] = cvv }
+                if let e = f["expiry"] { data["expiry"] = try fill(e, step) }
+                if let v = f["cvv"] { data["cvv"] = try fill(v, step) }
+                payment["data"] = data
+                payment["method"] = "card"
+            } else if let n = f["number"] {
+                payment["data"] = ["pan": try fill(n, step), "expiry": try fill(f["expiry"] ?? "12/30", step), "cvv": try fill(f["cvv"] ?? "123", step)]
+                payment["method"] = "card"
+            }
+            if let method = f["method"] { payment["method"] = try fill(method, step) }
+            if f["three_ds"] == "true" { payment["request_3ds"] = true }
+            var urls: [String: Any] = ["success": "https://shop.example/ok", "fail": "https://shop.example/fail", "cancel": "https://shop.example/cancel"]
+            if let ipn = f["ipn"] { urls["ipn"] = try fill(ipn, step) }
+            try await viaPlatform("POST", "/v1/charges", ["transaction": transaction, "payment": payment, "urls": urls])
+        case .confirm(let token, let method):
+            try await viaPlatform("POST", "/v1/charges/\(try fill(token, step))", method.map { ["payment": ["method": $0]] } ?? [:])
+        case .requestOrder(let token, let method):
+            var object: [String: Any] = ["charge_token": try fill(token, step)]
+            if let method { object["payment"] = ["method": method] }
+            try await viaPlatform("POST", "/citcon/sdk/requestOrder", object)
+        case .capture(let charge, let amount), .refund(let charge, let amount):
+            chargeID = try fill(charge, step)
+            var object: [String: Any] = ["transaction_id": chargeID!, "reference": "op-{{run.id}}-\(step.line)"]
+            object["reference"] = try fill(object["reference"] as! String, step)
+            if let a = try number(amount, "amount") { object["amount"] = a }
+            if case .capture = c.kind { try await viaPlatform("POST", "/v1/captures", object) } else { try await viaPlatform("POST", "/v1/refunds", object) }
+        case .cancel(let charge):
+            chargeID = try fill(charge, step)
+            try await viaPlatform("POST", "/v1/cancels", ["transaction_id": chargeID!, "reference": try fill("cx-{{run.id}}-\(step.line)", step)])
+        case .inquire(let charge):
+            chargeID = try fill(charge, step)
+            try await viaPlatform("GET", "/v1/transactions/\(chargeID!)", nil)
+        case .request(let method, let path, let text):
+            let data = try await call("POST", "/v1/citcon/requests",
+                                      CitconRequestBody(merchantId: m, method: method, path: try fill(path, step), body: try text.map { try fill($0, step) }),
+                                      line: step.line)
+            let answer = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+            http = answer["status"] as? Int ?? 0
+            body = answer["body"] as? [String: Any] ?? [:]
+        }
+        let data = body["data"] as? [String: Any] ?? [:]
+        if chargeID == nil { chargeID = (data["object"] as? String == "charge" ? data["id"] : data["transaction_id"]) as? String }
+        if let name = step.save {
+            var values: [String: String] = ["http": String(http), "result": body["status"] as? String ?? ""]
+            for key in ["id", "charge_token", "status", "code"] { if let v = data[key] { values[key] = "\(v)" } }
+            if let chargeID { values["charge"] = chargeID }
+            saved[name] = values
+        }
+        guard let x = step.expect?.citcon else { return }
+        let shown = Self.jsonText(body)
+        func failure(_ what: String) -> StepFailure { fail(step, "\(what)\n    HTTP \(http): \(shown.prefix(600))") }
+        func text(_ v: Any?) -> String { v.map { $0 is NSNull ? "" : "\($0)" } ?? "" }
+        if let wanted = x.http, wanted != http { throw failure("http: expected \(wanted), got \(http)") }
+        if let wanted = x.result, wanted != body["status"] as? String { throw failure("result: expected \(wanted), got \(text(body["status"]))") }
+        if let wanted = x.status, wanted != text(data["status"]) { throw failure("status: expected \(wanted), got \(text(data["status"]))") }
+        if let wanted = x.code, wanted != text(data["code"]) { throw failure("code: expected \(wanted), got \(text(data["code"]))") }
+        if let wanted = x.amountCaptured, wanted != text(data["amount_captured"]) {
+            throw failure("amount_captured: expected \(wanted), got \(text(data["amount_captured"]))")
+        }
+        if let wanted = x.amountRefunded, wanted != text(data["amount_refunded"]) {
+            throw failure("amount_refunded: expected \(wanted), got \(text(data["amount_refunded"]))")
+        }
+        if x.ipns != nil || x.ledger != nil {
+            guard let chargeID else { throw failure("ipns/ledger: the answer names no charge") }
+            let record = (try? JSONSerialization.jsonObject(with: try await call("GET", "/v1/citcon/charges/\(chargeID)", line: step.line))) as? [String: Any] ?? [:]
+            if let wanted = x.ipns {
+                let statuses = (record["ipns"] as? [[String: Any]] ?? []).map { text($0["status"]) }
+                if statuses != wanted { throw failure("ipns: expected \(wanted), queued \(statuses)") }
+            }
+            if let wanted = x.ledger {
+                guard let last = (record["transactions"] as? [[String: Any]])?.last else { throw failure("ledger: the charge has no ledger transaction") }
+                for (field, value) in wanted where text(last[field]) != value {
+                    throw failure("ledger.\(field): expected \"\(value)\", got \"\(text(last[field]))\"")
+                }
+            }
         }
     }
 
