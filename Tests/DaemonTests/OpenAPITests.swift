@@ -292,6 +292,10 @@ let schemaBindings: [String: SchemaBinding] = [
     "WorldlineWebhookView": .of(WorldlineWebhookView.self),
     "WorldlineChallengeBody": .of(WorldlineChallengeBody.self),
     "WorldlineRequestBody": .of(WorldlineRequestBody.self),
+    "CitconMerchantBody": .of(CitconMerchantBody.self),
+    "CitconMerchantView": .of(CitconMerchantView.self),
+    "CitconAnswerBody": .of(CitconAnswerBody.self),
+    "CitconRequestBody": .of(CitconRequestBody.self),
 ]
 
 /// Bodies the routes write as dictionary literals (`json(["result": …])`): checked against a
@@ -309,7 +313,7 @@ struct OpenAPITests {
     /// `routes.get("/v1/terminals/:name")` (or `admin.get`, the admin routes' group) →
     /// "GET /v1/terminals/{name}", from the route collections' text.
     static func routesInSource() throws -> Set<String> {
-        let source = try ["API/Routes.swift", "BillpocketAPI.swift", "Worldline/WorldlineAdmin.swift"].map {
+        let source = try ["API/Routes.swift", "BillpocketAPI.swift", "Worldline/WorldlineAdmin.swift", "Citcon/CitconAdmin.swift"].map {
             try String(contentsOf: Locations.file("Sources/Daemon/\($0)"), encoding: .utf8)
         }.joined(separator: "\n")
         var routes = Set<String>()
