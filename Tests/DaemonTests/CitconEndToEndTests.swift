@@ -1,5 +1,8 @@
+import AsyncHTTPClient
 import Daemon
 import Foundation
+import NIOCore
+import NIOHTTP1
 import Testing
 import TestSupport
 
@@ -34,5 +37,51 @@ struct CitconEndToEndTests {
         #expect(!text.contains("FAIL"))
         let dump = try Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite"))
         #expect(dump.range(of: Data("4761739001010010".utf8)) == nil)
+    }
+}
+
+extension CitconEndToEndTests {
+    @Test("a client token may not capture (4010), a non-JSON body is 4102, the wallet page shows its buttons and answers with a 303")
+    func refusalsAndPages() async throws {
+        let daemon = try await DaemonProcess(["--citcon-port", "0"])
+        defer { daemon.stop(); daemon.remove() }
+        let merchant = try JSONDecoder().decode(Merchant.self, from: try await daemon.client.send(method: "POST", "/v1/citcon/merchants",
+                                                                                                json: ["merchantId": "shop2"]).body)
+        let port = try String(contentsOfFile: daemon.runtime + "/citcon.port", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+        func send(_ method: HTTPMethod, _ path: String, _ body: String? = nil, auth: String? = nil, type: String = "application/json")
+            async throws -> (Int, [String: Any], HTTPHeaders, String) {
+            var r = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
+            r.method = method
+            if let auth { r.headers.add(name: "Authorization", value: "Bearer \(auth)") }
+            if let body {
+                r.headers.add(name: "Content-Type", value: type)
+                r.body = .bytes(ByteBuffer(string: body))
+            }
+            let answer = try await http.execute(r, timeout: .seconds(10))
+            let text = String(buffer: try await answer.body.collect(upTo: 1 << 20))
+            return (Int(answer.status.code), (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:], answer.headers, text)
+        }
+        func code(_ json: [String: Any]) -> String? { (json["data"] as? [String: Any])?["code"] as? String }
+        let token = try #require(((try await send(.POST, "/v1/access-tokens", #"{"token_type":"client"}"#, auth: merchant.key)).1["data"] as? [String: Any])?["access_token"] as? String)
+        let card = #"{"transaction":{"reference":"t1","amount":1000,"currency":"USD"},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}}}"#
+        let charge = try await send(.POST, "/v1/charges", card, auth: token)
+        #expect(charge.0 == 200, "\(charge.3)")
+        let id = try #require((charge.1["data"] as? [String: Any])?["id"] as? String)
+        let capture = try await send(.POST, "/v1/captures", #"{"transaction_id":"\#(id)"}"#, auth: token)
+        #expect(capture.0 == 401 && code(capture.1) == "4010", "a client token captured: \(capture.3)")
+        let form = try await send(.POST, "/v1/charges", "transaction=1", auth: token, type: "application/x-www-form-urlencoded")
+        #expect(form.0 == 415 && code(form.1) == "4102")
+        let wallet = try await send(.POST, "/v1/charges",
+                                    #"{"transaction":{"reference":"t2","amount":500,"currency":"USD"},"payment":{"method":"toss"},"urls":{"cancel":"https://shop.example/cancel"}}"#,
+                                    auth: token)
+        let client = try #require(((wallet.1["data"] as? [String: Any])?["payment"] as? [String: Any])?["client"] as? [[String: Any]])
+        let page = try #require(client.first?["content"] as? String)
+        #expect(client.first?["format"] as? String == "redirect")
+        let shown = try await send(.GET, String(page.dropFirst("http://127.0.0.1:\(port)".count)))
+        #expect(shown.0 == 200 && shown.3.contains("id=\"approve\"") && shown.3.contains("id=\"expire\""))
+        let answered = try await send(.POST, String(page.dropFirst("http://127.0.0.1:\(port)".count)), "action=cancel", type: "application/x-www-form-urlencoded")
+        #expect(answered.0 == 303 && answered.2.first(name: "location") == "https://shop.example/cancel")
+        try await http.shutdown()
     }
 }
