@@ -189,6 +189,22 @@ def worldline_seeds():
     return seeds
 
 
+def citcon_seeds():
+    """Charge and operation bodies as the Citcon scenarios and the merchant backend send them."""
+    seeds = []
+    for _, text in scenario_documents():
+        for m in re.finditer(r"body: '(\{.*\})'", text):
+            seeds.append(m.group(1).encode())
+    card = {"pan": "4761739001010010", "expiry": "12/31", "cvv": "123"}
+    for method, extra in [("card", {"data": card, "request_3ds": True}), ("wechatpay", {}), ("paypal", {}), ("upop", {})]:
+        seeds.append(json.dumps({"transaction": {"reference": "r", "amount": 1000, "currency": "USD", "country": "US", "auto_capture": False},
+                                 "payment": dict({"method": method, "client": ["mobile_native"]}, **extra),
+                                 "urls": {"ipn": "http://127.0.0.1:9/ipn", "success": "https://s.example/ok"}}).encode())
+    seeds.append(b'{"transaction":{"reference":"r","amount":"100","currency":"USD","ipn_url":"https://m.example/ipn"}}')
+    seeds.append(b'{"transaction_id":"8b3ac410a2d911ec8410e9f493c7d3ef","amount":600,"reference":"c1"}')
+    return seeds
+
+
 def write(target, seeds):
     directory = os.path.join(CORPUS, target)
     os.makedirs(directory, exist_ok=True)
@@ -224,6 +240,7 @@ def main():
     write("profile", [t.encode() for t in card_profiles()])
     write("json", json_seeds([u for u in urls if "{{" not in u]))
     write("worldline", worldline_seeds())
+    write("citcon", citcon_seeds())
 
 
 if __name__ == "__main__":
