@@ -27,6 +27,9 @@ public enum BenchEvent: Sendable, Equatable {
     case readerRemoved(reader: String, path: String)
     /// The manual clock was set or advanced (microseconds since 1970).
     case clock(now: Int64)
+    /// A Citcon charge was confirmed (`POST /v1/charges/{charge_token}`), under the 2.1.0
+    /// document, whose SDK posts `ORDER_CONFIRMED` in the app then (2.2.0 dropped it).
+    case citconOrderConfirmed(charge: String, status: String)
 
     /// The names events go by: the `event:` line of the stream.
     public enum Name: String, CaseIterable, Sendable {
@@ -43,6 +46,7 @@ public enum BenchEvent: Sendable, Equatable {
         case readerAdded = "reader-added"
         case readerRemoved = "reader-removed"
         case clock
+        case citconOrderConfirmed = "citcon-order-confirmed"
     }
 
     /// The event's name on the stream.
@@ -60,6 +64,7 @@ public enum BenchEvent: Sendable, Equatable {
         case .readerAdded: .readerAdded
         case .readerRemoved: .readerRemoved
         case .clock: .clock
+        case .citconOrderConfirmed: .citconOrderConfirmed
         }
     }
 
@@ -82,6 +87,7 @@ public enum BenchEvent: Sendable, Equatable {
         case .billpocketConfigured(let user): ["user": String(user)]
         case .readerAdded(let reader, let path), .readerRemoved(let reader, let path): ["reader": reader, "path": path]
         case .clock(let now): ["now": String(now)]
+        case .citconOrderConfirmed(let charge, let status): ["charge": charge, "status": status]
         }
     }
 }

@@ -85,3 +85,44 @@ extension CitconEndToEndTests {
         try await http.shutdown()
     }
 }
+
+extension CitconEndToEndTests {
+    @Test("under the 2.1.0 document: PayPal is no method (4000), and a confirmed charge publishes citcon-order-confirmed; under 2.2.0 it does not")
+    func documentVersions() async throws {
+        for version in ["2.1.0", "2.2.0"] {
+            let daemon = try await DaemonProcess([], config: "citcon:\n  version: \"\(version)\"\n")
+            defer { daemon.stop(); daemon.remove() }
+            _ = try await daemon.client.send(method: "POST", "/v1/citcon/merchants", json: ["merchantId": "v\(version.filter(\.isNumber))"])
+            let merchant = "v\(version.filter(\.isNumber))"
+            func platform(_ path: String, _ body: String) async throws -> [String: Any] {
+                let reply = try await daemon.client.send(method: "POST", "/v1/citcon/requests",
+                                                        json: CitconRequestBody(merchantId: merchant, method: "POST", path: path, body: body))
+                return (try JSONSerialization.jsonObject(with: reply.body) as? [String: Any]) ?? [:]
+            }
+            let paypal = try await platform("/v1/charges", #"{"transaction":{"reference":"p","amount":100,"currency":"USD"},"payment":{"method":"paypal"}}"#)
+            #expect((paypal["status"] as? Int) == (version == "2.1.0" ? 400 : 200), "\(version): \(paypal)")
+            let created = try await platform("/v1/charges", #"{"transaction":{"reference":"c","amount":100,"currency":"USD"}}"#)
+            let token = try #require(((created["body"] as? [String: Any])?["data"] as? [String: Any])?["charge_token"] as? String)
+            let seen = Seen()
+            let watcher = Task {
+                try await daemon.client.stream("/v1/events") { line in
+                    if line.hasPrefix("event: citcon-order-confirmed") { seen.set() }
+                    return !seen.value && !Task.isCancelled
+                }
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            let confirmed = try await platform("/v1/charges/\(token)", #"{"payment":{"method":"alipay"}}"#)
+            #expect(((confirmed["body"] as? [String: Any])?["data"] as? [String: Any])?["status"] as? String == "succeeded")
+            for _ in 0..<20 where !seen.value { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(seen.value == (version == "2.1.0"), "\(version): citcon-order-confirmed seen \(seen.value)")
+            watcher.cancel()
+        }
+    }
+}
+
+final class Seen: @unchecked Sendable {
+    private let lock = NSLock()
+    private var flag = false
+    var value: Bool { lock.withLock { flag } }
+    func set() { lock.withLock { flag = true } }
+}

@@ -178,6 +178,9 @@ public final class CitconFront: Sendable {
                 try stored("record the charge") { try store.completeCitconCharge(transactionID: nil, nil, charge: charge, outbox: []) }
             }
         }
+        if settings.version == "2.1.0" {
+            context.publish(.citconOrderConfirmed(charge: charge.id, status: charge.status), terminal: terminal(merchantID))
+        }
         return Self.success(chargeData(charge, clients: [], pageURL: pageURL))
     }
 
@@ -281,7 +284,7 @@ public final class CitconFront: Sendable {
         var response: AuthorisationResponse? = nil
         var failure: String? = challengeFailed ? "3-D Secure authentication failed" : nil
         if !challengeFailed {
-            let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: terminal, amountTable: .none,
+            let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: terminal, amountTable: AmountTable.none,
                                  approveUnknownCards: settings.approveUnknownCards)
             do throws(HostError) { response = try host.authorise(auth) } catch { failure = error.description }
         }
