@@ -354,6 +354,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
             }
             citcon.settings.version = version
         }
+        if let table = text("citcon.amount_table") {
+            guard let t = AmountTable(option: table) else {
+                throw ConfigurationError(key: "citcon.amount_table", rule: "must be none, worldline, stripe-cents or billpocket, got \"\(table)\"")
+            }
+            citcon.settings.amountTable = t
+        }
         if let unknown = text("citcon.unknown_cards") {
             switch unknown {
             case "approve": citcon.settings.approveUnknownCards = true
@@ -515,6 +521,7 @@ public struct CitconConfiguration: Sendable, Equatable {
     public static func == (a: CitconConfiguration, b: CitconConfiguration) -> Bool {
         let listener: Bool = a.port == b.port && a.address == b.address && a.publicURL == b.publicURL
         let rules: Bool = a.settings.version == b.settings.version && a.settings.approveUnknownCards == b.settings.approveUnknownCards
+            && a.settings.amountTable == b.settings.amountTable
         return listener && rules
     }
 }

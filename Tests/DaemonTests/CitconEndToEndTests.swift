@@ -126,3 +126,20 @@ final class Seen: @unchecked Sendable {
     var value: Bool { lock.withLock { flag } }
     func set() { lock.withLock { flag = true } }
 }
+
+extension CitconEndToEndTests {
+    @Test("citcon.amount_table scripts card declines by amount: stripe-cents declines .05 with 05; off by default")
+    func amountTable() async throws {
+        for (config, declined) in [("citcon:\n  amount_table: stripe-cents\n", true), ("", false)] {
+            let daemon = try await DaemonProcess([], config: config.isEmpty ? nil : config)
+            defer { daemon.stop(); daemon.remove() }
+            _ = try await daemon.client.send(method: "POST", "/v1/citcon/merchants", json: ["merchantId": "tbl"])
+            let body = #"{"transaction":{"reference":"t","amount":1005,"currency":"USD"},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}}}"#
+            let reply = try await daemon.client.send(method: "POST", "/v1/citcon/requests",
+                                                    json: CitconRequestBody(merchantId: "tbl", method: "POST", path: "/v1/charges", body: body))
+            let answer = try JSONSerialization.jsonObject(with: reply.body) as? [String: Any]
+            let status = ((answer?["body"] as? [String: Any])?["data"] as? [String: Any])?["status"] as? String
+            #expect(status == (declined ? "failed" : "authorized"), "\(config): \(String(describing: answer))")
+        }
+    }
+}

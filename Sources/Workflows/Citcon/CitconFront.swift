@@ -27,6 +27,8 @@ public struct CitconSettings: Sendable {
     public var tokenLifetime: Duration = .seconds(24 * 3600)
     /// A card number the issuer does not know, passing Luhn, is approved.
     public var approveUnknownCards = true
+    /// Scripted declines of card charges by amount (Citcon documents none: off by default).
+    public var amountTable: AmountTable = .none
 
     public init() {}
 }
@@ -284,7 +286,7 @@ public final class CitconFront: Sendable {
         var response: AuthorisationResponse? = nil
         var failure: String? = challengeFailed ? "3-D Secure authentication failed" : nil
         if !challengeFailed {
-            let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: terminal, amountTable: AmountTable.none,
+            let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: terminal, amountTable: settings.amountTable,
                                  approveUnknownCards: settings.approveUnknownCards)
             do throws(HostError) { response = try host.authorise(auth) } catch { failure = error.description }
         }
