@@ -47,6 +47,7 @@ public final class CitconFront: Sendable {
     /// Card data of charges waiting for their 3-D Secure challenge, by charge id: in memory only.
     private let pendingCards = Mutex<[String: (pan: String, expiry: String, cvv: String?)]>([:])
 
+    /// The platform on a bench: its context, the store of its records, and its settings.
     public init(context: WorkflowContext, store: any CitconStore, settings: CitconSettings) {
         self.context = context
         self.store = store
