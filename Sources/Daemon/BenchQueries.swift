@@ -52,9 +52,14 @@ extension Bench {
 
     /// Queues an outcome for a terminal's next transaction; refused past `HostOutcomeBody.maximumQueued`.
     public func enqueueHostOutcome(_ outcome: QueuedOutcome, terminal name: String?) throws(DaemonError) -> [QueuedOutcome] {
-        let queue = try terminal(name).settings.name
+        try enqueueHostOutcome(outcome, queue: try terminal(name).settings.name)
+    }
+
+    /// Queues a one-shot outcome on the host queue `queue` (a terminal's name, or a platform
+    /// merchant's ledger terminal, `worldline.<m>`, `citcon.<m>`); answers the queue.
+    public func enqueueHostOutcome(_ outcome: QueuedOutcome, queue: String) throws(DaemonError) -> [QueuedOutcome] {
         guard host.queuedOutcomes(queue: queue).count < HostOutcomeBody.maximumQueued else {
-            throw .conflict("the host queue of terminal \(queue) holds \(HostOutcomeBody.maximumQueued) outcomes already; let transactions use them or clear it (DELETE)")
+            throw .conflict("the host queue of \(queue) holds \(HostOutcomeBody.maximumQueued) outcomes already; let transactions use them or clear it (DELETE)")
         }
         host.enqueue(outcome, queue: queue)
         return host.queuedOutcomes(queue: queue)

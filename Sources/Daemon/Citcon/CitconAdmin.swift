@@ -63,11 +63,7 @@ struct CitconAdminRoutes {
         routes.post("/v1/citcon/merchants/:id/host-queue") { request, context in
             let outcome = try await decode(HostOutcomeBody.self, request, context).outcome()
             let queue = "citcon.\(context.parameters.get("id") ?? "")"
-            guard bench.host.queuedOutcomes(queue: queue).count < HostOutcomeBody.maximumQueued else {
-                throw DaemonError.conflict("the host queue of \(queue) holds \(HostOutcomeBody.maximumQueued) outcomes already")
-            }
-            bench.host.enqueue(outcome, queue: queue)
-            return json(bench.host.queuedOutcomes(queue: queue).map(HostOutcomeBody.init), status: .created)
+            return json(try bench.enqueueHostOutcome(outcome, queue: queue).map(HostOutcomeBody.init), status: .created)
         }
         routes.delete("/v1/citcon/merchants/:id/host-queue") { _, context in
             json(bench.host.clearQueue("citcon.\(context.parameters.get("id") ?? "")").map(HostOutcomeBody.init))
