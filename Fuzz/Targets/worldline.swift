@@ -35,7 +35,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         do {
             let p = try WorldlineCreatePayment.parse(json)
             require((1...999_999_999_999).contains(p.amount), "amount \(p.amount)")
-            require(WorldlineCreatePayment.currencies[p.currency] == p.currencyNumeric, "currency \(p.currency)")
+            require(ISO4217.numbers[p.currency] == p.currencyNumeric, "currency \(p.currency)")
             if let card = p.card {
                 require(card.masked.filter(\.isNumber) == String(card.pan.suffix(4)), "masked \(card.masked)")
                 require(card.masked.count == card.pan.count, "masked \(card.masked) is not as long as the number")

@@ -177,7 +177,19 @@ struct WorldlineHTTPTests {
         unsigned.setValue("GCS v1HMAC:nokey:c2ln", forHTTPHeaderField: "Authorization")
         unsigned.setValue("Tue, 24 Nov 2026 12:00:00 GMT", forHTTPHeaderField: "Date")
         #expect(try Platform.exchange(unsigned).status == 401)
-        // A signature over another path does not verify for this one.
+        // A signature made over another path does not verify for this one.
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        let date = formatter.string(from: Date())
+        let signedForOther = WorldlineAuth.signature(WorldlineAuth.stringToSign(method: "GET", contentType: nil, date: date, gcsHeaders: [],
+                                                                                pathAndQuery: "/v2/m1/services/testconnection"), secret: p.secret)
+        var moved = URLRequest(url: URL(string: "http://127.0.0.1:\(p.port)/v2/m1/payments/3000000001_0")!)
+        moved.setValue(date, forHTTPHeaderField: "Date")
+        moved.setValue("GCS v1HMAC:\(p.keyID):\(signedForOther)", forHTTPHeaderField: "Authorization")
+        #expect(try Platform.exchange(moved).status == 401)
+        // Signed for its own path, the same request reaches the platform (an unknown payment: 404).
         #expect(try p.send("GET", "/v2/m1/payments/3000000001_0").status == 404)
     }
 

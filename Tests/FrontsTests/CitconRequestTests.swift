@@ -28,6 +28,8 @@ struct CitconRequestTests {
         #expect(debug(#"{"transaction":{"amount":1,"currency":"USD"}}"#) == "transaction.reference")
         #expect(debug(#"{"transaction":{"reference":"r","currency":"USD"}}"#) == "transaction.amount")
         #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"usd"}}"#) == "transaction.currency")
+        // An unknown code is refused, not recorded as another currency.
+        #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"XXX"}}"#) == "transaction.currency")
         #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"USD","country":"USA"}}"#) == "transaction.country")
         #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"USD"},"payment":{"method":"card"}}"#) == "payment.data")
         #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"USD"},"payment":{"method":"card","data":{"pan":"4111111111111112","expiry":"12/30"}}}"#)

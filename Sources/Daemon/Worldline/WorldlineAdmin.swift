@@ -163,10 +163,7 @@ struct WorldlineAdminRoutes {
 
     static var now: Int64 { Int64(Date().timeIntervalSince1970 * 1_000_000) }
 
-    static func random(_ bytes: Int) -> String {
-        var g = SystemRandomNumberGenerator()
-        return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &g)) }.joined()
-    }
+    static func random(_ bytes: Int) -> String { RandomHex.make(bytes) }
 
     static func ledger<T>(_ body: () throws -> T) throws -> T {
         do { return try body() } catch let LedgerError.invalid(field, rule) {

@@ -94,6 +94,9 @@ public struct CitconChargeRequest: Sendable {
             guard currency.count == 3, currency.allSatisfy({ $0.isASCII && $0.isUppercase }) else {
                 throw WorldlineError.invalid("transaction.currency", "must be an ISO 4217 code in upper case")
             }
+            guard ISO4217.numbers[currency] != nil else {
+                throw WorldlineError.invalid("transaction.currency", "\(shownValue(currency, 3)) is not a currency this platform takes (\(ISO4217.numbers.keys.sorted().joined(separator: ", ")))")
+            }
             let country = try t.string("country", maxLength: 2) ?? "US"
             guard country.count == 2, country.allSatisfy({ $0.isASCII && $0.isUppercase }) else {
                 throw WorldlineError.invalid("transaction.country", "must be an ISO 3166 alpha-2 code in upper case")

@@ -122,18 +122,10 @@ public struct WorldlineCreatePayment: Sendable {
         }
     }
 
-    /// ISO 4217 codes with their numbers, for the currencies a bench meets. All have 2 decimals
-    /// but JPY and KRW (0): the platform's amounts are in minor units either way.
-    public static let currencies: [String: Int] = [
-        "EUR": 978, "USD": 840, "GBP": 826, "MXN": 484, "CHF": 756, "CAD": 124, "AUD": 36, "SEK": 752, "NOK": 578,
-        "DKK": 208, "PLN": 985, "CZK": 203, "HUF": 348, "RON": 946, "JPY": 392, "CNY": 156, "HKD": 344, "SGD": 702,
-        "BRL": 986, "INR": 356, "KRW": 410, "NZD": 554, "ZAR": 710, "TRY": 949,
-    ]
-
     /// The ISO 4217 number of an alphabetic code this platform knows.
     public static func currency(_ code: String, property: String) throws(WorldlineError) -> (String, Int) {
-        guard let n = currencies[code] else {
-            throw .invalid(property, "must be an ISO 4217 code this platform knows (\(currencies.keys.sorted().joined(separator: ", "))), got \(shownValue(code, 8))")
+        guard let n = ISO4217.numbers[code] else {
+            throw .invalid(property, "must be an ISO 4217 code this platform knows (\(ISO4217.numbers.keys.sorted().joined(separator: ", "))), got \(shownValue(code, 8))")
         }
         return (code, n)
     }

@@ -111,7 +111,7 @@ public final class CitconFront: Sendable {
             throw CitconError.badRequest(error.propertyName ?? "token_type", "must be client or server")
         }
         guard type == "client" || type == "server" else { throw .badRequest("token_type", "must be client or server") }
-        let token = "UPI_" + Self.randomHex(32)
+        let token = "UPI_" + PlatformText.hex(32)
         let now = nowMillis
         let expiry = now + settings.tokenLifetime.components.seconds * 1000
         try stored("record the token") { try store.storeCitconToken(token, merchantID: merchant.merchantID, type: type, at: now, expiresAt: expiry) }
@@ -135,7 +135,7 @@ public final class CitconFront: Sendable {
     /// `POST /v1/charges`. `pageURL(kind, id)` is the wallet or challenge page of a charge.
     public func createCharge(merchantID: String, body: [UInt8], pageURL: (String, String) -> String) throws(CitconError) -> Reply {
         let request = try CitconChargeRequest.parse(body, version: settings.version)
-        var charge = CitconCharge(id: Self.randomHex(16), chargeToken: Self.randomHex(16), merchantID: merchantID, reference: request.reference,
+        var charge = CitconCharge(id: PlatformText.hex(16), chargeToken: PlatformText.hex(16), merchantID: merchantID, reference: request.reference,
                                   amount: request.amount, currency: request.currency, country: request.country, autoCapture: request.autoCapture,
                                   note: request.note, method: request.method ?? "", status: request.method == nil ? "initiated" : "pending",
                                   timeCreated: nowMillis, urls: request.urls)
@@ -370,7 +370,7 @@ public final class CitconFront: Sendable {
         }
         if amount < c.amount, let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount - amount)) }
         let now = nowMillis
-        let operation = CitconOperation(object: "capture", id: Self.randomHex(16), reference: r.reference ?? "", amount: amount, status: "succeeded",
+        let operation = CitconOperation(object: "capture", id: PlatformText.hex(16), reference: r.reference ?? "", amount: amount, status: "succeeded",
                                         timeCreated: now, transactionID: started.id)
         c.operations.append(operation)
         c.status = "succeeded"
@@ -396,7 +396,7 @@ public final class CitconFront: Sendable {
             c.challengePending = false
             c.timeCanceled = now
             c = try recordWithoutIssuer(c, status: .cancelled, message: "cancelled by the merchant before payment")
-            return Self.success(operationData(CitconOperation(object: "cancel", id: Self.randomHex(16), reference: r.reference ?? "", amount: c.amount,
+            return Self.success(operationData(CitconOperation(object: "cancel", id: PlatformText.hex(16), reference: r.reference ?? "", amount: c.amount,
                                                               status: "succeeded", timeCreated: now, transactionID: nil), c))
         case "authorized":
             guard let authID = c.transactionID, let auth = try stored("read the authorisation", { try store.transaction(id: authID) }) else {
@@ -408,7 +408,7 @@ public final class CitconFront: Sendable {
                                                createdAt: context.clock.nowMicroseconds()))
             }
             if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount)) }
-            let operation = CitconOperation(object: "cancel", id: Self.randomHex(16), reference: r.reference ?? "", amount: c.amount, status: "succeeded",
+            let operation = CitconOperation(object: "cancel", id: PlatformText.hex(16), reference: r.reference ?? "", amount: c.amount, status: "succeeded",
                                             timeCreated: now, transactionID: started.id)
             c.operations.append(operation)
             c.status = "canceled"
@@ -447,7 +447,7 @@ public final class CitconFront: Sendable {
         }
         if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
         let now = nowMillis
-        let operation = CitconOperation(object: "refund", id: Self.randomHex(16), reference: r.reference ?? "", amount: amount, status: "succeeded",
+        let operation = CitconOperation(object: "refund", id: PlatformText.hex(16), reference: r.reference ?? "", amount: amount, status: "succeeded",
                                         timeCreated: now, transactionID: started.id)
         c.operations.append(operation)
         c.amountRefunded = (c.amountRefunded ?? 0) + amount
@@ -620,25 +620,14 @@ public final class CitconFront: Sendable {
 
     // MARK: Helpers
 
-    static func randomHex(_ bytes: Int) -> String {
-        var g = SystemRandomNumberGenerator()
-        return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &g)) }.joined()
-    }
-
     static func randomDigits(_ n: Int) -> String {
         var g = SystemRandomNumberGenerator()
         return String((0..<n).map { _ in Character(String(Int.random(in: 0...9, using: &g))) })
     }
 
-    static func isoTime(_ millis: Int64) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date(timeIntervalSince1970: Double(millis) / 1000))
-    }
+    static func isoTime(_ millis: Int64) -> String { PlatformText.isoTime(micros: millis * 1000) }
 
-    /// ISO 4217 numbers the ledger stores (the platform speaks alphabetic codes).
-    static func currencyNumber(_ code: String) -> Int {
-        ["USD": 840, "CNY": 156, "CAD": 124, "GBP": 826, "AUD": 36, "SGD": 702, "NZD": 554, "KRW": 410, "PHP": 608, "IDR": 360, "MYR": 458,
-         "THB": 764, "HKD": 344, "JPY": 392, "EUR": 978, "CHF": 756, "SEK": 752, "DKK": 208, "NOK": 578, "MXN": 484][code] ?? 840
-    }
+    /// The ISO 4217 number the ledger stores; the charge's code was checked when it was made
+    /// (0, which the ledger refuses, would say otherwise rather than record another currency).
+    static func currencyNumber(_ code: String) -> Int { ISO4217.numbers[code] ?? 0 }
 }

@@ -96,8 +96,8 @@ public final class WorldlineFront: Sendable {
 
     /// `POST /v2/{merchantId}/sessions`.
     public func createSession(merchantID: String, clientAPIURL: String, assetURL: String) throws(WorldlineError) -> Reply {
-        let sessionID = Self.randomHex(16)
-        let customerID = Self.randomHex(4) + "-" + Self.randomHex(12)
+        let sessionID = PlatformText.hex(16)
+        let customerID = PlatformText.hex(4) + "-" + PlatformText.hex(12)
         let now = self.now
         let lifetime = settings.sessionLifetime.components.seconds * 1_000_000
         try stored("create a session") {
@@ -140,7 +140,7 @@ public final class WorldlineFront: Sendable {
             } else {
                 payment.status = "REDIRECTED"
                 payment.returnURL = returnURL
-                payment.returnMAC = Self.randomHex(16)
+                payment.returnMAC = PlatformText.hex(16)
                 payment = try stored("record the payment") { try store.insertWorldlinePayment(payment) }
                 pending.withLock { $0[payment.id] = PendingChallenge(card: card, request: request) }
                 return Reply(201, WorldlineRender.created(payment, redirectURL: challengeURL(payment.id)))
@@ -421,16 +421,7 @@ public final class WorldlineFront: Sendable {
 
     // MARK: Helpers
 
-    static func randomHex(_ bytes: Int) -> String {
-        var g = SystemRandomNumberGenerator()
-        return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &g)) }.joined()
-    }
-
     static func randomUUID() -> String { UUID().uuidString.lowercased() }
 
-    static func isoTime(_ micros: Int64) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date(timeIntervalSince1970: Double(micros) / 1_000_000))
-    }
+    static func isoTime(_ micros: Int64) -> String { PlatformText.isoTime(micros: micros) }
 }
