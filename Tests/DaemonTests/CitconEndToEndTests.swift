@@ -143,3 +143,29 @@ extension CitconEndToEndTests {
         }
     }
 }
+
+extension CitconEndToEndTests {
+    @Test("an IPN goes only to callbacks.allowed_hosts: one to another host is attempted, refused and kept for retry, never sent")
+    func ipnAllowedHosts() async throws {
+        let daemon = try await DaemonProcess([], config: "callbacks:\n  allowed_hosts: [shop.example]\n")
+        defer { daemon.stop(); daemon.remove() }
+        _ = try await daemon.client.send(method: "POST", "/v1/citcon/merchants", json: ["merchantId": "ipn"])
+        let body = #"{"transaction":{"reference":"i","amount":100,"currency":"USD"},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}},"urls":{"ipn":"http://127.0.0.1:9/ipn"}}"#
+        let reply = try await daemon.client.send(method: "POST", "/v1/citcon/requests",
+                                                json: CitconRequestBody(merchantId: "ipn", method: "POST", path: "/v1/charges", body: body))
+        let id = try #require((((try JSONSerialization.jsonObject(with: reply.body) as? [String: Any])?["body"] as? [String: Any])?["data"]
+            as? [String: Any])?["id"] as? String)
+        let record = try JSONSerialization.jsonObject(with: try await daemon.client.send(method: "GET", "/v1/citcon/charges/\(id)").body) as? [String: Any]
+        let transaction = try #require((record?["transactions"] as? [[String: Any]])?.first?["id"] as? Int)
+        var callbacks: [[String: Any]] = []
+        for _ in 0..<50 {
+            let t = try JSONSerialization.jsonObject(with: try await daemon.client.send(method: "GET", "/v1/transactions/\(transaction)").body) as? [String: Any]
+            callbacks = t?["callbacks"] as? [[String: Any]] ?? []
+            if (callbacks.first?["attempts"] as? Int ?? 0) > 0 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(callbacks.count == 1)
+        #expect(callbacks.first?["status"] as? String == "pending")
+        #expect((callbacks.first?["lastError"] as? String)?.contains("not in callbacks.allowed_hosts") == true, "\(callbacks)")
+    }
+}
