@@ -9,7 +9,7 @@ BENCH_SECONDS ?= 2
 BENCH_LEDGER_ROWS ?= 1000000
 FUZZ_SECONDS ?= 10
 # Debian packages the build needs: libcrypto's headers (DES) and pkg-config to find them.
-APT_PACKAGES := libssl-dev libsqlite3-dev libudev-dev pkg-config
+APT_PACKAGES := libssl-dev libsqlite3-dev libudev-dev libpcsclite-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # The PC/SC interop test: Debian's pcscd with vsmartcard's vpcd, and pyscard seen through a venv

@@ -62,10 +62,16 @@ let package = Package(
             name: "Terminal",
             dependencies: ["EMV"]
         ),
-        // Readers and channels: the vpcd virtual-reader link now, serial and udev later.
+        // Readers and channels: virtual (vpcd), serial (termios, ISO 7816-3), udev, PC/SC.
         .target(
             name: "CardIO",
-            dependencies: ["EMV", "CLibUDev", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["EMV", "CLibUDev", "CLibPCSCLite", .product(name: "Logging", package: "swift-log")]
+        ),
+        // libpcsclite from Debian's libpcsclite-dev: USB CCID and contactless readers through pcscd.
+        // A C target rather than a system library: see its header for why.
+        .target(
+            name: "CLibPCSCLite",
+            linkerSettings: [.linkedLibrary("pcsclite")]
         ),
         // libudev from Debian's libudev-dev: serial readers are found and followed through udev.
         .systemLibrary(

@@ -22,6 +22,17 @@ public enum ReaderEvent: Sendable, Equatable {
     case cardInserted(reader: String)
     /// The card left: it disconnected, was ejected after an error, or the reader stopped.
     case cardRemoved(reader: String)
+    /// The device a reader follows appeared (a PC/SC reader matching the pattern was listed by
+    /// pcscd); `device` is its full name.
+    case readerAdded(reader: String, device: String)
+    /// The device went away (unplugged, or its service stopped).
+    case readerRemoved(reader: String, device: String)
+    /// The service behind the reader (pcscd) is gone: every connection to it ended, and the
+    /// reader keeps trying to reach it again.
+    case serviceLost(reader: String, detail: String)
+    /// The service is back (pcscd restarted): the reader made a new connection; `devices` are
+    /// the readers it lists.
+    case serviceRestored(reader: String, devices: [String])
 }
 
 /// Identifies an observer added with `CardReader.addObserver(_:)`, to remove it later.

@@ -66,6 +66,9 @@ public enum ReaderSpec: Sendable, Equatable, CustomStringConvertible {
     /// `udev:<name>`: the serial reader udev names so (`ENV{CARDBENCH_NAME}`,
     /// udev-rules/70-cardbench.rules), whenever it is plugged in.
     case udev(name: String)
+    /// `pcsc:<pattern>`: the first reader pcscd lists whose name, without its trailing plug
+    /// index and slot, contains the pattern (ignoring case) or matches it when written `/regex/`.
+    case pcsc(pattern: PCSCReaderPattern)
 
     /// Parses `kind:value`; the error is the rule broken.
     public init(parsing text: String) throws(ConfigurationError) {
@@ -88,17 +91,22 @@ public enum ReaderSpec: Sendable, Equatable, CustomStringConvertible {
                 throw rule("udev:<name> needs the reader's ENV{CARDBENCH_NAME}: 1 to 32 letters, digits, - or _, got \"\(text)\"")
             }
             self = .udev(name: value)
+        case "pcsc":
+            do throws(PCSCReaderPattern.PatternError) { self = .pcsc(pattern: try PCSCReaderPattern(parsing: value)) } catch {
+                throw rule(error.rule)
+            }
         default:
-            throw rule("must be virtual:<name>, serial:<path> or udev:<name>, got \"\(text)\"")
+            throw rule("must be virtual:<name>, serial:<path>, udev:<name> or pcsc:<pattern>, got \"\(text)\"")
         }
     }
 
-    /// `virtual`, `serial` or `udev`, as `GET /v1/readers` shows it.
+    /// `virtual`, `serial`, `udev` or `pcsc`, as `GET /v1/readers` shows it.
     public var kind: String {
         switch self {
         case .virtual: "virtual"
         case .serial: "serial"
         case .udev: "udev"
+        case .pcsc: "pcsc"
         }
     }
 
@@ -107,6 +115,7 @@ public enum ReaderSpec: Sendable, Equatable, CustomStringConvertible {
         case .virtual(let name): "virtual:\(name)"
         case .serial(let path): "serial:\(path)"
         case .udev(let name): "udev:\(name)"
+        case .pcsc(let pattern): pattern.description
         }
     }
 }
@@ -413,6 +422,15 @@ public struct DaemonConfiguration: Sendable, Equatable {
             }
             if Set(readers).count != readers.count {
                 throw ConfigurationError(key: "terminals", rule: "two terminals use the same virtual reader")
+            }
+            // Two patterns may still pick the same reader (the first connection then holds it
+            // exclusively, and the other terminal says "in use"); the same pattern twice surely does.
+            let patterns = terminals.compactMap { t -> String? in
+                if case .pcsc(let pattern) = t.reader { return pattern.text }
+                return nil
+            }
+            if Set(patterns).count != patterns.count {
+                throw ConfigurationError(key: "terminals", rule: "two terminals use the same pcsc:<pattern>: one PC/SC reader serves one terminal")
             }
         }
     }

@@ -38,6 +38,8 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
     public let virtualReader: VirtualReader?
     /// The reader when it is a serial one (fixed tty or udev).
     public let serialReader: SerialReader?
+    /// The reader when it is a PC/SC one.
+    public let pcscReader: PCSCReader?
     public let keypad: TerminalKeypad
     /// The virtual reader's socket ("" for a serial reader).
     let readerSocket: String
@@ -54,6 +56,7 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
 
     init(settings: TerminalSettings, runtimeDirectory: String, demoCard: CardProfile?, events: any EventSink, logger: Logger) throws {
         self.settings = settings
+        var pcscReader: PCSCReader?
         switch settings.reader {
         case .serial(let path):
             let serial = SerialReader(name: settings.name, path: path, settings: settings.serial, logger: logger)
@@ -66,7 +69,12 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
             let socket = (runtimeDirectory as NSString).appendingPathComponent("readers/\(name).sock")
             let virtual = try VirtualReader(name: name, socketPath: socket, tcpPort: settings.readerTCPPort, logger: logger)
             (serialReader, virtualReader, reader, readerSocket) = (nil, virtual, virtual, socket)
+        case .pcsc(let pattern):
+            let pcsc = PCSCReader(name: settings.name, pattern: pattern, logger: logger)
+            pcscReader = pcsc
+            (serialReader, virtualReader, reader, readerSocket) = (nil, nil, pcsc, "")
         }
+        self.pcscReader = pcscReader
         let terminal = settings.name
         keypad = TerminalKeypad(autoPIN: demoCard?.pin) { prompt in events.publish(.prompt(prompt), terminal: terminal) }
         activity = TerminalActivity(terminal: terminal, keypad: keypad)
@@ -78,6 +86,10 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
             switch event {
             case .cardInserted: events.publish(.cardInserted, terminal: terminal)
             case .cardRemoved: events.publish(.cardRemoved, terminal: terminal)
+            case .readerAdded(_, let device): events.publish(.readerAdded(reader: device, path: nil), terminal: terminal)
+            case .readerRemoved(_, let device): events.publish(.readerRemoved(reader: device, path: nil), terminal: terminal)
+            case .serviceLost(_, let detail): events.publish(.pcscdLost(detail: detail), terminal: terminal)
+            case .serviceRestored(_, let devices): events.publish(.pcscdRestarted(readers: devices), terminal: terminal)
             }
         }
     }
@@ -126,11 +138,13 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
             try virtualReader.start()
         }
         serialReader?.start()
+        pcscReader?.start()
     }
 
     func stop() {
         _ = abort()
         virtualReader?.stop()
         serialReader?.stop()
+        pcscReader?.stop()
     }
 }

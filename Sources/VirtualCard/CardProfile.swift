@@ -132,6 +132,9 @@ public struct CardProfile: Sendable {
     public let atr: [UInt8]
     /// Whether the card answers SELECT 1PAY.SYS.DDF01 (otherwise a terminal uses its AID list).
     public let hasPSE: Bool
+    /// Whether the card answers as a T=0 card on the wire (`61xx` and GET RESPONSE, `6Cxx`; see
+    /// `VirtualCard.respond(to:)`): profile field `t0GetResponse`, for a T=0 ATR.
+    public internal(set) var t0GetResponse = false
     public let applications: [ApplicationProfile]
 
     /// The brand of the PAN, from its IIN.
@@ -152,7 +155,7 @@ public struct CardProfile: Sendable {
 
     static let topLevelFields: Set<String> = [
         "name", "pan", "psn", "expiry", "effective", "cardholderName", "serviceCode", "pin", "pinTryLimit", "pinTriesRemaining",
-        "cvv", "atc", "issuer", "installments", "issuerState", "atr", "pse", "applications",
+        "cvv", "atc", "issuer", "installments", "issuerState", "atr", "pse", "applications", "t0GetResponse",
     ]
 
     static func parse(_ m: YAMLMapping) throws(ProfileError) -> CardProfile {
@@ -240,6 +243,13 @@ public struct CardProfile: Sendable {
                            issuerName: issuerName, accountType: accountType, installmentsMaximum: installments, issuerState: state,
                            atr: atr, hasPSE: try m.bool("pse") ?? true, applications: apps)
         profile.cvv = cvv
+        if let t0 = try m.bool("t0GetResponse"), t0 {
+            // The answers only make sense to a terminal sending T=0 TPDUs.
+            guard (try? ATR.parse(atr)).map({ $0.protocols.first ?? 0 }) == 0 else {
+                throw m.error("t0GetResponse", "needs an ATR offering T=0 first: a T=1 terminal sends whole APDUs")
+            }
+            profile.t0GetResponse = true
+        }
         return profile
     }
 

@@ -31,6 +31,8 @@ public struct VirtualCard: Sendable {
     /// Each application's records, encoded once at personalisation as a card stores them.
     private let records: [[RecordKey: [UInt8]]]
     private var session = Session()
+    /// Response data a `t0GetResponse` card holds for GET RESPONSE, and the status to end it with.
+    private var pending: (data: [UInt8], sw: [UInt8])?
 
     struct RecordKey: Hashable {
         let sfi: Int
@@ -76,12 +78,54 @@ public struct VirtualCard: Sendable {
     public var atr: [UInt8] { profile.atr }
 
     /// Power on or warm reset: the card forgets the transaction in progress.
-    public mutating func reset() { session = Session() }
+    public mutating func reset() {
+        session = Session()
+        pending = nil
+    }
 
     /// Answers one C-APDU with data ‖ SW1 SW2.
+    ///
+    /// A `t0GetResponse` card answers as T=0 cards do on the wire, where a terminal sends TPDUs
+    /// (ISO 7816-3 §12.2): a command carrying data and no Le (case 3 or 4) that has data to
+    /// return gets `61 La`, the data waiting for GET RESPONSE (after a warning, the warning
+    /// alone, EMV Book 1 §9.3.1.4); a command with no data whose Le is not the data's length
+    /// gets `6C La`; so does a GET RESPONSE asking for more than is waiting. Commands in their
+    /// APDU form (case 4 with Le) are answered whole, as through an APDU-level reader.
     public mutating func respond(to bytes: [UInt8]) -> [UInt8] {
         let command: CommandAPDU
         do { command = try CommandAPDU(bytes: bytes) } catch { return SW.wrongLength }
+        guard profile.t0GetResponse else { return respond(command) }
+        if command.ins == 0xC0, command.cla == 0x00, let waiting = pending {
+            let le = command.le ?? 256
+            guard le <= waiting.data.count else { return [0x6C, UInt8(waiting.data.count & 0xFF)] }
+            let rest = Array(waiting.data.dropFirst(le))
+            if rest.isEmpty {
+                pending = nil
+                return Array(waiting.data.prefix(le)) + waiting.sw
+            }
+            pending = (rest, waiting.sw)
+            return Array(waiting.data.prefix(le)) + [0x61, UInt8(min(rest.count, 256) & 0xFF)]
+        }
+        pending = nil
+        let answer = respond(command)
+        let data = Array(answer.dropLast(2)), sw = Array(answer.suffix(2))
+        guard !data.isEmpty else { return answer }
+        if !command.data.isEmpty, command.le == nil {
+            let warning = sw[0] == 0x62 || sw[0] == 0x63 || (sw[0] & 0xF0 == 0x90 && sw != SW.ok)
+            if warning {
+                pending = (data, SW.ok)
+                return sw
+            }
+            pending = (data, sw)
+            return [0x61, UInt8(min(data.count, 256) & 0xFF)]
+        }
+        if command.data.isEmpty, let le = command.le, le != data.count {
+            return [0x6C, UInt8(data.count & 0xFF)]
+        }
+        return answer
+    }
+
+    private mutating func respond(_ command: CommandAPDU) -> [UInt8] {
         let (cla, ins) = (command.cla, command.ins)
         let expectedCLA: UInt8
         switch ins {

@@ -23,8 +23,15 @@ public enum BenchEvent: Sendable, Equatable {
     case recorded(stan: STAN, status: TransactionStatus, action: TransactionAction)
     /// A Billpocket user's tokens configured the terminal.
     case billpocketConfigured(user: Int64)
-    case readerAdded(reader: String, path: String)
-    case readerRemoved(reader: String, path: String)
+    /// A reader a terminal follows appeared: a udev tty (`path` is its device node) or a PC/SC
+    /// reader pcscd listed (`reader` is its PC/SC name, no path).
+    case readerAdded(reader: String, path: String?)
+    case readerRemoved(reader: String, path: String?)
+    /// pcscd went away (stopped, restarted, or never started): a `pcsc:` terminal's reader and
+    /// card are gone until it answers again.
+    case pcscdLost(detail: String)
+    /// pcscd answers again: a new PC/SC context, and the readers it lists.
+    case pcscdRestarted(readers: [String])
     /// The manual clock was set or advanced (microseconds since 1970).
     case clock(now: Int64)
     /// A Citcon charge was confirmed (`POST /v1/charges/{charge_token}`), under the 2.1.0
@@ -45,6 +52,8 @@ public enum BenchEvent: Sendable, Equatable {
         case billpocketConfigured = "billpocket-configured"
         case readerAdded = "reader-added"
         case readerRemoved = "reader-removed"
+        case pcscdLost = "pcscd-lost"
+        case pcscdRestarted = "pcscd-restarted"
         case clock
         case citconOrderConfirmed = "citcon-order-confirmed"
     }
@@ -63,6 +72,8 @@ public enum BenchEvent: Sendable, Equatable {
         case .billpocketConfigured: .billpocketConfigured
         case .readerAdded: .readerAdded
         case .readerRemoved: .readerRemoved
+        case .pcscdLost: .pcscdLost
+        case .pcscdRestarted: .pcscdRestarted
         case .clock: .clock
         case .citconOrderConfirmed: .citconOrderConfirmed
         }
@@ -85,7 +96,10 @@ public enum BenchEvent: Sendable, Equatable {
             ["stan": stan.description, "status": status.rawValue, "responseCode": code, "message": message]
         case .recorded(let stan, let status, let action): ["stan": stan.description, "status": status.rawValue, "action": action.rawValue]
         case .billpocketConfigured(let user): ["user": String(user)]
-        case .readerAdded(let reader, let path), .readerRemoved(let reader, let path): ["reader": reader, "path": path]
+        case .readerAdded(let reader, let path?), .readerRemoved(let reader, let path?): ["reader": reader, "path": path]
+        case .readerAdded(let reader, nil), .readerRemoved(let reader, nil): ["reader": reader, "kind": "pcsc"]
+        case .pcscdLost(let detail): ["detail": detail]
+        case .pcscdRestarted(let readers): ["readers": readers.joined(separator: "\n")]
         case .clock(let now): ["now": String(now)]
         case .citconOrderConfirmed(let charge, let status): ["charge": charge, "status": status]
         }

@@ -326,7 +326,7 @@ struct ClockCommand: AsyncParsableCommand {
 }
 
 struct ReadersCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "readers", abstract: "The daemon's readers: kind, path, state, card present, ATR.")
+    static let configuration = CommandConfiguration(commandName: "readers", abstract: "The daemon's readers: kind, path or PC/SC reader, state, card present, ATR.")
 
     @Flag(help: "Print JSON.")
     var json = false
@@ -337,11 +337,12 @@ struct ReadersCommand: AsyncParsableCommand {
         let data = try await daemon.call(.GET, "/v1/readers")
         if json { return printRaw(data) }
         for r in try decodeReply([ReaderView].self, data) {
-            let place = r.socket ?? r.path ?? "(unplugged)"
+            let place = r.pattern.map { "\($0) → \(r.device.map { "\"\($0)\"" } ?? "(no such reader)")" } ?? r.socket ?? r.path ?? "(unplugged)"
             var line = "\(r.name) \(r.kind) \(place)\(r.tcpPort.map { " 127.0.0.1:\($0)" } ?? "")\(r.state.map { " \($0)" } ?? "") terminal \(r.terminal)"
             line += " card \(r.cardPresent ? "present" + (r.card.map { " (\($0))" } ?? "") : "absent")"
             if let atr = r.atr { line += " ATR \(atr)\(r.transmissionProtocol.map { " T=\($0)" } ?? "")" }
             if let error = r.error { line += " error: \(error)" }
+            if let matches = r.matches { line += " (the pattern also matches: \(matches.dropFirst().joined(separator: ", ")))" }
             print(line)
         }
     }

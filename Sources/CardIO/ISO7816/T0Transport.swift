@@ -17,9 +17,6 @@ public final class T0Transport {
     private let io: GuardedLine
     private var brokenBy: String?
 
-    /// The most data the GET RESPONSE loop gathers before deciding the card is babbling.
-    static let maximumResponse = 65_536
-
     /// A transport with explicit timings.
     /// - Parameters:
     ///   - workWaitingTime: the WWT.
@@ -84,67 +81,9 @@ public final class T0Transport {
     }
 
     private func exchange(_ command: CommandAPDU) throws(CardIOError) -> [UInt8] {
-        let header = [command.cla, command.ins, command.p1, command.p2]
-        var data: [UInt8]
-        var sw: (UInt8, UInt8)
-        let isCase4 = !command.data.isEmpty && command.le != nil
-
-        if command.data.isEmpty {
-            let le = command.le ?? 0
-            (data, sw) = try tpdu(header, p3: UInt8(le & 0xFF), send: [], receive: le)
-            if let le = command.le, sw.0 == 0x6C {
-                let la = sw.1 == 0 ? 256 : Int(sw.1)
-                (data, sw) = try tpdu(header, p3: sw.1, send: [], receive: la)
-                if data.count > le { data = Array(data.prefix(le)) }
-            }
-        } else {
-            (data, sw) = try tpdu(header, p3: UInt8(command.data.count), send: command.data, receive: 0)
-        }
-
-        if sw.0 == 0x61 {
-            let (more, last) = try getResponse(announced: sw.1, claimed: data.count)
-            data += more
-            sw = last
-        } else if isCase4, data.isEmpty, Self.isWarning(sw) {
-            let warning = sw
-            let (more, last) = try getResponse(announced: 0x00, claimed: 0)
-            if last == (0x90, 0x00) {
-                data = more
-            }
-            sw = warning
-        }
-        return data + [sw.0, sw.1]
-    }
-
-    /// 62xx, 63xx, or 9xxx other than 9000: the statuses after which an EMV case 4 command still
-    /// has response data waiting.
-    private static func isWarning(_ sw: (UInt8, UInt8)) -> Bool {
-        sw.0 == 0x62 || sw.0 == 0x63 || (sw.0 & 0xF0 == 0x90 && sw != (0x90, 0x00))
-    }
-
-    /// GET RESPONSE for `announced` bytes (00 = 256), again for as long as the card answers 61xx,
-    /// re-issued once with the right P3 after 6Cxx. Returns the data gathered and the last status.
-    private func getResponse(announced: UInt8, claimed: Int) throws(CardIOError) -> ([UInt8], (UInt8, UInt8)) {
-        var gathered: [UInt8] = []
-        var p3 = announced
-        var reissued = false
-        while true {
-            let count = p3 == 0 ? 256 : Int(p3)
-            let (data, sw) = try tpdu([0x00, 0xC0, 0x00, 0x00], p3: p3, send: [], receive: count)
-            gathered += data
-            guard claimed + gathered.count <= Self.maximumResponse else {
-                throw .protocolError(reader: io.readerName, detail: "the card keeps answering 61xx: more than \(Self.maximumResponse) bytes gathered by GET RESPONSE")
-            }
-            switch sw.0 {
-            case 0x61:
-                p3 = sw.1
-                reissued = false
-            case 0x6C where !reissued && data.isEmpty:
-                p3 = sw.1
-                reissued = true
-            default:
-                return (gathered, sw)
-            }
+        try T0Exchange.exchange(command, reader: io.readerName) { (header, p3, outgoing, incoming) throws(CardIOError) in
+            let (data, sw) = try tpdu(header, p3: p3, send: outgoing, receive: incoming)
+            return (data, sw)
         }
     }
 

@@ -158,7 +158,7 @@ public struct TerminalView: Codable, Sendable {
 /// How `GET /v1/readers` shows one.
 public struct ReaderView: Codable, Sendable {
     public let name: String
-    /// `virtual`, `serial` (a fixed tty) or `udev` (a tty udev names).
+    /// `virtual`, `serial` (a fixed tty), `udev` (a tty udev names) or `pcsc` (a reader behind pcscd).
     public let kind: String
     public let terminal: String
     /// A virtual reader's Unix socket.
@@ -166,30 +166,46 @@ public struct ReaderView: Codable, Sendable {
     public let tcpPort: UInt16?
     /// A serial reader's tty (absent while a udev reader is unplugged).
     public let path: String?
-    /// A serial reader's state: `open`, `absent` or `error`.
+    /// A serial reader's state: `open`, `absent` or `error`; a PC/SC reader's: `ready`,
+    /// `in-use` (another program holds it), `absent` (pcscd lists no reader that matches),
+    /// `no-service` (pcscd cannot be reached) or `stopped`.
     public let state: String?
+    /// A PC/SC reader's pattern (`pcsc:…`).
+    public let pattern: String?
+    /// The PC/SC reader in use: the first one pcscd lists that the pattern matches.
+    public let device: String?
+    /// Every PC/SC reader the pattern matches, when more than one does (the first is used).
+    public let matches: [String]?
     public let cardPresent: Bool
     /// Where the present card lives: "socket" (a process on the reader's socket) or "in-process"
     /// (the demo card, a card inserted through the API); absent when there is none.
     public let card: String?
-    /// The ATR of a serial reader's card at its latest reset, in hex.
+    /// The ATR of a serial or PC/SC reader's card, in hex.
     public let atr: String?
-    /// T=0 or T=1, for a serial reader's card.
+    /// T=0 or T=1, for a serial or PC/SC reader's card.
     public let transmissionProtocol: Int?
-    /// Why a serial reader's tty or card failed last.
+    /// Why a serial reader's tty or card failed last; why pcscd cannot be reached or refused.
     public let error: String?
 
     init(_ t: TerminalRuntime) {
         name = t.reader.name; terminal = t.settings.name; cardPresent = t.reader.isCardPresent
-        if let serial = t.serialReader {
+        if let pcsc = t.pcscReader {
+            let status = pcsc.status
+            kind = "pcsc"
+            socket = nil; tcpPort = nil; card = nil; path = nil
+            pattern = pcsc.pattern.description; device = status.device
+            matches = status.matches.count > 1 ? status.matches : nil
+            state = status.state; atr = status.atr; transmissionProtocol = status.transmissionProtocol
+            error = status.error
+        } else if let serial = t.serialReader {
             let status = serial.status
             kind = t.settings.reader.kind
-            socket = nil; tcpPort = nil; card = nil
+            socket = nil; tcpPort = nil; card = nil; pattern = nil; device = nil; matches = nil
             path = status.path; state = status.state; atr = status.atr; transmissionProtocol = status.transmissionProtocol
             error = status.error
         } else {
             let virtual = t.virtualReader
-            kind = "virtual"; socket = t.readerSocket; tcpPort = virtual?.tcpPortBound
+            kind = "virtual"; socket = t.readerSocket; tcpPort = virtual?.tcpPortBound; pattern = nil; device = nil; matches = nil
             card = virtual?.hasInProcessCard == true ? "in-process" : cardPresent ? "socket" : nil
             path = nil; state = nil; atr = nil; transmissionProtocol = nil; error = nil
         }

@@ -1,0 +1,2 @@
+// Forwards winscard.h's <pcsclite.h> to the real header (see CLibPCSCLite.h).
+#include <PCSC/pcsclite.h>
