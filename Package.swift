@@ -207,7 +207,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CardIOTests",
-            dependencies: ["CardIO", "EMV", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CardIO", "CLibPCSCLite", "EMV", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "CLITests",

@@ -21,6 +21,7 @@ public final class VPCDCardLink: @unchecked Sendable {
         var serving = false
         var closeRequested = false
         var closed = false
+        var leaveAfterReply = false
     }
 
     private init(fd: Int32, endpoint: ReaderEndpoint) {
@@ -159,6 +160,7 @@ public final class VPCDCardLink: @unchecked Sendable {
             }
             switch Socket.writeFrame(fd, reply) {
             case .complete:
+                if state.withLock({ $0.leaveAfterReply }) { return }
                 continue
             case .failed(let code) where code == EPIPE || code == ECONNRESET || closing:
                 return
@@ -168,6 +170,23 @@ public final class VPCDCardLink: @unchecked Sendable {
                 throw .io(reader: name, detail: "sending to the reader timed out")
             }
         }
+    }
+
+    /// Serves an in-process card over the link: power events go to it, and once it has left by
+    /// itself (`hasLeft`, after answering a given command) the link closes after that answer.
+    public func serve(_ card: any InProcessCard) throws(CardIOError) {
+        var atr = card.powerOn(warm: false)
+        try serve(atr: atr, respond: { command in
+            let answer = card.respond(to: command)
+            if card.hasLeft { leaveAfterReply() }
+            return answer
+        }, onPower: { event in
+            switch event {
+            case .powerOn: atr = card.powerOn(warm: false)
+            case .reset: atr = card.powerOn(warm: true)
+            case .powerOff: card.powerOff()
+            }
+        })
     }
 
     /// Removes the card: wakes `serve` (which then returns) or, when it is not running, closes
@@ -184,6 +203,10 @@ public final class VPCDCardLink: @unchecked Sendable {
             }
         }
     }
+
+    /// Removes the card once the reply being prepared has been sent: for `respond` to pull the
+    /// card out right after answering a given command.
+    public func leaveAfterReply() { state.withLock { $0.leaveAfterReply = true } }
 
     private var closing: Bool { state.withLock { $0.closeRequested } }
 }

@@ -24,6 +24,8 @@ public final class Bench: @unchecked Sendable {
     /// In configuration order.
     public let terminals: [TerminalRuntime]
     /// Follows udev for `udev:` readers, while started.
+    /// Where the readers and the daemon's own vpcd cards log.
+    let logger: Logger
     private let udevLock = NSLock()
     private var udev: UdevReaders?
     /// The issuer's card profiles by PAN: installments and other card facts a front asks about.
@@ -47,6 +49,7 @@ public final class Bench: @unchecked Sendable {
     /// Reads `configuration`, opens the ledger and makes the terminals; `logger` gets the readers'
     /// trouble (refused cards, a failing tty).
     public init(configuration: DaemonConfiguration, logger: Logger = Logger(label: "cardbenchd")) throws {
+        self.logger = logger
         self.configuration = configuration
         if configuration.manualClock {
             let manual = ManualClock(secondsSince1970: configuration.clockStart / 1_000_000)

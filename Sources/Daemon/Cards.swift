@@ -1,6 +1,7 @@
 import CardIO
 import EMV
 import Foundation
+import Logging
 import VirtualCard
 import Workflows
 
@@ -162,8 +163,9 @@ extension Bench {
     public func insertCard(terminal name: String?, profile source: ProfileSource, removeAfter: String?, pinTries: Int?,
                            corruptCryptogram: Bool = false) throws(DaemonError) {
         let terminal = try self.terminal(name)
-        guard let reader = terminal.virtualReader else {
-            throw .badRequest(field: "terminal", rule: "terminal \(terminal.settings.name) has a serial reader: its cards are physical")
+        guard terminal.virtualReader != nil || terminal.settings.vpcd != nil else {
+            let hint = terminal.pcscReader != nil ? " (when the reader is vsmartcard's vpcd, set terminal.\(terminal.settings.name).vpcd to its host:port)" : ""
+            throw .badRequest(field: "terminal", rule: "terminal \(terminal.settings.name) has a \(terminal.settings.reader.kind) reader: its cards are physical\(hint)")
         }
         let profile = try self.profile(from: source)
         let point = try removeAfter.map { text throws(DaemonError) in try RemovalPoint(parsing: text) }
@@ -175,12 +177,17 @@ extension Bench {
         do { card = try InsertedVirtualCard(profile: profile, removeAfter: point, pinTries: pinTries, corruptCryptogram: corruptCryptogram) } catch {
             throw .badRequest(field: "profile", rule: "\(error)")
         }
-        do { try reader.insert(card) } catch { throw .conflict("\(error)") }
+        if let reader = terminal.virtualReader {
+            do { try reader.insert(card) } catch { throw .conflict("\(error)") }
+        } else if let vpcd = terminal.settings.vpcd {
+            try terminal.attach(card, to: vpcd, logger: logger)
+        }
     }
 
     /// Takes the API-inserted card out of the terminal's reader; false when there was none.
     public func removeCard(terminal name: String?) throws(DaemonError) -> Bool {
-        try self.terminal(name).virtualReader?.removeInProcessCard() ?? false
+        let terminal = try self.terminal(name)
+        return terminal.virtualReader?.removeInProcessCard() ?? terminal.detachCard()
     }
 
     /// Registers (again) the issuer's account of the card in `source`: balance, blocked, lost,
@@ -199,5 +206,39 @@ extension Bench {
         terminal.keypad.clearQueue()
         _ = host.clearQueue(terminal.settings.name)
         terminal.virtualReader?.removeInProcessCard()
+        terminal.detachCard()
+    }
+}
+
+/// A virtual card the daemon connects to vsmartcard's vpcd itself, for a `pcsc:` terminal whose
+/// reader is vpcd (`terminal.<name>.vpcd`): how an API or scenario card reaches such a terminal,
+/// through pcscd as a card in a USB reader would.
+final class VPCDAttachedCard: @unchecked Sendable {
+    // Unchecked: `link` is thread-safe (close from any thread); `done` is a semaphore.
+    private let link: VPCDCardLink
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ card: InsertedVirtualCard, endpoint: ReaderEndpoint, logger: Logger) throws(CardIOError) {
+        link = try VPCDCardLink.connect(to: endpoint)
+        let (link, done) = (self.link, self.done)
+        let thread = Thread {
+            do throws(CardIOError) { try link.serve(card) } catch { logger.error("card on \(endpoint): \(error)") }
+            done.signal()
+        }
+        thread.name = "cardbench vpcd card"
+        thread.start()
+    }
+
+    /// Still connected: not removed, not left by itself, not dropped by vpcd.
+    var isConnected: Bool {
+        guard done.wait(timeout: .now()) == .success else { return true }
+        done.signal()
+        return false
+    }
+
+    /// Pulls the card out and waits for its thread.
+    func remove() {
+        link.close()
+        if done.wait(timeout: .now() + 5) == .success { done.signal() }
     }
 }

@@ -36,6 +36,9 @@ public struct TerminalSettings: Sendable, Equatable {
     public var currencyCode: Int
     /// Also listen for virtual cards on 127.0.0.1 at this port (0: any free port).
     public var readerTCPPort: UInt16?
+    /// For a `pcsc:` reader that is vsmartcard's vpcd: where cards inserted through the API (a
+    /// scenario's, the console's) connect, so they reach the reader through pcscd.
+    public var vpcd: ReaderEndpoint?
     /// The terminal action code "default" (5 bytes), when not the kernel's DC4000A800: what the
     /// terminal decides when it cannot go online (00…00 lets it approve offline, as Y3).
     public var tacDefault: [UInt8]?
@@ -408,6 +411,15 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 if let c = try number(prefix + "country", 1...999) { settings.countryCode = c }
                 if let c = try number(prefix + "currency", 1...999) { settings.currencyCode = c }
                 if let p = try number(prefix + "reader_tcp_port", 0...65535) { settings.readerTCPPort = UInt16(p) }
+                if let endpoint = text(prefix + "vpcd") {
+                    guard case .pcsc = reader else {
+                        throw ConfigurationError(key: prefix + "vpcd", rule: "is for a pcsc:<pattern> reader (vsmartcard's vpcd in pcscd); this terminal's reader is \(reader)")
+                    }
+                    guard case .tcp = try? ReaderEndpoint(parsing: endpoint) else {
+                        throw ConfigurationError(key: prefix + "vpcd", rule: "must be host:port where vpcd listens (127.0.0.1:35963 for its first slot), got \"\(endpoint)\"")
+                    }
+                    settings.vpcd = try? ReaderEndpoint(parsing: endpoint)
+                }
                 if let hex = text(prefix + "tac_default") {
                     guard let bytes = try? Hex.decode(hex), bytes.count == 5 else {
                         throw ConfigurationError(key: prefix + "tac_default", rule: "must be 10 hex digits (5 bytes), got \"\(hex)\"")

@@ -46,6 +46,9 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
     private let work: DispatchQueue
     private let activity: TerminalActivity
     private var demo: InsertedVirtualCard?
+    /// The card the daemon connected to vpcd for a `pcsc:` terminal (`settings.vpcd`).
+    private var attached: VPCDAttachedCard?
+    private let attachLock = NSLock()
 
     public var name: String { settings.name }
     public var tid: String { settings.tid }
@@ -131,6 +134,39 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
         }
     }
 
+    /// Connects `card` to vpcd at `endpoint`: it reaches this terminal's reader through pcscd.
+    func attach(_ card: InsertedVirtualCard, to endpoint: ReaderEndpoint, logger: Logger) throws(DaemonError) {
+        attachLock.lock()
+        defer { attachLock.unlock() }
+        if let attached, attached.isConnected {
+            throw .conflict("terminal \(settings.name): a card is already inserted through vpcd \(endpoint); remove it first")
+        }
+        // pcscd notices cards by polling every 400 ms. The previous card may have left just now:
+        // connected at once, the new one would take its place between two polls and pcscd would
+        // see no removal and no insertion (its state then stays "no card"). A hand swapping
+        // cards takes longer than that; so does this.
+        if let pcscReader {
+            let deadline = Date(timeIntervalSinceNow: 2)
+            while pcscReader.isCardPresent, Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        do { attached = try VPCDAttachedCard(card, endpoint: endpoint, logger: logger) } catch {
+            throw .conflict("terminal \(settings.name): cannot insert the card through vpcd: \(error)")
+        }
+    }
+
+    /// Pulls out the card `attach` connected; false when there was none.
+    @discardableResult
+    func detachCard() -> Bool {
+        let card = attachLock.withLock { () -> VPCDAttachedCard? in
+            defer { attached = nil }
+            return attached
+        }
+        guard let card else { return false }
+        let wasConnected = card.isConnected
+        card.remove()
+        return wasConnected
+    }
+
     func start() throws {
         if let virtualReader {
             try FileManager.default.createDirectory(atPath: (readerSocket as NSString).deletingLastPathComponent,
@@ -143,6 +179,7 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
 
     func stop() {
         _ = abort()
+        detachCard()
         virtualReader?.stop()
         serialReader?.stop()
         pcscReader?.stop()

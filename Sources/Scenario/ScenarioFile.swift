@@ -18,10 +18,18 @@ public struct ScenarioError: Error, Sendable, Equatable, CustomStringConvertible
 
 /// One scenario (docs/scenarios.md).
 public struct Scenario: Sendable {
+    /// The scenario run on another terminal of a daemon (`scenario run --terminal`): one whose
+    /// reader is PC/SC or serial, to run the library through real reader stacks.
+    public func on(terminal name: String) -> Scenario {
+        var copy = self
+        copy.terminal = name
+        return copy
+    }
+
     public let file: String
     public let name: String
     public let description: String?
-    public let terminal: String
+    public private(set) var terminal: String
     /// The terminal action code "default" the terminal is created with (in process); a daemon's
     /// terminal must be configured so (`terminal.<name>.tac_default`).
     public let tacDefault: String?

@@ -2,6 +2,7 @@ import ArgumentParser
 import CardIO
 import EMV
 import Foundation
+import Daemon
 import VirtualCard
 
 struct CardCommand: ParsableCommand {
@@ -17,7 +18,8 @@ struct CardInsert: ParsableCommand {
         commandName: "insert",
         abstract: "Connect a virtual card to a reader (vpcd protocol) and answer its APDUs until removed.",
         discussion: """
-        The card is removed by Ctrl-C, by --remove-after, or when the reader closes the connection. \
+        The card is removed by Ctrl-C, by --remove-after (a number of seconds, or the command after \
+        whose answer it leaves, as in scenarios: "GENERATE AC#2"), or when the reader closes the connection. \
         --reader is a Unix socket path (a cardbench virtual reader) or host:port (a cardbench reader's \
         TCP port, or vsmartcard's vpcd inside pcscd, usually 127.0.0.1:35963).
         """
@@ -32,14 +34,27 @@ struct CardInsert: ParsableCommand {
     @Flag(help: "Print each command and response (PIN blocks withheld, PAN masked).")
     var trace = false
 
-    @Option(name: .customLong("remove-after"), help: "Remove the card after this many seconds.")
-    var removeAfter: Double?
+    @Option(name: .customLong("remove-after"), help: "Remove the card after this many seconds, or right after answering this command (NAME or NAME#n, e.g. \"GENERATE AC#2\").")
+    var removeAfter: String?
 
     @Option(help: "Keep the card's ATC, PIN tries and blocked state in this JSON file across insertions.")
     var state: String?
 
     func validate() throws {
-        if let removeAfter, !(removeAfter > 0) { throw CLIError(message: "--remove-after: must be more than 0 seconds", code: 2) }
+        _ = try removal()
+    }
+
+    /// `--remove-after` as seconds or a command.
+    func removal() throws -> (seconds: Double?, command: RemovalPoint?) {
+        guard let removeAfter else { return (nil, nil) }
+        if let seconds = Double(removeAfter) {
+            guard seconds > 0 else { throw CLIError(message: "--remove-after: must be more than 0 seconds", code: 2) }
+            return (seconds, nil)
+        }
+        do throws(DaemonError) { return (nil, try RemovalPoint(parsing: removeAfter)) } catch {
+            let rule = if case .badRequest(_, let rule) = error { rule } else { "\(error)" }
+            throw CLIError(message: "--remove-after: a number of seconds more than 0, or a command: \(rule)", code: 2)
+        }
     }
 
     func run() throws {
@@ -65,9 +80,11 @@ struct CardInsert: ParsableCommand {
             source.resume()
             return source
         }
-        if let removeAfter {
-            DispatchQueue.global().asyncAfter(deadline: .now() + removeAfter) { link.close() }
+        let (removeSeconds, removeCommand) = try removal()
+        if let removeSeconds {
+            DispatchQueue.global().asyncAfter(deadline: .now() + removeSeconds) { link.close() }
         }
+        var seen: [String: Int] = [:]
 
         var persisted = card.state
         do {
@@ -83,6 +100,10 @@ struct CardInsert: ParsableCommand {
                 if card.state != persisted {
                     persisted = card.state
                     try? stateFile.save(persisted)
+                }
+                if let removeCommand, let name = try? CommandAPDU(bytes: command).instructionName {
+                    seen[name, default: 0] += 1
+                    if name == removeCommand.instruction, seen[name] == removeCommand.occurrence { link.leaveAfterReply() }
                 }
                 return response
             }, onPower: { event in

@@ -31,6 +31,9 @@ struct ScenarioRun: AsyncParsableCommand {
     @Flag(help: "Run each scenario in a daemon core in this process (the default).")
     var inProcess = false
 
+    @Option(help: "With --socket: run every scenario on this terminal of the daemon instead of the one it names (a pcsc: terminal with a vpcd endpoint runs the library through pcscd).")
+    var terminal: String?
+
     @Option(help: "Write a JUnit XML report here.")
     var junit: String?
 
@@ -45,12 +48,13 @@ struct ScenarioRun: AsyncParsableCommand {
 
     func validate() throws {
         if socket != nil, inProcess { throw CLIError(message: "--socket and --in-process: choose one", code: 2) }
+        if terminal != nil, socket == nil { throw CLIError(message: "--terminal: needs --socket (an in-process core has only the scenario's own terminal)", code: 2) }
     }
 
     func run() async throws {
         let scenarios: [Scenario]
         do throws(ScenarioError) {
-            scenarios = try Self.load(paths)
+            scenarios = try Self.load(paths).map { scenario in terminal.map { scenario.on(terminal: $0) } ?? scenario }
         } catch {
             FileHandle.standardError.write(Data("cardbench: malformed scenario: \(error)\n".utf8))
             throw ExitCode(2)

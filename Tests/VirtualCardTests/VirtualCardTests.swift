@@ -56,7 +56,7 @@ struct ShippedProfileTests {
     /// The whole contact flow against each profile that can complete one, with an issuer check
     /// of every cryptogram.
     @Test("PSE, SELECT, GPO, READ RECORD, VERIFY, GENERATE AC, issuer authentication, TC",
-          arguments: files.filter { !$0.contains("blocked") })
+          arguments: files.filter { !$0.contains("blocked") && !$0.contains("t0-get-response") })
     func fullTransaction(file: String) throws {
         let profile = try loadProfile(file)
         var t = TestTerminal(try VirtualCard(profile: profile))
@@ -198,6 +198,45 @@ struct CardBehaviourTests {
         #expect(try TLV.parse(select.data).first(0x84)?.value == hex("A0000000041010"))
         #expect(t.send(.getProcessingOptions(pdolData: [])).status == StatusWord(0x6985))
         #expect(t.send(.readRecord(sfi: 1, record: 1)).status == StatusWord(0x6985))
+    }
+
+    @Test("a t0GetResponse card answers TPDUs as a T=0 card: 61xx then GET RESPONSE, 6Cxx, warnings alone; whole APDUs whole")
+    func t0GetResponse() throws {
+        var card = try VirtualCard(profile: try loadProfile("visa-t0-get-response.yaml"))
+        // SELECT as a T=0 terminal sends it (case 4 without Le): 61 La, the FCI waits.
+        let pse = card.respond(to: hex("00A404000E315041592E5359532E4444463031"))
+        #expect(pse.count == 2 && pse[0] == 0x61)
+        // A GET RESPONSE asking for more than waits gets 6C La; the right P3 gets the FCI.
+        #expect(card.respond(to: hex("00C00000FF")) == [0x6C, pse[1]])
+        let fci = card.respond(to: hex("00C00000") + [pse[1]])
+        #expect(fci.count == Int(pse[1]) + 2 && fci.suffix(2) == [0x90, 0x00])
+        #expect(fci.first == 0x6F)
+        // Taken in two parts: 61 for the rest.
+        _ = card.respond(to: hex("00A404000E315041592E5359532E4444463031"))
+        let part = card.respond(to: hex("00C0000004"))
+        #expect(Array(part.prefix(4)) == Array(fci.prefix(4)) && part.suffix(2) == [0x61, pse[1] - 4])
+        // Nothing waits after another command.
+        _ = card.respond(to: hex("80CA9F3600"))
+        #expect(card.respond(to: hex("00C0000004")) == [0x69, 0x85])
+        // READ RECORD with P3 00 where the record is shorter: 6C La, then the record.
+        let read = card.respond(to: hex("00B2010C00"))
+        #expect(read.count == 2 && read[0] == 0x6C)
+        #expect(card.respond(to: hex("00B2010C") + [read[1]]).count == Int(read[1]) + 2)
+        // The same SELECT as a whole APDU (Le present), as an APDU-level reader passes it, is answered whole.
+        #expect(card.respond(to: hex("00A404000E315041592E5359532E444446303100")) == fci)
+        // A blocked application's SELECT (6283) in TPDU form: the warning alone, the FCI for GET RESPONSE 00.
+        let blockedYAML = ProfileErrorTests.good.replacingOccurrences(of: "    cvn: 10", with: "    cvn: 10\n    blocked: true") + "\nt0GetResponse: true\n"
+        var blocked = try VirtualCard(profile: try CardProfile.parse(yaml: blockedYAML, file: "blocked.yaml"))
+        #expect(blocked.respond(to: hex("00A4040007A0000000031010")) == hex("6283"))
+        let blockedFCI = blocked.respond(to: hex("00C0000000"))
+        #expect(blockedFCI.count == 2 && blockedFCI[0] == 0x6C)
+        let fetched = blocked.respond(to: hex("00C00000") + [blockedFCI[1]])
+        #expect(fetched.first == 0x6F && fetched.suffix(2) == [0x90, 0x00])
+        // A t0GetResponse profile needs a T=0 ATR.
+        let t1 = ProfileErrorTests.good + "\natr: \"3B9513810180 73FF01000B\"\nt0GetResponse: true\n"
+        #expect(throws: ProfileError.self) { try CardProfile.parse(yaml: t1.replacingOccurrences(of: "80 73", with: "8073"), file: "t1.yaml") }
+        let t0 = ProfileErrorTests.good + "\nt0GetResponse: true\n"
+        #expect(try CardProfile.parse(yaml: t0, file: "t0.yaml").t0GetResponse)
     }
 
     @Test func partialNameSelectionWithNextOccurrence() throws {

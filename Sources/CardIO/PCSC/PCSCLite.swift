@@ -218,6 +218,9 @@ final class PCSCCardHandle: @unchecked Sendable {
     }
 
     /// Ends the connection, powering the card off (an EMV terminal deactivates the card after a
-    /// transaction; a virtual card forgets its selection as a real one would).
-    func disconnect() { _ = SCardDisconnect(handle, DWORD(SCARD_UNPOWER_CARD)) }
+    /// transaction; a virtual card forgets its selection as a real one would), or leaving it as
+    /// it is when it is known to be gone (powering off a card that left only confuses pcscd).
+    func disconnect(unpower: Bool = true) {
+        _ = SCardDisconnect(handle, DWORD(unpower ? SCARD_UNPOWER_CARD : SCARD_LEAVE_CARD))
+    }
 }

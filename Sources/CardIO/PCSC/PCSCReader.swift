@@ -159,10 +159,15 @@ public final class PCSCReader: CardReader, @unchecked Sendable {
                 if let watched { watches.insert(PCSCWatch(reader: watched, current: current), at: 0) }
                 guard try live.waitForChange(&watches, milliseconds: Self.watchMilliseconds), watched != nil else { continue }
                 let seen = watches[0]
-                // A reader gone during the wait: the next list drops it.
-                guard seen.event.isDisjoint(with: [.unknown, .unavailable]) else { continue }
-                observe(seen, previous: current)
+                let previous = current
                 current = seen.event.rawValue & ~PCSCReaderState.changed.rawValue
+                // A reader gone during the wait (the next list drops it), or one whose driver
+                // fails: looked at again shortly, not in a tight loop.
+                guard seen.event.isDisjoint(with: [.unknown, .unavailable]) else {
+                    pause(0.1)
+                    continue
+                }
+                observe(seen, previous: previous)
             } catch {
                 if error.isServiceGone {
                     live.release()
@@ -314,21 +319,23 @@ public final class PCSCReader: CardReader, @unchecked Sendable {
         defer { io.unlock() }
         condition.withLock { session }?.close()
         let protocols = Self.protocols(for: atr)
-        let handle: PCSCCardHandle
-        do throws(PCSCError) {
-            let context: PCSCContext
-            if let existing = ioContext { context = existing } else { context = try PCSCContext() }
-            ioContext = context
+        var handle: PCSCCardHandle?
+        // pcscd polls its readers every 400 ms, so its answer can lag the watcher's: a card
+        // swapped quickly is found unpowered or mute, a card just pulled out not inserted. Tried
+        // again every 100 ms (never in a tight loop: pcscd's poller needs the reader's lock too)
+        // until the caller's deadline, or at least a few polls, before it counts.
+        let settle = max(ContinuousClock.now + Self.settleTime, ContinuousClock.now + timeout)
+        while handle == nil {
             do throws(PCSCError) {
-                handle = try context.connect(reader: target, protocols: protocols)
-            } catch where error.code == SCARD_E_PROTO_MISMATCH && protocols != Self.anyProtocol {
-                // An ATR whose first protocol is not what the reader speaks (a contactless
-                // reader's PC/SC part 3 ATR): let pcscd choose.
-                handle = try context.connect(reader: target, protocols: Self.anyProtocol)
+                handle = try connectOnce(target, protocols: protocols)
+            } catch where Self.isSettling(error) && ContinuousClock.now < settle {
+                Thread.sleep(forTimeInterval: 0.1)
+            } catch {
+                logger.debug("reader \(name): \(error)")
+                throw refusal(error, reader: target)
             }
-        } catch {
-            throw refusal(error, reader: target)
         }
+        guard let handle else { throw .noCard(reader: name) }
         let fresh: PCSCSession
         do throws(PCSCError) {
             fresh = PCSCSession(readerName: name, handle: handle, atr: try handle.atr(), protocols: protocols)
@@ -342,6 +349,28 @@ public final class PCSCReader: CardReader, @unchecked Sendable {
             lastError = nil
         }
         return SessionChannel(fresh, session: fresh.id, atr: fresh.atr)
+    }
+
+    /// How long, at least, a connection pcscd refuses for a reason its polling may be behind on
+    /// is tried again.
+    static let settleTime = Duration.milliseconds(1200)
+
+    static func isSettling(_ error: PCSCError) -> Bool {
+        error.code == SCARD_W_UNPOWERED_CARD || error.code == SCARD_W_UNRESPONSIVE_CARD || error.isCardGone
+    }
+
+    /// Under `io`: one SCardConnect on the transaction context (made when there is none).
+    private func connectOnce(_ target: String, protocols: DWORD) throws(PCSCError) -> PCSCCardHandle {
+        let context: PCSCContext
+        if let existing = ioContext { context = existing } else { context = try PCSCContext() }
+        ioContext = context
+        do throws(PCSCError) {
+            return try context.connect(reader: target, protocols: protocols)
+        } catch where error.code == SCARD_E_PROTO_MISMATCH && protocols != Self.anyProtocol {
+            // An ATR whose first protocol is not what the reader speaks (a contactless reader's
+            // PC/SC part 3 ATR): let pcscd choose.
+            return try context.connect(reader: target, protocols: Self.anyProtocol)
+        }
     }
 
     /// What a failed connection means to the kernel, recorded for `cardbench readers`.
@@ -462,8 +491,8 @@ final class PCSCSession: CardSessions, @unchecked Sendable {
         lock.withLock {
             guard open else { return }
             open = false
+            handle.disconnect(unpower: alive)
             alive = false
-            handle.disconnect()
         }
     }
 
@@ -507,11 +536,29 @@ final class PCSCSession: CardSessions, @unchecked Sendable {
     func powerOff(session: UInt64) { close() }
 
     /// Under `lock`: a removal for the kernel, or pcscd's error.
+    ///
+    /// A card pulled out during an exchange makes the driver fail it (`SCARD_E_NOT_TRANSACTED`
+    /// from vpcd and CCID alike) before pcscd's 400 ms poll has seen the removal; so such a
+    /// failure asks pcscd about the card for up to `removalWait` before calling it a reader error.
     private func failure(_ error: PCSCError) -> CardIOError {
-        if error.isCardGone || error.isServiceGone {
+        if error.isCardGone || error.isServiceGone || (error.code == SCARD_E_NOT_TRANSACTED && cardLeft()) {
             alive = false
             return .cardRemoved(reader: readerName)
         }
         return .io(reader: readerName, detail: "\(error)")
+    }
+
+    static let removalWait = 1.2
+
+    /// Whether pcscd reports the card gone within `removalWait`.
+    private func cardLeft() -> Bool {
+        let deadline = Date(timeIntervalSinceNow: Self.removalWait)
+        repeat {
+            do throws(PCSCError) { _ = try handle.atr() } catch {
+                return error.isCardGone || error.isServiceGone
+            }
+            Thread.sleep(forTimeInterval: 0.1)
+        } while Date() < deadline
+        return false
     }
 }

@@ -1,0 +1,160 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// A pcscd of one's own, for tests and `cardbench bench pcsc`: Debian's `/usr/sbin/pcscd` with a
+/// reader configuration holding only vsmartcard's vpcd on a chosen port pair, behind a socket in
+/// a directory of its own.
+///
+/// pcscd's socket path is compiled in (`/run/pcscd/pcscd.comm`), and only clients read
+/// `PCSCLITE_CSOCK_NAME`; so pcscd is started through `systemd-socket-activate` on the private
+/// path, which a system pcscd (or its socket unit) never sees. A socket-activated pcscd skips the
+/// "another pcscd is running" check and, stopping, removes only /run/pcscd/pcscd.pid. It starts at
+/// the first client connection; vpcd's ports open then. It must run as root (it writes that pid
+/// file).
+public final class PrivatePCSCD: @unchecked Sendable {
+    // Unchecked: `process` is replaced only by start/stop, which callers do not race.
+    /// The directory holding the socket and the reader configuration.
+    public let directory: String
+    /// The socket clients reach it at (`PCSCLITE_CSOCK_NAME`).
+    public let socket: String
+    /// vpcd's first slot listens on this port (reader `<name> 00 00`), the second on the next.
+    public let port: UInt16
+    /// The readers' name (vpcd's FRIENDLYNAME): `<name> 00 00` and `<name> 00 01`.
+    public let readerName: String
+    private var process: Process?
+    private let log: String
+
+    /// The programs a private pcscd needs, and what is missing of them (empty when all are there).
+    public static var missing: [String] {
+        var missing: [String] = []
+        if getuid() != 0 { missing.append("root (pcscd writes /run/pcscd/pcscd.pid)") }
+        for path in ["/usr/sbin/pcscd", "/usr/lib/pcsc/drivers/serial/libifdvpcd.so", "/usr/bin/systemd-socket-activate"]
+        where !FileManager.default.fileExists(atPath: path) {
+            missing.append(path)
+        }
+        return missing
+    }
+
+    /// Writes the configuration (nothing runs yet).
+    /// - Parameters:
+    ///   - directory: an existing directory; the socket path must fit in 107 bytes.
+    ///   - port: vpcd's first port, or nil for a free pair found now.
+    public init(directory: String, port: UInt16? = nil, readerName: String = "Cardbench PCD") throws {
+        self.directory = directory
+        self.socket = directory + "/pcscd.comm"
+        self.readerName = readerName
+        self.port = try port ?? Self.freePortPair()
+        log = directory + "/pcscd.log"
+        let conf = directory + "/reader.conf.d"
+        try FileManager.default.createDirectory(atPath: conf, withIntermediateDirectories: true)
+        try """
+        FRIENDLYNAME "\(readerName)"
+        DEVICENAME   /dev/null:0x\(String(self.port, radix: 16))
+        LIBPATH      /usr/lib/pcsc/drivers/serial/libifdvpcd.so
+        CHANNELID    0x\(String(self.port, radix: 16))
+
+        """.write(toFile: conf + "/vpcd", atomically: true, encoding: .utf8)
+    }
+
+    /// `PCSCLITE_CSOCK_NAME` for a client process.
+    public var environment: [String: String] { ["PCSCLITE_CSOCK_NAME": socket] }
+
+    /// The full name of vpcd's slot `slot` (0 or 1).
+    public func reader(slot: Int = 0) -> String { "\(readerName) 00 0\(slot)" }
+
+    /// What pcscd logged (with `--debug`).
+    public var logText: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+
+    /// Starts pcscd behind the socket, wakes it with a connection, and waits until vpcd listens.
+    public func start(timeout: Double = 10) throws {
+        try? FileManager.default.removeItem(atPath: socket)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
+        p.arguments = ["-l", socket, "/usr/sbin/pcscd", "--foreground", "--debug", "--config", directory + "/reader.conf.d"]
+        if !FileManager.default.fileExists(atPath: log) { _ = FileManager.default.createFile(atPath: log, contents: nil) }
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        handle.seekToEndOfFile()
+        p.standardOutput = handle
+        p.standardError = handle
+        try p.run()
+        process = p
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while !FileManager.default.fileExists(atPath: socket) {
+            guard Date() < deadline, p.isRunning else { throw failure("its socket \(socket) did not appear") }
+            usleep(10_000)
+        }
+        // The first connection execs pcscd, which then opens vpcd's ports.
+        knock()
+        while !Self.isListening(port) {
+            guard Date() < deadline, p.isRunning else { throw failure("vpcd did not listen on port \(port)") }
+            usleep(20_000)
+        }
+    }
+
+    /// Stops pcscd (SIGTERM, then SIGKILL after 5 s); readers, contexts and vpcd's cards go with it.
+    public func stop() {
+        guard let p = process else { return }
+        process = nil
+        if p.isRunning {
+            p.terminate()
+            let deadline = Date(timeIntervalSinceNow: 5)
+            while p.isRunning, Date() < deadline { usleep(10_000) }
+            if p.isRunning { kill(p.processIdentifier, SIGKILL) }
+            p.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(atPath: socket)
+    }
+
+    deinit { stop() }
+
+    private func failure(_ what: String) -> CardIOError {
+        .io(reader: "pcscd", detail: "a private pcscd did not start: \(what); log: \(logText.suffix(800))")
+    }
+
+    /// Connects to the socket and hangs up: socket activation execs pcscd on the first connection.
+    private func knock() {
+        guard let address = Socket.unixAddress(socket) else { return }
+        let fd = Socket.makeStream(family: AF_UNIX)
+        guard fd >= 0 else { return }
+        _ = Socket.connectUnix(fd, address)
+        closeDescriptor(fd)
+    }
+
+    /// Whether a TCP port is in LISTEN state, from /proc/net/tcp: connecting to vpcd's port to
+    /// find out would count as a card insertion.
+    public static func isListening(_ port: UInt16) -> Bool {
+        let hex = String(format: ":%04X", port)
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ")
+                if fields.count > 3, fields[1].hasSuffix(hex), fields[3] == "0A" { return true }
+            }
+        }
+        return false
+    }
+
+    /// Two consecutive free TCP ports (vpcd binds both slots on all addresses).
+    static func freePortPair() throws -> UInt16 {
+        for _ in 0..<200 {
+            let first = UInt16.random(in: 20_000...60_000)
+            if isFree(first), isFree(first + 1) { return first }
+        }
+        throw CardIOError.io(reader: "pcscd", detail: "no two consecutive free TCP ports found for vpcd")
+    }
+
+    private static func isFree(_ port: UInt16) -> Bool {
+        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = INADDR_ANY
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+}
