@@ -11,6 +11,40 @@ struct ConfigurationTests {
         return path
     }
 
+    @Test("pcsc:<pattern> readers: parsed, checked; vpcd only with a pcsc: reader; one pattern per terminal")
+    func pcscReaders() async throws {
+        let good = try await DaemonConfiguration.load(file: try file("""
+            terminals: [a]
+            terminal:
+              a:
+                reader: "pcsc:/OMNIKEY.*/"
+                vpcd: 127.0.0.1:35963
+            """), environment: [:])
+        #expect(good.terminals[0].reader == .pcsc(pattern: try PCSCReaderPattern(parsing: "/OMNIKEY.*/")))
+        #expect(good.terminals[0].reader.kind == "pcsc")
+        #expect(good.terminals[0].vpcd == .tcp(host: "127.0.0.1", port: 35963))
+        func refused(_ yaml: String) async throws -> ConfigurationError {
+            do {
+                _ = try await DaemonConfiguration.load(file: try file(yaml), environment: [:])
+            } catch let error as ConfigurationError {
+                return error
+            }
+            throw HarnessFailure("accepted: \(yaml)")
+        }
+        let empty = try await refused("terminals: [a]\nterminal:\n  a:\n    reader: \"pcsc:\"\n")
+        #expect(empty.key == "terminal.a.reader" && empty.rule.hasPrefix("pcsc:<pattern> needs a reader name"), "\(empty)")
+        let regex = try await refused("terminals: [a]\nterminal:\n  a:\n    reader: \"pcsc:/([/\"\n")
+        #expect(regex.rule.contains("must be a regular expression"), "\(regex)")
+        let vpcd = try await refused("terminals: [a]\nterminal:\n  a:\n    vpcd: 127.0.0.1:35963\n")
+        #expect(vpcd.key == "terminal.a.vpcd" && vpcd.rule.hasPrefix("is for a pcsc:<pattern> reader"), "\(vpcd)")
+        let path = try await refused("terminals: [a]\nterminal:\n  a:\n    reader: pcsc:X\n    vpcd: /tmp/x\n")
+        #expect(path.rule.hasPrefix("must be host:port"), "\(path)")
+        let twice = try await refused("terminals: [a, b]\nterminal:\n  a:\n    reader: pcsc:X\n  b:\n    reader: pcsc:X\n")
+        #expect(twice.key == "terminals" && twice.rule.contains("same pcsc:<pattern>"), "\(twice)")
+        let kind = try await refused("terminals: [a]\nterminal:\n  a:\n    reader: usb:X\n")
+        #expect(kind.rule.contains("pcsc:<pattern>"), "\(kind)")
+    }
+
     @Test("no file and no environment: the embedded default")
     func embeddedDefault() async throws {
         let c = try await DaemonConfiguration.load(file: nil, environment: [:])
@@ -60,7 +94,7 @@ struct ConfigurationTests {
         ("terminals: [a, a]\n", "terminals: \"a\" is listed twice"),
         ("terminals: [\"a b\"]\n", "must be 1 to 32 letters"),
         ("terminals: [a, b]\nterminal:\n  a:\n    tid: \"10000001\"\n  b:\n    tid: \"10000001\"\n", "already another terminal's TID"),
-        ("terminals: [a]\nterminal:\n  a:\n    reader: pcsc:x\n", "terminal.a.reader: must be virtual:<name>, serial:<path> or udev:<name>"),
+        ("terminals: [a]\nterminal:\n  a:\n    reader: usb:x\n", "terminal.a.reader: must be virtual:<name>, serial:<path>, udev:<name> or pcsc:<pattern>"),
         ("terminals: [a]\nterminal:\n  a:\n    reader: serial:ttyUSB0\n", "terminal.a.reader: serial:<path> needs an absolute path"),
         ("terminals: [a]\nterminal:\n  a:\n    reader: udev:a/b\n", "terminal.a.reader: udev:<name> needs the reader's ENV{CARDBENCH_NAME}"),
         ("terminals: [a]\nterminal:\n  a:\n    reader: serial:/dev/ttyUSB0\n    serial:\n      baud: 12345\n", "terminal.a.serial.baud: must be one of 1200"),
@@ -120,4 +154,9 @@ struct ConfigurationTests {
     func missingFile() async throws {
         await #expect(throws: ConfigurationError.self) { try await DaemonConfiguration.load(file: "/nonexistent/cardbenchd.yaml", environment: [:]) }
     }
+}
+
+struct HarnessFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }

@@ -15,9 +15,9 @@ final class InsertedCard: @unchecked Sendable {
     let process = Process()
     let output = Pipe()
 
-    init(_ profile: String, reader: String, state: String? = nil) throws {
+    init(_ profile: String, reader: String, state: String? = nil, extra: [String] = []) throws {
         process.executableURL = productsDirectory.appendingPathComponent("cardbench")
-        process.arguments = ["card", "insert", "--profile", card(profile), "--reader", reader] + (state.map { ["--state", $0] } ?? [])
+        process.arguments = ["card", "insert", "--profile", card(profile), "--reader", reader] + (state.map { ["--state", $0] } ?? []) + extra
         process.standardOutput = output
         process.standardError = output
         try process.run()
@@ -35,6 +35,28 @@ final class InsertedCard: @unchecked Sendable {
             process.waitUntilExit()
         }
     }
+
+    /// Removes the card and returns what it printed after "card inserted" (its `--trace`).
+    func transcript() -> String {
+        remove()
+        return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    }
+}
+
+/// Runs the built `cardbench` with `arguments` and extra environment, no daemon socket.
+func cliOffline(_ arguments: [String], environment extra: [String: String]) throws -> (status: Int32, stdout: String, stderr: String) {
+    let process = Process()
+    process.executableURL = productsDirectory.appendingPathComponent("cardbench")
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let o = out.fileHandleForReading.readDataToEndOfFile()
+    let e = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
 }
 
 extension FileHandle {

@@ -26,7 +26,8 @@ public final class DaemonProcess: @unchecked Sendable {
 
     /// Starts the daemon (extra arguments and YAML configuration optional) and waits until its
     /// control socket answers `/v1/health`.
-    public init(_ arguments: [String] = [], config: String? = nil, directory existing: URL? = nil) async throws {
+    public init(_ arguments: [String] = [], config: String? = nil, directory existing: URL? = nil,
+                environment extra: [String: String] = [:]) async throws {
         directory = existing ?? FileManager.default.temporaryDirectory.appendingPathComponent("cbd-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         log = directory.appendingPathComponent("daemon-\(UUID().uuidString.prefix(4)).log")
@@ -43,6 +44,7 @@ public final class DaemonProcess: @unchecked Sendable {
         var environment = ProcessInfo.processInfo.environment
         environment["NOTIFY_SOCKET"] = nil
         environment["CARDBENCH_SOCKET"] = nil
+        environment.merge(extra) { $1 }
         process.environment = environment
         let handle = try FileHandle(forWritingTo: log)
         process.standardOutput = handle

@@ -134,6 +134,7 @@ final class PCSCContext: @unchecked Sendable {
 
     /// Waits up to `milliseconds` for any entry's state to differ from its `current`; returns
     /// false on a timeout. Each entry's `event` and `atr` are filled in either way.
+    /// - Throws: on anything but success and a timeout.
     func waitForChange(_ watches: inout [PCSCWatch], milliseconds: UInt) throws(PCSCError) -> Bool {
         let names = watches.map { strdup($0.reader) }
         defer { names.forEach { free($0) } }
@@ -144,15 +145,16 @@ final class PCSCContext: @unchecked Sendable {
             return state
         }
         let rv = SCardGetStatusChange(handle, milliseconds, &states, DWORD(states.count))
-        if rv == SCARD_E_TIMEOUT { return false }
-        try PCSCError.check(rv, "SCardGetStatusChange")
+        if rv != SCARD_E_TIMEOUT { try PCSCError.check(rv, "SCardGetStatusChange") }
+        // On a timeout too: the states are current, and who holds a reader (EXCLUSIVE, INUSE)
+        // is not a change the call wakes up for.
         for index in watches.indices {
             let state = states[index]
             watches[index].event = PCSCReaderState(rawValue: state.dwEventState)
             let count = min(Int(state.cbAtr), Int(MAX_ATR_SIZE))
             watches[index].atr = withUnsafeBytes(of: state.rgbAtr) { Array($0.prefix(count)) }
         }
-        return true
+        return rv != SCARD_E_TIMEOUT
     }
 
     /// Ends a `waitForChange` in progress on this context (from another thread); a no-op when

@@ -61,7 +61,8 @@ public final class PCSCReader: CardReader, @unchecked Sendable {
         /// Every reader the pattern matches (more than one is worth a warning).
         public let matches: [String]
         /// `ready` (the reader is there), `in-use` (another program holds it), `absent` (pcscd
-        /// lists no reader that matches), `no-service` (pcscd cannot be reached), `stopped`.
+        /// lists no reader that matches), `no-service` (pcscd cannot be reached), `starting`
+        /// (not asked yet), `stopped`.
         public let state: String
         public let cardPresent: Bool
         /// The present card's ATR, in hex.
@@ -77,7 +78,7 @@ public final class PCSCReader: CardReader, @unchecked Sendable {
             let ours = session?.isOpen ?? false
             let state: String =
                 !running ? "stopped"
-                : !serviceUp ? "no-service"
+                : !serviceUp ? (serviceError == nil ? "starting" : "no-service")
                 : device == nil ? "absent"
                 : !ours && !flags.isDisjoint(with: [.exclusive, .inUse]) ? "in-use"
                 : "ready"
@@ -157,8 +158,16 @@ public final class PCSCReader: CardReader, @unchecked Sendable {
                 var watches = [PCSCWatch(reader: PCSCContext.plugAndPlay)]
                 let watched = condition.withLock { device }
                 if let watched { watches.insert(PCSCWatch(reader: watched, current: current), at: 0) }
-                guard try live.waitForChange(&watches, milliseconds: Self.watchMilliseconds), watched != nil else { continue }
+                let changed = try live.waitForChange(&watches, milliseconds: Self.watchMilliseconds)
+                guard watched != nil else { continue }
                 let seen = watches[0]
+                guard changed else {
+                    // Nothing inserted or removed; who holds the reader may have changed.
+                    if seen.event.isDisjoint(with: [.unknown, .unavailable]), seen.event.rawValue & ~PCSCReaderState.changed.rawValue & 0xFFFF != 0 {
+                        condition.withLock { flags = seen.event }
+                    }
+                    continue
+                }
                 let previous = current
                 current = seen.event.rawValue & ~PCSCReaderState.changed.rawValue
                 // A reader gone during the wait (the next list drops it), or one whose driver
@@ -213,7 +222,8 @@ public final class PCSCReader: CardReader, @unchecked Sendable {
             let first = condition.withLock { () -> Bool in
                 let first = serviceError == nil || serviceUp
                 serviceUp = false
-                serviceError = detail
+                // After a loss the message says so (and why); before, why pcscd is not there.
+                serviceError = announcedLoss ? (serviceError ?? detail) : detail
                 return first
             }
             if first && !announcedLoss {
@@ -328,6 +338,11 @@ public final class PCSCReader: CardReader, @unchecked Sendable {
         while handle == nil {
             do throws(PCSCError) {
                 handle = try connectOnce(target, protocols: protocols)
+            } catch where error.isServiceGone && ioContext != nil && ContinuousClock.now < settle {
+                // A context from before pcscd restarted: dead for good; a new one is made.
+                ioContext?.release()
+                ioContext = nil
+                Thread.sleep(forTimeInterval: 0.1)
             } catch where Self.isSettling(error) && ContinuousClock.now < settle {
                 Thread.sleep(forTimeInterval: 0.1)
             } catch {

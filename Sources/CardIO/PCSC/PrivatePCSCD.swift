@@ -23,7 +23,10 @@ public final class PrivatePCSCD: @unchecked Sendable {
     public let port: UInt16
     /// The readers' name (vpcd's FRIENDLYNAME): `<name> 00 00` and `<name> 00 01`.
     public let readerName: String
-    private var process: Process?
+    /// pcscd's process id while it runs. Not a Foundation `Process`: pcscd closes the descriptors
+    /// it inherits, and Foundation takes its monitoring socket closing for the exit and blocks
+    /// in waitpid, hanging every later `Process` of the program.
+    private var pid: pid_t?
     private let log: String
 
     /// The programs a private pcscd needs, and what is missing of them (empty when all are there).
@@ -70,39 +73,56 @@ public final class PrivatePCSCD: @unchecked Sendable {
     /// Starts pcscd behind the socket, wakes it with a connection, and waits until vpcd listens.
     public func start(timeout: Double = 10) throws {
         try? FileManager.default.removeItem(atPath: socket)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
-        p.arguments = ["-l", socket, "/usr/sbin/pcscd", "--foreground", "--debug", "--config", directory + "/reader.conf.d"]
-        if !FileManager.default.fileExists(atPath: log) { _ = FileManager.default.createFile(atPath: log, contents: nil) }
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        handle.seekToEndOfFile()
-        p.standardOutput = handle
-        p.standardError = handle
-        try p.run()
-        process = p
+        let arguments = ["/usr/bin/systemd-socket-activate", "-l", socket, "/usr/sbin/pcscd", "--foreground", "--debug",
+                         "--config", directory + "/reader.conf.d"]
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var child: pid_t = 0
+        let rv = posix_spawn(&child, arguments[0], &actions, nil, argv, environ)
+        guard rv == 0 else { throw failure("posix_spawn: \(String(cString: strerror(rv)))") }
+        pid = child
         let deadline = Date(timeIntervalSinceNow: timeout)
         while !FileManager.default.fileExists(atPath: socket) {
-            guard Date() < deadline, p.isRunning else { throw failure("its socket \(socket) did not appear") }
+            guard Date() < deadline, isRunning else { throw failure("its socket \(socket) did not appear") }
             usleep(10_000)
         }
         // The first connection execs pcscd, which then opens vpcd's ports.
         knock()
         while !Self.isListening(port) {
-            guard Date() < deadline, p.isRunning else { throw failure("vpcd did not listen on port \(port)") }
+            guard Date() < deadline, isRunning else { throw failure("vpcd did not listen on port \(port)") }
             usleep(20_000)
         }
     }
 
+    /// Whether the process started last still runs (it is reaped once it has exited).
+    private var isRunning: Bool {
+        guard let pid else { return false }
+        var status: Int32 = 0
+        return waitpid(pid, &status, WNOHANG) == 0
+    }
+
     /// Stops pcscd (SIGTERM, then SIGKILL after 5 s); readers, contexts and vpcd's cards go with it.
     public func stop() {
-        guard let p = process else { return }
-        process = nil
-        if p.isRunning {
-            p.terminate()
+        guard let child = pid else { return }
+        pid = nil
+        var status: Int32 = 0
+        if waitpid(child, &status, WNOHANG) == 0 {
+            kill(child, SIGTERM)
             let deadline = Date(timeIntervalSinceNow: 5)
-            while p.isRunning, Date() < deadline { usleep(10_000) }
-            if p.isRunning { kill(p.processIdentifier, SIGKILL) }
-            p.waitUntilExit()
+            while waitpid(child, &status, WNOHANG) == 0 {
+                if Date() > deadline {
+                    kill(child, SIGKILL)
+                    waitpid(child, &status, 0)
+                    break
+                }
+                usleep(10_000)
+            }
         }
         try? FileManager.default.removeItem(atPath: socket)
     }
