@@ -8,7 +8,7 @@ PYTHON ?= python3
 BENCH_SECONDS ?= 2
 BENCH_LEDGER_ROWS ?= 1000000
 FUZZ_SECONDS ?= 10
-# Debian packages the build needs: libcrypto's headers (DES) and pkg-config to find them.
+# Debian packages the build needs: libcrypto's headers (DES), SQLite, libudev, libpcsclite, pkg-config.
 APT_PACKAGES := libssl-dev libsqlite3-dev libudev-dev libpcsclite-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -96,8 +96,9 @@ test: unit-test interop
 ## the daemon tests check the systemd unit with systemd-analyze and systemd-sysusers, run the
 ## daemon under systemd's MemoryDenyWriteExecute filter through libseccomp, and (as root) try the
 ## udev rules with udevadm and follow a marked tty through a systemd-udevd they start; the access
-## tests make a TLS certificate with openssl
-TEST_APT := systemd libseccomp2 udev openssl
+## tests make a TLS certificate with openssl; the PC/SC tests run private pcscds with vsmartcard's vpcd
+## (as root) and must not skip (CARDBENCH_REQUIRE_PCSC)
+TEST_APT := systemd libseccomp2 udev openssl pcscd vsmartcard-vpcd
 
 unit-test: deps venv
 	@missing=""; \
@@ -107,7 +108,7 @@ unit-test: deps venv
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 	$(SWIFT) build --build-tests
-	CARDBENCH_PYTHON=$(abspath $(VENV))/bin/python $(SWIFT) test --skip-build
+	CARDBENCH_REQUIRE_PCSC=$$([ "$$(id -u)" = 0 ] && echo 1 || echo 0) CARDBENCH_PYTHON=$(abspath $(VENV))/bin/python $(SWIFT) test --skip-build
 
 ## interop: a virtual card behind real pcscd + vpcd, driven by pyscard, its ARQC checked by pyemv
 interop: deps
@@ -131,7 +132,8 @@ interop: deps
 ## bench: release build, then bench crypto (against pyemv and the DES floor), bench card (against a
 ## socket ping-pong), bench ledger (lookups at a million rows against a primary-key lookup), bench
 ## sale (through the daemon, beside a durable commit and a do-nothing request; one terminal, 32,
-## and 100,000 sales for memory growth) and bench serial (over a pty, beside the wire time at 9600 baud)
+## and 100,000 sales for memory growth), bench serial (over a pty, beside the wire time at 9600 baud)
+## and bench pcsc (through a private pcscd + vpcd, beside SCardTransmit alone and the virtual socket)
 bench: deps venv
 	$(SWIFT) build -c release --product cardbench
 	$(SWIFT) build -c release --product cardbenchd
@@ -145,6 +147,7 @@ bench: deps venv
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS)
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS) --size 16
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS) --workload sale
+	$(SUDO) .build/release/cardbench bench pcsc --seconds $(BENCH_SECONDS)
 
 ## fuzz: builds the libFuzzer targets (docs/fuzzing.md), then runs each for FUZZ_SECONDS on a copy
 ## of its seed corpus; fails on any crash or property failure

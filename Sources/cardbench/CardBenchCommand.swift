@@ -161,14 +161,14 @@ struct CardBench: ParsableCommand {
                            ratio: (floorRate / realRate * 100).rounded() / 100)
     }
 
-    private static func median(_ values: [Double]) -> Double {
+    static func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
     }
 
     /// Runs `body` in batches until `seconds` have passed, after a short warm-up; returns round
     /// trips per second.
-    private static func timed(seconds: Double, _ body: () throws -> Void) rethrows -> Double {
+    static func timed(seconds: Double, _ body: () throws -> Void) rethrows -> Double {
         for _ in 0..<200 { try body() }
         let clock = ContinuousClock()
         let limit = Duration.milliseconds(Int64(seconds * 1000))
@@ -184,7 +184,7 @@ struct CardBench: ParsableCommand {
 
     /// The real path: a VirtualReader on a temporary Unix socket, a VPCDCardLink card serving on
     /// its own thread, and the channel the timed loop transmits on.
-    private final class LinkPingPong {
+    final class LinkPingPong {
         private let dir: String
         private let reader: VirtualReader
         private let link: VPCDCardLink

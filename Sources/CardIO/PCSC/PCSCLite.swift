@@ -226,3 +226,31 @@ final class PCSCCardHandle: @unchecked Sendable {
         _ = SCardDisconnect(handle, DWORD(unpower ? SCARD_UNPOWER_CARD : SCARD_LEAVE_CARD))
     }
 }
+
+/// An exclusive connection and nothing else: `SCardTransmit` as pcsc-lite gives it, with no T=0
+/// layer, no session and no watcher. The floor `cardbench bench pcsc` measures the reader's
+/// channel against.
+public final class PCSCRawConnection: @unchecked Sendable {
+    // Unchecked: one thread uses it (the benchmark's).
+    private let context: PCSCContext
+    private let handle: PCSCCardHandle
+
+    /// Connects to the card in the reader named `reader` (its full PC/SC name).
+    public init(reader: String) throws(PCSCError) {
+        context = try PCSCContext()
+        do throws(PCSCError) {
+            handle = try context.connect(reader: reader, protocols: PCSCReader.anyProtocol)
+        } catch {
+            context.release()
+            throw error
+        }
+    }
+
+    /// Sends bytes as they are.
+    public func transmit(_ bytes: [UInt8]) throws(PCSCError) -> [UInt8] { try handle.transmit(bytes) }
+
+    public func close() {
+        handle.disconnect()
+        context.release()
+    }
+}
