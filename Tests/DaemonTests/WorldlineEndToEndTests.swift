@@ -395,16 +395,17 @@ struct WorldlineClientTests {
     func idempotenceInProgress() async throws {
         let p = try await WorldlineHTTPTests.Platform()
         defer { p.daemon.stop(); p.daemon.remove() }
-        // The issuer takes 1.5 s over the first payment.
-        _ = try await p.daemon.client.send(method: "POST", "/v1/worldline/merchants/m1/host-queue", json: HostOutcomeBody(delayMs: 1500))
+        // The issuer takes 4 s over the first payment: a wide window, since on a loaded 2-core CI
+        // machine (blocking reader tests beside this one) a task may start a second late.
+        _ = try await p.daemon.client.send(method: "POST", "/v1/worldline/merchants/m1/host-queue", json: HostOutcomeBody(delayMs: 4000))
         // Two at once, through the control API's way in (the same idempotence path as the
         // listener's, and an async client that does not queue requests to one host): whichever
-        // claims the key first takes the issuer's 1.5 s; the other is refused.
+        // claims the key first takes the issuer's 4 s; the other is refused.
         let request = WorldlineRequestBody(method: "POST", path: "/v2/m1/payments", body: WorldlineHTTPTests.payment(mode: "SALE"),
                                            idempotenceKey: "slow-1")
         let client = p.daemon.client
         async let a = client.send(method: "POST", "/v1/worldline/requests", json: request)
-        try await Task.sleep(for: .milliseconds(200))
+        try await Task.sleep(for: .milliseconds(500))
         async let b = client.send(method: "POST", "/v1/worldline/requests", json: request)
         let answers = try await [a, b].map { (try JSONSerialization.jsonObject(with: $0.body) as? [String: Any]) ?? [:] }
         #expect(answers.map { $0["status"] as? Int ?? 0 }.sorted() == [201, 409])
