@@ -43,7 +43,7 @@ final class InsertedCard: @unchecked Sendable {
     }
 }
 
-/// Runs the built `cardbench` with `arguments` and extra environment, no daemon socket.
+/// Runs the built `cardbench` with `arguments` and extra environment (no `--socket` added).
 func cliOffline(_ arguments: [String], environment extra: [String: String]) throws -> (status: Int32, stdout: String, stderr: String) {
     let process = Process()
     process.executableURL = productsDirectory.appendingPathComponent("cardbench")
@@ -78,17 +78,7 @@ extension FileHandle {
 
 /// Runs the built `cardbench` with `arguments` against `socket`.
 func cli(_ arguments: [String], socket: String) throws -> (status: Int32, stdout: String, stderr: String) {
-    let process = Process()
-    process.executableURL = productsDirectory.appendingPathComponent("cardbench")
-    process.arguments = arguments + ["--socket", socket]
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let o = out.fileHandleForReading.readDataToEndOfFile()
-    let e = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    try cliOffline(arguments + ["--socket", socket], environment: [:])
 }
 
 /// A callback URL split as the receiving app splits it (URLComponents): base and ordered fields.

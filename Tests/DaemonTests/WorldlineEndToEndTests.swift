@@ -405,7 +405,14 @@ struct WorldlineClientTests {
                                            idempotenceKey: "slow-1")
         let client = p.daemon.client
         async let a = client.send(method: "POST", "/v1/worldline/requests", json: request)
-        try await Task.sleep(for: .milliseconds(500))
+        // The second goes once the first holds the key: its ledger row is begun (in progress)
+        // before the issuer is asked. Not a fixed sleep: on a loaded machine a task may start late.
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while Date() < deadline {
+            let rows = try await client.send(method: "GET", "/v1/transactions?terminal=worldline.m1&limit=5")
+            if String(decoding: rows.body, as: UTF8.self).contains("in_progress") { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
         async let b = client.send(method: "POST", "/v1/worldline/requests", json: request)
         let answers = try await [a, b].map { (try JSONSerialization.jsonObject(with: $0.body) as? [String: Any]) ?? [:] }
         #expect(answers.map { $0["status"] as? Int ?? 0 }.sorted() == [201, 409])
