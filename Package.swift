@@ -174,7 +174,8 @@ let package = Package(
         ),
         .testTarget(
             name: "EMVTests",
-            dependencies: ["EMV"]
+            dependencies: ["EMV"],
+            exclude: ["Fixtures"]
         ),
         .testTarget(
             name: "VirtualCardTests",

@@ -76,8 +76,12 @@ public final class Bench: @unchecked Sendable {
         if let demo, profiles[demo.pan] == nil { try host.register(demo) }
         let runtime = configuration.effectiveRuntimeDirectory
         let feed = EventFeed(hub: events, clock: clock, metrics: metrics)
-        terminals = try configuration.terminals.map {
-            try TerminalRuntime(settings: $0, runtimeDirectory: runtime, demoCard: demo, events: feed, logger: logger)
+        let revoked = try CAPKStore.revoked(configuration.revokedCertificates, key: "emv.revoked")
+        let sharedKeys = try CAPKStore.load(configuration.capkFiles, key: "emv.capk")
+        terminals = try configuration.terminals.map { settings in
+            let keys = try settings.capkFiles.map { files in try CAPKStore.load(files, key: "terminal.\(settings.name).capk") } ?? sharedKeys
+            return try TerminalRuntime(settings: settings, runtimeDirectory: runtime, demoCard: demo, events: feed, logger: logger,
+                                       oda: ODAConfiguration(caKeys: keys, revoked: revoked))
         }
         for t in configuration.terminals { _ = try ledger.ensureTerminal(name: t.name, tid: t.tid) }
         recovered = try ledger.recoverInterrupted(now: clock.nowMicroseconds())

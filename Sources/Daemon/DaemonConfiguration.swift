@@ -42,6 +42,8 @@ public struct TerminalSettings: Sendable, Equatable {
     /// The terminal action code "default" (5 bytes), when not the kernel's DC4000A800: what the
     /// terminal decides when it cannot go online (00…00 lets it approve offline, as Y3).
     public var tacDefault: [UInt8]?
+    /// CAPK files for offline data authentication, instead of `emv.capk`.
+    public var capkFiles: [String]?
 
     public init(name: String, tid: String, reader: ReaderSpec, countryCode: Int = 300, currencyCode: Int = 978,
                 readerTCPPort: UInt16? = nil) {
@@ -163,6 +165,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var terminals = [TerminalSettings(name: "bench1", tid: "10000001", reader: .virtual(name: "bench1"))]
     /// Card profiles (files or directories of `.yaml`) whose accounts the emulated issuer holds.
     public var cardProfiles = ["Scenarios/cards"]
+    /// CAPK files (docs/oda.md) every terminal authenticates cards with, unless it names its own.
+    public var capkFiles = [CAPKStore.defaultFile]
+    /// Revoked issuer certificates, `RID:INDEX:SERIAL`.
+    public var revokedCertificates: [String] = []
     /// Present this profile automatically when a transaction waits for a card, and enter its PIN.
     public var demoCard: String?
     /// How long a transaction waits for a card, the cardholder for a prompt, the terminal for the host.
@@ -283,6 +289,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
         tlsKey = text("http.tls.key").flatMap { $0.isEmpty ? nil : $0 }
         try checkListener()
         if let cards = list("host.cards") { cardProfiles = cards }
+        if let files = list("emv.capk") { capkFiles = files }
+        if let entries = list("emv.revoked") {
+            _ = try CAPKStore.revoked(entries, key: "emv.revoked")
+            revokedCertificates = entries
+        }
         if let t = try seconds("host.timeout_seconds") { hostTimeout = t }
         if let table = text("viva.amount_table") {
             guard let t = AmountTable(option: table) else {
@@ -420,6 +431,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
                     }
                     settings.vpcd = try? ReaderEndpoint(parsing: endpoint)
                 }
+                if let files = list(prefix + "capk") { settings.capkFiles = files }
                 if let hex = text(prefix + "tac_default") {
                     guard let bytes = try? Hex.decode(hex), bytes.count == 5 else {
                         throw ConfigurationError(key: prefix + "tac_default", rule: "must be 10 hex digits (5 bytes), got \"\(hex)\"")

@@ -53,12 +53,16 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
     public var name: String { settings.name }
     public var tid: String { settings.tid }
     public var terminalData: TerminalData {
-        TerminalData(countryCode: settings.countryCode, currencyCode: settings.currencyCode, tacDefault: settings.tacDefault)
+        TerminalData(countryCode: settings.countryCode, currencyCode: settings.currencyCode, tacDefault: settings.tacDefault, oda: oda)
     }
+    /// The CA keys and revocations the terminal authenticates cards with.
+    let oda: ODAConfiguration
     public var prompts: any Prompts { keypad }
 
-    init(settings: TerminalSettings, runtimeDirectory: String, demoCard: CardProfile?, events: any EventSink, logger: Logger) throws {
+    init(settings: TerminalSettings, runtimeDirectory: String, demoCard: CardProfile?, events: any EventSink, logger: Logger,
+         oda: ODAConfiguration = ODAConfiguration()) throws {
         self.settings = settings
+        self.oda = oda
         var pcscReader: PCSCReader?
         switch settings.reader {
         case .serial(let path):

@@ -120,6 +120,11 @@ public struct CommandAPDU: Hashable, Sendable, CustomStringConvertible {
         CommandAPDU(cla: 0x00, ins: 0x20, p1: 0x00, p2: qualifier, data: pinBlock)
     }
 
+    /// INTERNAL AUTHENTICATE with the DDOL data, for DDA (EMV Book 3 §6.5.9).
+    public static func internalAuthenticate(ddolData: [UInt8]) -> CommandAPDU {
+        CommandAPDU(cla: 0x00, ins: 0x88, p1: 0x00, p2: 0x00, data: ddolData, le: 256)
+    }
+
     /// EXTERNAL AUTHENTICATE with the issuer authentication data (tag 91's value).
     public static func externalAuthenticate(_ issuerAuthenticationData: [UInt8]) -> CommandAPDU {
         CommandAPDU(cla: 0x00, ins: 0x82, p1: 0x00, p2: 0x00, data: issuerAuthenticationData)

@@ -1,4 +1,5 @@
 import EMV
+import Foundation
 import Terminal
 
 extension Completion {
@@ -11,7 +12,14 @@ extension Completion {
                   applicationLabel: outcome.applicationLabel, cardholderName: outcome.cardholderName,
                   arqc: outcome.arqc.map(Hex.encode), atc: outcome.atc.map(Hex.encode), tvr: Hex.encode(outcome.tvr.bytes),
                   cvm: outcome.cvm.map { "\($0)" }, entryMode: outcome.entryMode, completedAt: completedAt,
-                  reversal: outcome.reversal != nil)
+                  reversal: outcome.reversal != nil, oda: Self.json(outcome.oda))
+    }
+
+    /// The ODA report as the ledger's JSON column holds it (keys sorted, so rows compare).
+    static func json(_ report: ODAReport) -> String? {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(report)).map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// A transaction that ended without an outcome; `reversal` when the host's approval was taken back.

@@ -39,7 +39,7 @@ extension Ledger {
         case id, uuid, terminalID, terminalName, tid, provider, action, status, amount, tipAmount, currency
         case clientReference, stan, rrn, authorisationCode, responseCode, message, maskedPAN, panHash, brand, aid
         case applicationLabel, cardholderName, arqc, atc, tvr, cvm, entryMode, installments, originalID, extra
-        case createdAt, completedAt
+        case createdAt, completedAt, oda
 
         var sql: String {
             switch self {
@@ -76,6 +76,7 @@ extension Ledger {
             case .extra: "txn.extra"
             case .createdAt: "txn.created_at"
             case .completedAt: "txn.completed_at"
+            case .oda: "txn.oda"
             }
         }
     }
@@ -208,7 +209,7 @@ extension Ledger {
             maskedPAN: v(.maskedPAN), panHash: v(.panHash), brand: v(.brand), aid: v(.aid),
             applicationLabel: v(.applicationLabel), cardholderName: v(.cardholderName), arqc: v(.arqc), atc: v(.atc),
             tvr: v(.tvr), cvm: v(.cvm), entryMode: v(.entryMode), installments: v(.installments),
-            originalID: v(.originalID), extra: v(.extra), createdAt: v(.createdAt), completedAt: v(.completedAt))
+            originalID: v(.originalID), extra: v(.extra), createdAt: v(.createdAt), completedAt: v(.completedAt), oda: v(.oda))
     }
 
     /// Test support: `EXPLAIN QUERY PLAN` of a lookup, one detail line per step.

@@ -136,6 +136,8 @@ public struct Completion: Sendable {
     public var atc: String?
     /// Hex, 5 bytes.
     public var tvr: String?
+    /// The kernel's offline data authentication report, a JSON object.
+    public var oda: String?
     public var cvm: String?
     public var entryMode: String?
     /// Installments agreed once the card was read; nil keeps what `begin` recorded.
@@ -158,7 +160,8 @@ public struct Completion: Sendable {
                 authorisationCode: String? = nil, maskedPAN: String? = nil, pan: String? = nil, brand: String? = nil,
                 aid: String? = nil, applicationLabel: String? = nil, cardholderName: String? = nil, arqc: String? = nil,
                 atc: String? = nil, tvr: String? = nil, cvm: String? = nil, entryMode: String? = nil,
-                completedAt: Int64, reversal: Bool = false) {
+                completedAt: Int64, reversal: Bool = false, oda: String? = nil) {
+        self.oda = oda
         self.status = status
         self.responseCode = responseCode
         self.message = message
@@ -277,6 +280,8 @@ public struct StoredTransaction: Sendable, Equatable {
     public let extra: String?
     public let createdAt: Int64
     public let completedAt: Int64?
+    /// What offline data authentication did (a JSON object), for card transactions since v6.
+    public var oda: String? = nil
 }
 
 /// A closed batch's totals.

@@ -20,6 +20,9 @@ enum Schema {
         migrator.registerMigration("v5-citcon") { db in
             try db.execute(sql: v5)
         }
+        migrator.registerMigration("v6-offline-data-authentication") { db in
+            try db.execute(sql: v6)
+        }
         return migrator
     }
 
@@ -179,6 +182,12 @@ enum Schema {
             updated_at     INTEGER NOT NULL,
             UNIQUE (merchant_id, reference)
         );
+        """
+
+    /// What offline data authentication did in a card transaction (the kernel's ODA report as a
+    /// JSON object: method, result, recovered certificate fields, the failed check).
+    static let v6 = """
+        ALTER TABLE txn ADD COLUMN oda TEXT CHECK (oda IS NULL OR json_valid(oda));
         """
 
     /// A terminal's STANs are reserved durably in blocks (see `Ledger.begin`): `stan_reserved`

@@ -150,6 +150,8 @@ public struct Scenario: Sendable {
         public var traceContains: [String]?
         public var traceExcludes: [String]?
         public var original: [(field: String, value: String)]?
+        /// The transaction's offline data authentication report: field (method, result, …) equals.
+        public var oda: [(field: String, value: String)]?
         /// The API must refuse the request with a message containing this.
         public var error: String?
         /// A Worldline step's checks.
@@ -472,7 +474,7 @@ extension Scenario {
     }
 
     static func parseExpectation(_ e: Mapping) throws(ScenarioError) -> Expectation {
-        try e.allow(["callback", "callback_url", "fields_in_order", "ledger", "trace", "original", "error"])
+        try e.allow(["callback", "callback_url", "fields_in_order", "ledger", "trace", "original", "oda", "error"])
         var x = Expectation(line: e.line)
         if let callback = try e.mapping("callback") {
             for (field, node) in callback.entries {
@@ -489,7 +491,7 @@ extension Scenario {
                 x.noLedgerRow = true
             } else {
                 let l = try Mapping(node, file: e.file, what: "ledger")
-                try l.allow(["status", "responseCode", "action", "amount", "tipAmount", "installments", "currency"])
+                try l.allow(["status", "responseCode", "action", "amount", "tipAmount", "installments", "currency", "tvr"])
                 x.ledger = l.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
             }
         }
@@ -506,6 +508,11 @@ extension Scenario {
         if let o = try e.mapping("original") {
             try o.allow(["status", "action"])
             x.original = o.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
+        }
+        if let o = try e.mapping("oda") {
+            try o.allow(["method", "result", "failedCheck", "caIndex", "rid", "issuerIdentifier", "issuerKeyBits", "iccKeyBits", "issuerCertificateExpiry",
+                         "iccCertificateExpiry"])
+            x.oda = o.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
         }
         x.error = try e.string("error")
         return x
@@ -546,7 +553,7 @@ extension Scenario {
     }
 
     /// Scenario files under `paths` (files as given, directories searched for *.yaml; `cards`
-    /// folders and hidden ones skipped), sorted.
+    /// and `ca` folders and hidden ones skipped), sorted.
     public static func files(_ paths: [String]) throws(ScenarioError) -> [String] {
         var found: [String] = []
         for path in paths {
@@ -561,7 +568,7 @@ extension Scenario {
             let enumerator = FileManager.default.enumerator(atPath: path)
             while let entry = enumerator?.nextObject() as? String {
                 let components = entry.split(separator: "/")
-                if components.contains("cards") || components.contains(where: { $0.hasPrefix(".") }) { continue }
+                if components.contains("cards") || components.contains("ca") || components.contains(where: { $0.hasPrefix(".") }) { continue }
                 if entry.hasSuffix(".yaml") || entry.hasSuffix(".yml") { found.append((path as NSString).appendingPathComponent(entry)) }
             }
         }

@@ -142,6 +142,9 @@ final class InProcessDaemon: @unchecked Sendable {
         configuration.manualClock = true
         // The scenario sets the clock it names (Execution.run).
         configuration.cardProfiles = [key.cardsDirectory]
+        // The CA keys beside the cards (Scenarios/ca/capk.yaml), whatever the working directory.
+        let capk = URL(fileURLWithPath: key.cardsDirectory).deletingLastPathComponent().appendingPathComponent("ca/capk.yaml").path
+        if FileManager.default.fileExists(atPath: capk) { configuration.capkFiles = [capk] }
         var terminal = TerminalSettings(name: key.terminal, tid: "10000001", reader: .virtual(name: key.terminal))
         terminal.tacDefault = try key.tacDefault.map { try Hex.decode($0) }
         configuration.terminals = [terminal]
@@ -661,6 +664,19 @@ struct Execution {
         if let excluded = expect.traceExcludes, let found = trace.first(where: { excluded.contains($0.name.uppercased()) }) {
             throw failure("trace.excludes: \(found.name) is in the trace")
         }
+        if let oda = expect.oda {
+            guard let report = detail?.oda else { throw failure("oda: the transaction has no offline data authentication report") }
+            let values: [String: String?] = [
+                "method": report.method.rawValue, "result": report.result.rawValue, "failedCheck": report.failedCheck, "caIndex": report.caIndex,
+                "rid": report.rid, "issuerIdentifier": report.issuerIdentifier, "issuerKeyBits": report.issuerKeyBits.map(String.init),
+                "iccKeyBits": report.iccKeyBits.map(String.init), "issuerCertificateExpiry": report.issuerCertificateExpiry,
+                "iccCertificateExpiry": report.iccCertificateExpiry,
+            ]
+            for (field, wanted) in oda {
+                let actual = values[field] ?? nil
+                if actual != wanted { throw failure("oda.\(field): expected \"\(wanted)\", got \"\(actual ?? "(none)")\"" + (report.failure.map { " (\($0))" } ?? "")) }
+            }
+        }
         if let original = expect.original {
             guard let originalID = detail?.originalId else { throw failure("original: the transaction acts on no earlier one") }
             let data = try await call("GET", "/v1/transactions/\(originalID)", line: step.line)
@@ -699,6 +715,7 @@ struct Execution {
         case "tipAmount": String(t.tipAmount)
         case "installments": t.installments.map(String.init)
         case "currency": String(t.currency)
+        case "tvr": t.tvr
         default: nil
         }
     }

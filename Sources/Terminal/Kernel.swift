@@ -61,8 +61,8 @@ public struct TerminalConfiguration: Sendable {
     /// 9F35: 22 = attended, online with offline capability, merchant-operated.
     public var terminalType: UInt8 = 0x22
     /// 9F33: manual key entry, magstripe, IC; plaintext PIN, enciphered online PIN, signature, no
-    /// CVM; no offline data authentication (the kernel does none, so it does not claim it).
-    public var capabilities: [UInt8] = [0xE0, 0xE8, 0x00]
+    /// CVM; SDA, DDA and CDA (byte 3 bits 8, 7 and 4).
+    public var capabilities: [UInt8] = [0xE0, 0xE8, 0xC8]
     /// 9F40.
     public var additionalCapabilities: [UInt8] = [0x60, 0x00, 0xF0, 0x50, 0x01]
     public var tacDefault: [UInt8] = [0xDC, 0x40, 0x00, 0xA8, 0x00]
@@ -82,6 +82,8 @@ public struct TerminalConfiguration: Sendable {
     ]
     /// The key online PIN blocks are enciphered under (format 0).
     public var pinKey: TDESKey
+    /// CA public keys and the revocation list for offline data authentication.
+    public var oda = ODAConfiguration()
 
     public init(pinKey: TDESKey) { self.pinKey = pinKey }
 }
@@ -206,6 +208,8 @@ public struct TransactionOutcome: Sendable {
     public let pan: String
     /// The APDUs of the transaction, PAN masked and PIN blocks withheld.
     public let trace: [(command: String, response: String)]
+    /// What offline data authentication did.
+    public let oda: ODAReport
 }
 
 /// A contact EMV kernel (EMV Book 3 and 4): application selection, GPO, records, processing
@@ -224,11 +228,19 @@ public struct Kernel {
     public var onCardRead: ((CardRead) throws(KernelError) -> Void)? = nil
 
     private var trace: [(command: String, response: String)] = []
-    private var pan: String? = nil
+    var pan: String? = nil
     private var atr: [UInt8] = []
-    private var data: [EMVTag: [UInt8]] = [:]
-    private var tvr = TVR()
-    private var tsi = TSI()
+    var data: [EMVTag: [UInt8]] = [:]
+    var tvr = TVR()
+    var tsi = TSI()
+    /// Offline data authentication: the report so far, the ICC key CDA checks GENERATE AC with,
+    /// the records marked for ODA as read, and the PDOL and CDOL data a CDA signature hashes.
+    var odaReport = ODAReport()
+    var cdaKey: RSAPublicKey? = nil
+    var odaRecords: [(sfi: Int, record: [UInt8])] = []
+    private var pdolData: [UInt8] = []
+    private var cdolData: [[UInt8]] = []
+    var odaConfiguration: ODAConfiguration { configuration.oda }
     /// The host's approval while the card has yet to confirm it; reversed if the card never does.
     private var pendingApproval: (request: AuthorisationRequest, response: AuthorisationResponse)? = nil
 
@@ -248,7 +260,7 @@ public struct Kernel {
         do { return try ResponseAPDU(bytes: bytes) } catch { throw .readerError(step: step, detail: error.rule) }
     }
 
-    private mutating func send(_ command: CommandAPDU, step: String) throws(KernelError) -> ResponseAPDU {
+    mutating func send(_ command: CommandAPDU, step: String) throws(KernelError) -> ResponseAPDU {
         var response = try exchange(command, step: step)
         // T=0 cards ask for the right Le (6Cxx) or hand the data over in further exchanges (61xx).
         if let length = response.status.correctLength {
@@ -275,6 +287,11 @@ public struct Kernel {
         tsi = TSI()
         pan = nil
         pendingApproval = nil
+        odaReport = ODAReport()
+        cdaKey = nil
+        odaRecords = []
+        pdolData = []
+        cdolData = []
         do {
             return try perform(request)
         } catch {
@@ -298,8 +315,8 @@ public struct Kernel {
             try onCardRead(CardRead(pan: cardPAN, maskedPAN: PAN.masked(cardPAN), brand: CardBrand.detect(pan: cardPAN), aid: aid,
                                     applicationLabel: label, expiry: String(Hex.encode(expiry).prefix(4)), cardholderName: holderName))
         }
-        // Offline data authentication is not implemented: say so, as EMV asks, and let the action codes weigh it.
-        tvr.set(TVR.offlineDataAuthenticationNotPerformed)
+        // 4a. Offline data authentication (Book 3 §10.3).
+        try offlineDataAuthentication(today: request.date.emvDate)
         // 5. Processing restrictions.
         processingRestrictions(request, expiry: expiry)
         // 6. Cardholder verification.
@@ -311,7 +328,8 @@ public struct Kernel {
         data[0x95] = tvr.bytes
         let requested = terminalActionAnalysis()
         let cdol1 = try Self.dol(data[0x8C]!, "CDOL1")
-        let first = try generateAC(requested, cdol: cdol1, step: "first GENERATE AC")
+        // CDA is asked for with a TC or an ARQC, when the keys were recovered (Book 2 §6.6).
+        let first = try generateAC(requested, cdol: cdol1, step: "first GENERATE AC", cda: cdaKey != nil && requested != .aac)
         tsi.set(TSI.cardRiskManagementPerformed)
 
         var responseCode: ResponseCode
@@ -319,7 +337,18 @@ public struct Kernel {
         var message: String
         var decision: TransactionOutcome.Decision
         var reversal: Reversal? = nil
-        if first.type == .arqc {
+        if first.cdaFailed {
+            // Book 3 §10.8: a TC or ARQC whose CDA signature fails is an offline decline; an
+            // ARQC's transaction is closed at the card with a second GENERATE AC asking for an AAC.
+            if first.type == .arqc {
+                data[0x8A] = ResponseCode("Z1").bytes
+                data[0x95] = tvr.bytes
+                _ = try generateAC(.aac, cdol: try Self.dol(data[0x8D] ?? [], "CDOL2"), step: "second GENERATE AC", cda: false)
+            }
+            decision = .declined
+            responseCode = "Z1"
+            message = "offline declined: CDA failed (\(odaReport.failedCheck ?? ""))"
+        } else if first.type == .arqc {
             // 10. Online authorisation.
             let cryptogramData = CryptogramData(tags: data, issuerApplicationData: first.iad)
             let hostRequest = AuthorisationRequest(pan: pan!, aid: aid, kind: request.transactionType == 0x20 ? .refund : request.kind,
@@ -350,11 +379,14 @@ public struct Kernel {
             }
             data[0x95] = tvr.bytes
             let cdol2 = try Self.dol(data[0x8D] ?? [], "CDOL2")
-            let second = try generateAC(responseCode.isApproval ? .tc : .aac, cdol: cdol2, step: "second GENERATE AC")
-            decision = second.type == .tc ? .approved : .declined
+            let second = try generateAC(responseCode.isApproval ? .tc : .aac, cdol: cdol2, step: "second GENERATE AC",
+                                        cda: cdaKey != nil && responseCode.isApproval)
+            decision = second.type == .tc && !second.cdaFailed ? .approved : .declined
             if decision == .declined, responseCode.isApproval {
                 // Approved by the host (or offline as Y3), declined by the card: take the approval back.
-                message = "declined by the card after \(responseCode == "Y3" ? "offline" : "host") approval"
+                message = second.cdaFailed
+                    ? "CDA failed at the second GENERATE AC after \(responseCode == "Y3" ? "offline" : "host") approval"
+                    : "declined by the card after \(responseCode == "Y3" ? "offline" : "host") approval"
                 if let (hostRequest, approval) = pendingApproval {
                     host.reverse(hostRequest, approval: approval)
                     reversal = Reversal(responseCode: approval.responseCode, authorisationCode: approval.authorisationCode,
@@ -376,7 +408,7 @@ public struct Kernel {
             applicationLabel: label, maskedPAN: PAN.masked(pan!), brand: CardBrand.detect(pan: pan!), cardholderName: holder,
             expiry: String(Hex.encode(expiry).prefix(4)), arqc: first.cryptogram, atc: first.atc, tvr: tvr, tsi: tsi, cvm: cvm,
             cvmResults: cvmResults, entryMode: "chip", atr: atr, stan: request.stan, rrn: RRN.make(stan: request.stan, at: request.date),
-            reversal: reversal, pan: pan!, trace: trace)
+            reversal: reversal, pan: pan!, trace: trace, oda: odaReport)
     }
 
     /// Steps 1–4: power on and ATR, application selection, GET PROCESSING OPTIONS, READ RECORD.
@@ -397,7 +429,7 @@ public struct Kernel {
         let (aid, label) = try selectApplication()
         data[0x9F06] = aid
         // 3. GPO with the PDOL.
-        let pdolData = try data[0x9F38].map { bytes throws(KernelError) in try Self.dol(bytes, "PDOL").fill { self.value($0) } } ?? []
+        pdolData = try data[0x9F38].map { bytes throws(KernelError) in try Self.dol(bytes, "PDOL").fill { self.value($0) } } ?? []
         let gpo = try send(.getProcessingOptions(pdolData: pdolData), step: "GET PROCESSING OPTIONS")
         guard gpo.status.isSuccess else { throw .cardError(step: "GET PROCESSING OPTIONS", status: gpo.status.description) }
         let (aip, afl) = try Self.parseGPO(gpo.data)
@@ -410,6 +442,7 @@ public struct Kernel {
                 let items: [TLV]
                 do { items = try TLV.parse(r.data) } catch { throw .invalidCardData(error.description) }
                 guard items.first?.tag == 0x70 else { throw .invalidCardData("record SFI \(entry.sfi) \(record) is not a 70 template") }
+                if record < entry.firstRecord + entry.offlineAuthenticationRecords { odaRecords.append((entry.sfi, r.data)) }
                 for (tag, value) in items.primitives() where data[tag] == nil || tag == 0x5A { data[tag] = value }
             }
         }
@@ -719,28 +752,60 @@ public struct Kernel {
 
     private func defaultActionDenies() -> Bool { matches(codes(0x9F0D, configuration.tacDefault)) }
 
-    private mutating func generateAC(_ type: CryptogramType, cdol: DOL, step: String)
-        throws(KernelError) -> (type: CryptogramType, cryptogram: [UInt8], atc: [UInt8], iad: [UInt8]) {
-        let r = try send(.generateAC(type, cdolData: cdol.fill { self.value($0) }), step: step)
+    private mutating func generateAC(_ type: CryptogramType, cdol: DOL, step: String, cda: Bool)
+        throws(KernelError) -> (type: CryptogramType, cryptogram: [UInt8], atc: [UInt8], iad: [UInt8], cdaFailed: Bool) {
+        let cdolBytes = cdol.fill { self.value($0) }
+        cdolData.append(cdolBytes)
+        let r = try send(.generateAC(type, cdolData: cdolBytes, cda: cda), step: step)
         guard r.status.isSuccess, let tlv = (try? TLV.parse(r.data))?.first else {
             throw .cardError(step: step, status: r.status.description)
         }
-        let cid: UInt8, atc: [UInt8], cryptogram: [UInt8], iad: [UInt8]
+        let cid: UInt8, atc: [UInt8], iad: [UInt8]
+        var cryptogram: [UInt8]?
         if tlv.tag == 0x80 {
             guard tlv.value.count >= 11 else { throw .invalidCardData("\(step) format 1 response is \(tlv.value.count) bytes") }
             (cid, atc, cryptogram, iad) = (tlv.value[0], Array(tlv.value[1..<3]), Array(tlv.value[3..<11]), Array(tlv.value[11...]))
         } else {
-            guard let c = tlv.first(0x9F27)?.value.first, let a = tlv.first(0x9F36)?.value, let ac = tlv.first(0x9F26)?.value else {
-                throw .invalidCardData("\(step) response lacks 9F27, 9F36 or 9F26")
+            guard let c = tlv.first(0x9F27)?.value.first, let a = tlv.first(0x9F36)?.value else {
+                throw .invalidCardData("\(step) response lacks 9F27 or 9F36")
             }
-            (cid, atc, cryptogram, iad) = (c, a, ac, tlv.first(0x9F10)?.value ?? [])
+            (cid, atc, cryptogram, iad) = (c, a, tlv.first(0x9F26)?.value, tlv.first(0x9F10)?.value ?? [])
+        }
+        let returned: CryptogramType = cid & 0xC0 == 0x80 ? .arqc : cid & 0xC0 == 0x40 ? .tc : .aac
+        var cdaFailed = false
+        // Book 2 §6.6.2: a TC or ARQC asked for with CDA must come signed; an AAC never is.
+        if cda, returned != .aac, let key = cdaKey {
+            do throws(ODAFailure) {
+                guard tlv.tag == 0x77, let signature = tlv.first(0x9F4B)?.value else {
+                    throw ODAFailure("CDA signature", "the card returned \(returned) at the \(step) without signed dynamic application data (9F4B)",
+                                     missingData: true)
+                }
+                let hashInput = pdolData + cdolData.joined() + tlv.children.filter { $0.tag != 0x9F4B }.flatMap { $0.encoded() }
+                let signed = try ODA.verifyCombinedSignature(signature, icc: key, unpredictableNumber: data[0x9F37] ?? [], cid: cid,
+                                                             hashInput: hashInput)
+                cryptogram = signed.cryptogram
+                data[0x9F4B] = signature
+                data[0x9F4C] = signed.dynamicNumber
+                odaReport.dynamicNumber = Hex.encode(signed.dynamicNumber)
+                odaReport.reason = "signature verified at the \(step)"
+            } catch {
+                cdaFailed = true
+                odaReport.reason = nil
+                tvr.set(TVR.cdaFailed)
+                if error.missingData { tvr.set(TVR.iccDataMissing) }
+                odaReport.result = .failed
+                odaReport.failedCheck = error.check
+                odaReport.failure = "\(error.detail) (at the \(step))"
+            }
+        }
+        guard let cryptogram = cryptogram ?? (cdaFailed ? [UInt8](repeating: 0, count: 8) : nil) else {
+            throw .invalidCardData("\(step) response lacks 9F26")
         }
         data[0x9F27] = [cid]
         data[0x9F36] = atc
         data[0x9F26] = cryptogram
         data[0x9F10] = iad
-        let returned: CryptogramType = cid & 0xC0 == 0x80 ? .arqc : cid & 0xC0 == 0x40 ? .tc : .aac
-        return (returned, cryptogram, atc, iad)
+        return (returned, cryptogram, atc, iad, cdaFailed)
     }
 
     // MARK: Helpers

@@ -89,6 +89,8 @@ public struct ApplicationProfile: Hashable, Sendable {
     public let offlineApproval: Bool
     /// The application is blocked: SELECT answers 6283 and nothing else works.
     public let blocked: Bool
+    /// Certificates and keys for offline data authentication; nil for a card without them.
+    public let oda: ODAPersonalisation?
 
     public static func == (a: ApplicationProfile, b: ApplicationProfile) -> Bool { a.aid == b.aid && a.label == b.label }
     public func hash(into hasher: inout Hasher) { hasher.combine(aid) }
@@ -155,7 +157,7 @@ public struct CardProfile: Sendable {
 
     static let topLevelFields: Set<String> = [
         "name", "pan", "psn", "expiry", "effective", "cardholderName", "serviceCode", "pin", "pinTryLimit", "pinTriesRemaining",
-        "cvv", "atc", "issuer", "installments", "issuerState", "atr", "pse", "applications", "t0GetResponse",
+        "cvv", "atc", "issuer", "installments", "issuerState", "atr", "pse", "applications", "t0GetResponse", "oda",
     ]
 
     static func parse(_ m: YAMLMapping) throws(ProfileError) -> CardProfile {
@@ -224,10 +226,21 @@ public struct CardProfile: Sendable {
         guard let appNodes = try m.sequence("applications"), !appNodes.isEmpty else {
             throw m.error("applications", "at least one application is required")
         }
+        // Offline data authentication material, by AID: a block of its own so that
+        // `cardbench emv ca personalise` can rewrite it without touching the rest of the file.
+        var oda: [[UInt8]: (index: Int, ODAPersonalisation)] = [:]
+        for (i, node) in (try m.sequence("oda") ?? []).enumerated() {
+            let (aid, entry) = try ODAPersonalisation.parse(YAMLMapping(node, file: m.file, path: "oda[\(i)]"))
+            guard oda[aid] == nil else { throw m.error("oda[\(i)].aid", "\(Hex.encode(aid)) has two oda entries") }
+            oda[aid] = (i, entry)
+        }
         var apps: [ApplicationProfile] = []
         for (i, node) in appNodes.enumerated() {
             let a = try YAMLMapping(node, file: m.file, path: "applications[\(i)]")
-            apps.append(try parseApplication(a, pan: pan))
+            apps.append(try parseApplication(a, pan: pan, oda: { oda[$0]?.1 }))
+        }
+        for (aid, (i, _)) in oda where !apps.contains(where: { $0.aid == aid }) {
+            throw m.error("oda[\(i)].aid", "\(Hex.encode(aid)) is not one of the card's applications")
         }
         var seen = Set<[UInt8]>()
         for (i, app) in apps.enumerated() where !seen.insert(app.aid).inserted {
@@ -259,9 +272,11 @@ public struct CardProfile: Sendable {
         "applicationVersion", "offlineLimits", "offlineApproval", "blocked",
     ]
 
-    static func parseApplication(_ a: YAMLMapping, pan: String) throws(ProfileError) -> ApplicationProfile {
+    static func parseApplication(_ a: YAMLMapping, pan: String, oda odaFor: ([UInt8]) -> ODAPersonalisation? = { _ in nil })
+        throws(ProfileError) -> ApplicationProfile {
         try a.rejectUnknown(applicationFields)
         guard let aid = try a.hex("aid", count: 5...16) else { throw a.error("aid", "is required") }
+        let oda = odaFor(aid)
         let label = try a.requiredString("label")
         guard label.utf8.count <= 16, label.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else {
             throw a.error("label", "must be 1–16 printable ASCII characters (tag 50)")
@@ -299,10 +314,16 @@ public struct CardProfile: Sendable {
             bits.set(AIP.cardholderVerificationSupported)
             bits.set(AIP.terminalRiskManagementRequired)
             if visa { bits.set(AIP.issuerAuthenticationSupported) }
+            for method in oda?.methods ?? [] {
+                bits.set(method == .sda ? AIP.sdaSupported : method == .dda ? AIP.ddaSupported : AIP.cdaSupported)
+            }
             aip = bits
         }
         let gpoFormat = try a.int("gpoFormat", in: 1...2) ?? (visa ? 1 : 2)
-        let acFormat = try a.int("generateACFormat", in: 1...2) ?? (visa ? 1 : 2)
+        let cda = oda?.methods.contains(.cda) ?? false
+        // CDA puts its signature beside the other data objects: only format 2 has room (Book 3 §6.5.5.4).
+        let acFormat = try a.int("generateACFormat", in: 1...2) ?? (visa && !cda ? 1 : 2)
+        if cda, acFormat == 1 { throw a.error("generateACFormat", "must be 2 for a CDA card: the signature (9F4B) goes in a format 2 response") }
 
         let cvmList: CVMList
         guard let cvmBytes = try a.hex("cvmList") else { throw a.error("cvmList", "is required (tag 8E in hex)") }
@@ -325,7 +346,7 @@ public struct CardProfile: Sendable {
             limits = (lower, upper)
         }
 
-        let records: [RecordLayout]
+        var records: [RecordLayout]
         if let nodes = try a.sequence("records") {
             var out: [RecordLayout] = []
             for (i, node) in nodes.enumerated() {
@@ -353,6 +374,9 @@ public struct CardProfile: Sendable {
         for (i, r) in records.enumerated() where !places.insert([r.sfi, r.record]).inserted {
             throw a.error("records[\(i)]", "SFI \(r.sfi) record \(r.record) is defined twice")
         }
+        if let oda {
+            records += try odaRecords(oda, after: records, a)
+        }
         for required: EMVTag in [0x5A, 0x5F24, 0x8C, 0x8D] where !records.contains(where: { $0.tags.contains(required) }) {
             throw a.error("records", "no record holds \(required) (\(required.name ?? "")), which a terminal must read")
         }
@@ -367,7 +391,33 @@ public struct CardProfile: Sendable {
             applicationUsageControl: try a.hex("auc", count: 2...2) ?? [0xFF, 0x00], currencyCode: currency,
             currencyExponent: try a.int("currencyExponent", in: 0...3) ?? 2, countryCode: country,
             applicationVersion: try a.hex("applicationVersion", count: 2...2) ?? (visa ? [0x00, 0x8C] : [0x00, 0x02]),
-            offlineLimits: limits, offlineApproval: try a.bool("offlineApproval") ?? false, blocked: try a.bool("blocked") ?? false)
+            offlineLimits: limits, offlineApproval: try a.bool("offlineApproval") ?? false, blocked: try a.bool("blocked") ?? false,
+            oda: oda)
+    }
+
+    /// The records that hold an application's certificates when its `records:` do not place them:
+    /// in the first SFI it does not use, never marked for ODA (certificates are not signed data),
+    /// packed so each record fits a short response.
+    static func odaRecords(_ oda: ODAPersonalisation, after records: [RecordLayout], _ a: YAMLMapping) throws(ProfileError) -> [RecordLayout] {
+        let placed = Set(records.flatMap(\.tags))
+        let tags = ODAPersonalisation.tags.filter { !placed.contains($0) && oda.value(of: $0) != nil }
+        guard !tags.isEmpty else { return [] }
+        guard let sfi = (1...10).first(where: { s in !records.contains { $0.sfi == s } }) else {
+            throw a.error("records", "uses every SFI 1–10; leave one free for the ODA certificates or place them in a record")
+        }
+        var out: [RecordLayout] = []
+        var current: [EMVTag] = [], size = 0
+        for tag in tags {
+            let length = TLV(tag, oda.value(of: tag)!).encoded().count
+            if size + length > 250, !current.isEmpty {
+                out.append(RecordLayout(sfi: sfi, record: out.count + 1, tags: current, offlineAuthentication: false))
+                (current, size) = ([], 0)
+            }
+            current.append(tag)
+            size += length
+        }
+        out.append(RecordLayout(sfi: sfi, record: out.count + 1, tags: current, offlineAuthentication: false))
+        return out
     }
 
     /// "1500.00" or "1500" to minor units (two decimals).
@@ -427,7 +477,7 @@ public struct CardProfile: Sendable {
         case 0x9F12: return app.preferredName.map { Array($0.utf8) }
         case 0x87: return [UInt8(app.priority) | (app.requiresConfirmation ? 0x80 : 0)]
         case 0x4F: return app.aid
-        default: return nil
+        default: return app.oda?.value(of: tag)
         }
     }
 

@@ -55,6 +55,9 @@ public struct VirtualCard: Sendable {
         var offlinePINPerformed = false
         var offlinePINFailed = false
         var unableToGoOnline = false
+        /// The PDOL and CDOL data as sent, which a CDA signature hashes (Book 2 §6.6.1).
+        var pdolData: [UInt8] = []
+        var cdolData: [[UInt8]] = []
     }
 
     /// Personalises a card from its profile, optionally with saved state.
@@ -129,7 +132,7 @@ public struct VirtualCard: Sendable {
         let (cla, ins) = (command.cla, command.ins)
         let expectedCLA: UInt8
         switch ins {
-        case 0xA4, 0xB2, 0x20, 0x84, 0x82, 0xC0: expectedCLA = 0x00
+        case 0xA4, 0xB2, 0x20, 0x84, 0x82, 0x88, 0xC0: expectedCLA = 0x00
         case 0xA8, 0xAE, 0xCA: expectedCLA = 0x80
         default: return SW.instructionNotSupported
         }
@@ -144,6 +147,7 @@ public struct VirtualCard: Sendable {
             case 0x84: return getChallenge(command)
             case 0xAE: return try generateAC(command)
             case 0x82: return try externalAuthenticate(command)
+            case 0x88: return try internalAuthenticate(command)
             default: return SW.conditionsNotSatisfied  // GET RESPONSE: nothing is pending, answers are sent whole
             }
         } catch {
@@ -232,6 +236,7 @@ public struct VirtualCard: Sendable {
             return SW.wrongLength
         }
         session.processingOptionsDone = true
+        session.pdolData = pdolData
         let afl = profile.afl(for: app).flatMap(\.bytes)
         let response = app.gpoFormat == 1
             ? TLV(0x80, app.aip.bytes + afl)
@@ -289,6 +294,7 @@ public struct VirtualCard: Sendable {
         case 0:
             guard let values = try? app.cdol1.split(c.data) else { return SW.wrongLength }
             session.terminalData.merge(values) { $1 }
+            session.cdolData = [c.data]
             // The ATC counts transactions: it moves once, at the first GENERATE AC, so the TC or
             // AAC of the second carries the same ATC as the ARQC it completes.
             let atc = state.atc[aid] ?? 0
@@ -305,6 +311,7 @@ public struct VirtualCard: Sendable {
             guard requested != .arqc else { return SW.incorrectP1P2 }
             guard let values = try? app.cdol2.split(c.data) else { return SW.wrongLength }
             session.terminalData.merge(values) { $1 }
+            session.cdolData.append(c.data)
             if let arc = values[0x8A], arc == Array("Y3".utf8) || arc == Array("Z3".utf8) {
                 session.unableToGoOnline = true
             }
@@ -339,9 +346,38 @@ public struct VirtualCard: Sendable {
         }
         if session.generateACCount == 1 { session.firstCryptogram = (returned, cryptogram) }
         let cid: UInt8 = returned == .aac ? 0x00 : returned == .tc ? 0x40 : 0x80
+        // CDA (P1 bit 5): a TC or an ARQC is signed instead of returned in the clear; an AAC never is (Book 2 §6.6.1).
+        if c.p1 & 0x10 != 0, returned != .aac, let oda = app.oda, oda.methods.contains(.cda), let key = oda.iccKey {
+            let objects = [TLV(0x9F27, [cid]), TLV(0x9F36, atc), TLV(0x9F10, iad)]
+            let hashInput = session.pdolData + session.cdolData.joined() + objects.flatMap { $0.encoded() }
+            let number = SecureRandom.bytes(8)
+            let dynamic = ODA.combinedDynamicData(dynamicNumber: number, cid: cid, cryptogram: cryptogram, hashInput: hashInput)
+            guard let signature = try? ODA.makeDynamicSignature(icc: key, dynamicData: dynamic, terminalData: session.terminalData[0x9F37] ?? []) else {
+                return SW.conditionsNotSatisfied
+            }
+            return TLV(0x77, children: [objects[0], objects[1], TLV(0x9F4B, signature), objects[2]]).encoded() + SW.ok
+        }
         let response = app.generateACFormat == 1
             ? TLV(0x80, [cid] + atc + cryptogram + iad)
             : TLV(0x77, children: [TLV(0x9F27, [cid]), TLV(0x9F36, atc), TLV(0x9F26, cryptogram), TLV(0x9F10, iad)])
+        return response.encoded() + SW.ok
+    }
+
+    /// INTERNAL AUTHENTICATE for DDA (Book 2 §6.5, Book 3 §6.5.9): signs a fresh ICC dynamic
+    /// number with the terminal's DDOL data.
+    private func internalAuthenticate(_ c: CommandAPDU) throws(StatusError) -> [UInt8] {
+        guard c.p1 == 0, c.p2 == 0 else { return SW.incorrectP1P2 }
+        let index = try currentApplication()
+        let app = profile.applications[index]
+        guard let oda = app.oda, oda.methods.contains(.dda) || oda.methods.contains(.cda), let key = oda.iccKey else {
+            return SW.instructionNotSupported
+        }
+        guard !c.data.isEmpty else { return SW.wrongLength }
+        let number = SecureRandom.bytes(8)
+        guard let signature = try? ODA.makeDynamicSignature(icc: key, dynamicData: [UInt8(number.count)] + number, terminalData: c.data) else {
+            return SW.conditionsNotSatisfied
+        }
+        let response = app.generateACFormat == 1 ? TLV(0x80, signature) : TLV(0x77, children: [TLV(0x9F4B, signature)])
         return response.encoded() + SW.ok
     }
 
@@ -440,4 +476,36 @@ enum SW {
     static let referencedDataNotFound: [UInt8] = [0x6A, 0x88]
     static let instructionNotSupported: [UInt8] = [0x6D, 0x00]
     static let classNotSupported: [UInt8] = [0x6E, 0x00]
+}
+
+extension VirtualCard {
+    /// One record of an application as the card stores it, for tools that show or sign records.
+    public struct StoredRecord: Sendable {
+        public let sfi: Int
+        public let record: Int
+        /// Whether the AFL marks it for offline data authentication.
+        public let offlineAuthentication: Bool
+        /// The record template (70) as READ RECORD returns it.
+        public let bytes: [UInt8]
+    }
+
+    /// The records of the application at `index`, in AFL order.
+    public func storedRecords(application index: Int) -> [StoredRecord] {
+        let app = profile.applications[index]
+        return profile.afl(for: app).flatMap { entry in
+            entry.records.compactMap { number -> StoredRecord? in
+                guard let bytes = records[index][RecordKey(sfi: entry.sfi, record: number)] else { return nil }
+                return StoredRecord(sfi: entry.sfi, record: number, offlineAuthentication: number < entry.firstRecord + entry.offlineAuthenticationRecords,
+                                    bytes: bytes)
+            }
+        }
+    }
+
+    /// The static data to be authenticated of the application at `index` (EMV Book 2 §5.4): what
+    /// its certificates and signed static data are computed over.
+    public func staticDataToBeAuthenticated(application index: Int) throws(ODAFailure) -> [UInt8] {
+        let app = profile.applications[index]
+        return try ODA.staticData(records: storedRecords(application: index).filter(\.offlineAuthentication).map { ($0.sfi, $0.bytes) },
+                                  aip: app.aip.bytes, tagList: app.oda?.staticDataTagList)
+    }
 }

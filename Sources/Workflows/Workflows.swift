@@ -80,11 +80,14 @@ public struct TerminalData: Sendable {
     public var currencyCode: Int
     /// The terminal action code "default", when not the kernel's.
     public var tacDefault: [UInt8]?
+    /// CA keys and revocations for offline data authentication.
+    public var oda: ODAConfiguration
 
-    public init(countryCode: Int, currencyCode: Int, tacDefault: [UInt8]? = nil) {
+    public init(countryCode: Int, currencyCode: Int, tacDefault: [UInt8]? = nil, oda: ODAConfiguration = ODAConfiguration()) {
         self.countryCode = countryCode
         self.currencyCode = currencyCode
         self.tacDefault = tacDefault
+        self.oda = oda
     }
 }
 
@@ -201,6 +204,7 @@ public struct WorkflowContext: Sendable {
         c.currencyCode = data.currencyCode
         c.promptTimeout = settings.promptTimeout
         if let tac = data.tacDefault { c.tacDefault = tac }
+        c.oda = data.oda
         return c
     }
 

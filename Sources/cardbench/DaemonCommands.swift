@@ -1,5 +1,6 @@
 import ArgumentParser
 import Daemon
+import EMV
 import Foundation
 import Terminal
 import NIOHTTP1
@@ -139,6 +140,10 @@ struct TxShow: AsyncParsableCommand {
         print("amount \(Money.decimal(t.amount)) (tip \(Money.decimal(t.tipAmount))) currency \(t.currency)  STAN \(t.stan)  RRN \(t.rrn)  auth \(t.authorisationCode ?? "-")")
         if let pan = t.maskedPAN { print("card: \(t.brand ?? "") \(pan) \(t.cardholderName ?? "")  AID \(t.aid ?? "-") \(t.applicationLabel ?? "")") }
         if let arqc = t.arqc { print("ARQC \(arqc)  ATC \(t.atc ?? "-")  TVR \(t.tvr ?? "-")  CVM \(t.cvm ?? "-")") }
+        if let tvr = t.tvr, let bits = try? TVR(hex: tvr), !bits.setBitNames.isEmpty {
+            print("TVR bits: \(bits.setBitNames.joined(separator: "; "))")
+        }
+        for (i, line) in (t.oda?.lines ?? []).enumerated() { print(i == 0 ? "ODA: \(line)" : "     \(line)") }
         if let reference = t.clientReference { print("client reference: \(reference)") }
         print("transactionId \(t.transactionId)")
         for c in t.callbacks ?? [] { print("callback (\(c.status), \(c.attempts) attempt(s)): \(c.payload)") }

@@ -5,8 +5,9 @@ import Foundation
 struct EMVCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "emv",
-        abstract: "Decode TLV and ATRs; compute cryptograms, ARPCs and PIN blocks.",
-        subcommands: [TLVCommand.self, ARQCCommand.self, ARPCCommand.self, PINBlockCommand.self, ATRCommand.self]
+        abstract: "Decode TLV and ATRs; compute cryptograms, ARPCs and PIN blocks; offline data authentication's keys and certificates.",
+        subcommands: [TLVCommand.self, ARQCCommand.self, ARPCCommand.self, PINBlockCommand.self, ATRCommand.self, CACommand.self,
+                      CAPKCommand.self, ODACommand.self, RecordsCommand.self]
     )
 }
 

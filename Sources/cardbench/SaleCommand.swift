@@ -67,6 +67,12 @@ struct SaleCommand: AsyncParsableCommand {
     @Option(help: "Keep the card's ATC, PIN tries and blocked state in this JSON file across runs.")
     var state: String?
 
+    @Option(help: "CAPK file for offline data authentication; repeat for more (default: \(CAPKStore.defaultFile)).")
+    var capk: [String] = []
+
+    @Option(help: "A revoked issuer certificate, RID:INDEX:SERIAL in hex; repeat for more.")
+    var revoked: [String] = []
+
     @Flag(help: "Print the APDU trace (PAN masked, PIN blocks withheld).")
     var trace = false
 
@@ -126,7 +132,14 @@ struct SaleCommand: AsyncParsableCommand {
         let store = try openLedgerCLI(ledger)
         let clock = SystemClock()
         do { _ = try store.ensureTerminal(name: terminal, tid: tid) } catch { throw CLIError(message: "--tid: \(error)", code: 2) }
-        let session = CommandLineTerminal(name: terminal, tid: tid, currency: currency, keypad: keypad, card: link)
+        let oda: ODAConfiguration
+        do throws(ConfigurationError) {
+            oda = ODAConfiguration(caKeys: try CAPKStore.load(capk.isEmpty ? [CAPKStore.defaultFile] : capk, key: "--capk"),
+                                   revoked: try CAPKStore.revoked(revoked, key: "--revoked"))
+        } catch {
+            throw CLIError(message: "\(error.key): \(error.rule)", code: 2)
+        }
+        let session = CommandLineTerminal(name: terminal, tid: tid, currency: currency, keypad: keypad, card: link, oda: oda)
         var settings = WorkflowSettings()
         settings.promptTimeout = .zero
         settings.hostTimeout = .milliseconds(Int(hostTimeout * 1000))
@@ -180,6 +193,7 @@ struct SaleCommand: AsyncParsableCommand {
         print("CVM: \(o.cvm.map { "\($0)" } ?? "none") (CVM results \(Hex.encode(o.cvmResults.bytes)))")
         print("TVR \(o.tvr)")
         print("TSI \(o.tsi)")
+        for (i, line) in o.oda.lines.enumerated() { print(i == 0 ? "ODA: \(line)" : "     \(line)") }
         if let arqc = o.arqc, let atc = o.atc { print("ARQC \(Hex.encode(arqc))  ATC \(Hex.encode(atc))") }
         if let reversal = o.reversal {
             print("reversal: approval \(reversal.authorisationCode ?? "-") taken back at the host (\(reversal.reason))")
@@ -216,6 +230,7 @@ struct SaleReport: Encodable {
     var tsi: String?
     var arqc: String?
     var atc: String?
+    var oda: ODAReport?
     var reversed: Bool
     var trace: [[String]]
 
@@ -239,6 +254,7 @@ struct SaleReport: Encodable {
         tsi = Hex.encode(o.tsi.bytes)
         arqc = o.arqc.map(Hex.encode)
         atc = o.atc.map(Hex.encode)
+        oda = o.oda
         reversed = o.reversal != nil
         trace = o.trace.map { [$0.command, $0.response] }
     }
@@ -298,10 +314,10 @@ final class CommandLineTerminal: TerminalSession, TerminalDirectory, @unchecked 
     var prompts: any Prompts { keypad }
     var isAborted: Bool { false }
 
-    init(name: String, tid: String, currency: Int, keypad: TerminalKeypad, card: ProfileCardLink) {
+    init(name: String, tid: String, currency: Int, keypad: TerminalKeypad, card: ProfileCardLink, oda: ODAConfiguration) {
         self.name = name
         self.tid = tid
-        terminalData = TerminalData(countryCode: 484, currencyCode: currency)
+        terminalData = TerminalData(countryCode: 484, currencyCode: currency, oda: oda)
         self.keypad = keypad
         self.card = card
     }

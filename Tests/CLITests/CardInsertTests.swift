@@ -62,7 +62,8 @@ struct CardInsertTests {
         let v = try #require(try TLV.parse(ac.data).first?.value)
         let keys = try CryptogramKeys(cvn: .visa10, issuerMasterKey: TDESKey(hex: "0123456789ABCDEFFEDCBA9876543210"),
                                       pan: "4761739001010010", psn: "01")
-        var tags: [EMVTag: [UInt8]] = [0x82: try Hex.decode("1C00"), 0x9F36: Array(v[1..<3])]
+        // AIP 7C00: cardholder verification, terminal risk management, issuer authentication, SDA and DDA.
+        var tags: [EMVTag: [UInt8]] = [0x82: try Hex.decode("7C00"), 0x9F36: Array(v[1..<3])]
         for (tag, length) in CVN.cryptogramTags where tag != 0x82 && tag != 0x9F36 {
             let offset = CVN.cryptogramTags.prefix { $0.tag != tag }.filter { $0.tag != 0x82 && $0.tag != 0x9F36 }.reduce(0) { $0 + $1.length }
             tags[tag] = Array(cdol1[offset..<offset + length])

@@ -64,14 +64,15 @@ struct SaleCommandTests {
     func removalAfterApproval() throws {
         let dir = try scratch()
         defer { try? FileManager.default.removeItem(at: dir) }
-        // visa-credit-cvn10: PSE, directory, SELECT, GPO, 4 records, 3 GET DATA, VERIFY, GENERATE AC, then
-        // EXTERNAL AUTHENTICATE (14) — the 14th command is after the host's approval.
-        let (r, o) = try sale("visa-credit-cvn10.yaml", dir, ["--remove-before", "14"])
+        // visa-credit-cvn10: PSE, 2 directory records, SELECT, GPO, 6 records (3 of them certificates),
+        // INTERNAL AUTHENTICATE (DDA), 3 GET DATA, VERIFY, GENERATE AC, then EXTERNAL AUTHENTICATE (18) —
+        // the 18th command is after the host's approval.
+        let (r, o) = try sale("visa-credit-cvn10.yaml", dir, ["--remove-before", "18"])
         #expect(r.status == 1)
         #expect(o["result"] as? String == "failed")
         #expect(o["reversed"] as? Bool == true)
         #expect(o["ledgerStatus"] as? String == "reversed")
-        #expect((o["message"] as? String)?.contains("card removed during command 14") == true)
+        #expect((o["message"] as? String)?.contains("card removed during command 18") == true)
         let (early, e) = try sale("visa-credit-cvn10.yaml", dir, ["--remove-before", "3"])
         #expect(early.status == 1)
         #expect(e["reversed"] as? Bool == false)

@@ -272,6 +272,7 @@ let schemaBindings: [String: SchemaBinding] = [
     "OpenResultField": .of(OpenResult.Field.self),
     "TransactionView": .of(TransactionView.self),
     "TraceView": .of(TraceView.self),
+    "ODAReport": .of(ODAReport.self),
     "OutboxView": .of(OutboxView.self),
     "TerminalView": .of(TerminalView.self),
     "ReaderView": .of(ReaderView.self),
@@ -381,6 +382,7 @@ struct OpenAPITests {
                                     applicationLabel: "VISA CREDIT", cardholderName: "TEST/CARD", arqc: "29CCA15AE665FA2E",
                                     atc: "001C", tvr: "0000008000", cvm: "online PIN", entryMode: "chip", completedAt: now + 1_500_000)
         completion.installments = 3
+        completion.oda = #"{"caIndex":"B0","method":"dda","result":"passed","rid":"A000000003","dynamicNumber":"0102030405060708"}"#
         let stored = try ledger.complete(id: sale.id, completion,
                                          trace: [TraceEntry(command: "00A404000E315041592E5359532E444446303100", response: "9000")],
                                          outbox: [OutboxMessage(kind: .callback, target: "pos://result",

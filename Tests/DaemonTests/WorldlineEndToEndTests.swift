@@ -395,24 +395,31 @@ struct WorldlineClientTests {
     func idempotenceInProgress() async throws {
         let p = try await WorldlineHTTPTests.Platform()
         defer { p.daemon.stop(); p.daemon.remove() }
-        // The issuer takes 4 s over the first payment: a wide window, since on a loaded 2-core CI
-        // machine (blocking reader tests beside this one) a task may start a second late.
-        _ = try await p.daemon.client.send(method: "POST", "/v1/worldline/merchants/m1/host-queue", json: HostOutcomeBody(delayMs: 4000))
+        // The issuer takes 10 s over the first payment: a wide window, since on a loaded 2-core CI
+        // machine (blocking reader tests beside this one) the second request reached the daemon
+        // more than 4 s after the first was seen in progress.
+        _ = try await p.daemon.client.send(method: "POST", "/v1/worldline/merchants/m1/host-queue", json: HostOutcomeBody(delayMs: 10_000))
         // Two at once, through the control API's way in (the same idempotence path as the
         // listener's, and an async client that does not queue requests to one host): whichever
-        // claims the key first takes the issuer's 4 s; the other is refused.
+        // claims the key first takes the issuer's 10 s; the other is refused.
         let request = WorldlineRequestBody(method: "POST", path: "/v2/m1/payments", body: WorldlineHTTPTests.payment(mode: "SALE"),
                                            idempotenceKey: "slow-1")
         let client = p.daemon.client
         async let a = client.send(method: "POST", "/v1/worldline/requests", json: request)
         // The second goes once the first holds the key: its ledger row is begun (in progress)
         // before the issuer is asked. Not a fixed sleep: on a loaded machine a task may start late.
-        let deadline = Date(timeIntervalSinceNow: 10)
-        while Date() < deadline {
+        // A full test run starved the first request's task for over 10 s (the second then came
+        // after the first had finished, and was answered as a replay): wait as long as it takes.
+        let deadline = Date(timeIntervalSinceNow: 120)
+        var begun = false
+        var seen = ""
+        while !begun, Date() < deadline {
             let rows = try await client.send(method: "GET", "/v1/transactions?terminal=worldline.m1&limit=5")
-            if String(decoding: rows.body, as: UTF8.self).contains("in_progress") { break }
-            try await Task.sleep(for: .milliseconds(20))
+            seen = String(decoding: rows.body, as: UTF8.self)
+            begun = seen.contains("in_progress")
+            if !begun { try await Task.sleep(for: .milliseconds(20)) }
         }
+        try #require(begun, "the first payment never showed in progress in the ledger; last list: \(seen.prefix(600))")
         async let b = client.send(method: "POST", "/v1/worldline/requests", json: request)
         let answers = try await [a, b].map { (try JSONSerialization.jsonObject(with: $0.body) as? [String: Any]) ?? [:] }
         #expect(answers.map { $0["status"] as? Int ?? 0 }.sorted() == [201, 409])

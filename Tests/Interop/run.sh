@@ -8,7 +8,7 @@
 # Runs as root (pcscd creates /run/pcscd). Needs: apt-get install -y pcscd vsmartcard-vpcd
 # python3-pyscard, and a venv whose python imports both smartcard (pyscard) and pyemv (README.md).
 # Environment: PROFILE (required), CARDBENCH (.build/debug/cardbench), PYTHON (.venv/bin/python),
-# CARD_ARGS (--trace), TIMEOUT (30 s for reader and card), LOG_DIR (a new /tmp directory).
+# CARD_ARGS (--trace), TERMINAL (the pyscard script, Tests/Interop/pcsc_interop.py), TIMEOUT (30 s for reader and card), LOG_DIR (a new /tmp directory).
 # Exit status: pcsc_interop.py's (0 pass, 1 mismatch, 2 environment), or 2 when the setup fails,
 # or 1 when the card process exits before the terminal is done.
 set -euo pipefail
@@ -18,6 +18,7 @@ CARDBENCH=${CARDBENCH:-.build/debug/cardbench}
 PYTHON=${PYTHON:-.venv/bin/python}
 PCSCD=${PCSCD:-/usr/sbin/pcscd}
 CARD_ARGS=${CARD_ARGS:---trace}
+TERMINAL=${TERMINAL:-Tests/Interop/pcsc_interop.py}  # or Tests/Interop/oda_interop.py (issue 21)
 TIMEOUT=${TIMEOUT:-30}
 PORT=35963                  # vpcd's first slot: CHANNELID 0x8C7B in /etc/reader.conf.d/vpcd
 READER="Virtual PCD 00 00"  # the PC/SC name pcscd gives that slot (the second, port 35964, is "00 01")
@@ -96,7 +97,7 @@ echo "interop: pcscd (pid $PCSCD_PID) up, vpcd listening on port $PORT"
 CARD_PID=$!
 echo "interop: $CARDBENCH card insert --reader 127.0.0.1:$PORT --profile $PROFILE $CARD_ARGS (pid $CARD_PID)"
 
-"$PYTHON" -u Tests/Interop/pcsc_interop.py --reader "$READER" --timeout "$TIMEOUT" "$@" \
+"$PYTHON" -u "$TERMINAL" --reader "$READER" --timeout "$TIMEOUT" "$@" \
     > >(tee "$LOG_DIR/terminal.log") 2>&1 &
 TERM_PID=$!
 

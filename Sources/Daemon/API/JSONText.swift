@@ -151,6 +151,27 @@ extension TransactionView {
         o.field("originalId", originalId)
         o.field("createdAt", createdAt)
         o.field("completedAt", completedAt)
+        if let oda {
+            o.field("oda", object: { r in
+                r.field("method", oda.method.rawValue)
+                r.field("result", oda.result.rawValue)
+                r.field("reason", oda.reason)
+                r.field("rid", oda.rid)
+                r.field("caIndex", oda.caIndex)
+                r.field("caKey", oda.caKey)
+                r.field("issuerIdentifier", oda.issuerIdentifier)
+                r.field("issuerCertificateSerial", oda.issuerCertificateSerial)
+                r.field("issuerCertificateExpiry", oda.issuerCertificateExpiry)
+                r.field("issuerKeyBits", oda.issuerKeyBits)
+                r.field("iccCertificateSerial", oda.iccCertificateSerial)
+                r.field("iccCertificateExpiry", oda.iccCertificateExpiry)
+                r.field("iccKeyBits", oda.iccKeyBits)
+                r.field("dataAuthenticationCode", oda.dataAuthenticationCode)
+                r.field("dynamicNumber", oda.dynamicNumber)
+                r.field("failedCheck", oda.failedCheck)
+                r.field("failure", oda.failure)
+            })
+        }
         o.field("trace", array: trace) { t, entry in
             t.field("command", entry.command)
             t.field("response", entry.response)

@@ -38,6 +38,8 @@ public struct TransactionView: Codable, Sendable, Equatable {
     public let originalId: Int64?
     public let createdAt: Int64
     public let completedAt: Int64?
+    /// What offline data authentication did, for card transactions.
+    public let oda: ODAReport?
     public var trace: [TraceView]?
     public var callbacks: [OutboxView]?
 
@@ -49,6 +51,7 @@ public struct TransactionView: Codable, Sendable, Equatable {
         applicationLabel = t.applicationLabel; cardholderName = t.cardholderName; arqc = t.arqc; atc = t.atc; tvr = t.tvr
         cvm = t.cvm; entryMode = t.entryMode; installments = t.installments; originalId = t.originalID
         createdAt = t.createdAt; completedAt = t.completedAt
+        oda = t.oda.flatMap { try? JSONDecoder().decode(ODAReport.self, from: Data($0.utf8)) }
     }
 }
 

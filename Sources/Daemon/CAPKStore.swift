@@ -1,0 +1,46 @@
+import EMV
+import Foundation
+import Terminal
+import VirtualCard
+
+/// Reads CAPK files and revocation entries into a terminal's offline data authentication
+/// settings: the file I/O behind `emv.capk`, `terminal.<name>.capk` and `cardbench --capk`.
+public enum CAPKStore {
+    /// The CAPK file shipped with cardbench: the bench CA's keys and the schemes' published test keys.
+    public static let defaultFile = "Scenarios/ca/capk.yaml"
+
+    /// The keys of every file, in order; a RID and index given twice is an error naming both files.
+    public static func load(_ paths: [String], key: String) throws(ConfigurationError) -> [CAPublicKey] {
+        var out: [(CAPublicKey, String)] = []
+        for path in paths {
+            let text: String
+            do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+                throw ConfigurationError(key: key, rule: "cannot read \(path): \(error.localizedDescription)")
+            }
+            let keys: [CAPublicKey]
+            do { keys = try CAPKFile.parse(yaml: text, file: path) } catch { throw ConfigurationError(key: key, rule: "\(error)") }
+            for k in keys {
+                if let (_, other) = out.first(where: { $0.0.rid == k.rid && $0.0.index == k.index }) {
+                    throw ConfigurationError(key: key, rule: "\(Hex.encode(k.rid)) index \(Hex.encode([k.index])) is in both \(other) and \(path)")
+                }
+                out.append((k, path))
+            }
+        }
+        return out.map(\.0)
+    }
+
+    /// Revocation entries written `RID:INDEX:SERIAL` (hex: 5, 1 and 3 bytes), as Book 2 §5.3
+    /// step 10 names a revoked issuer certificate.
+    public static func revoked(_ entries: [String], key: String) throws(ConfigurationError) -> [RevokedCertificate] {
+        var out: [RevokedCertificate] = []
+        for entry in entries {
+            let parts = entry.split(separator: ":").map(String.init)
+            guard parts.count == 3, let rid = try? Hex.decode(parts[0]), rid.count == 5, let index = try? Hex.decode(parts[1]), index.count == 1,
+                  let serial = try? Hex.decode(parts[2]), serial.count == 3 else {
+                throw ConfigurationError(key: key, rule: "must be RID:INDEX:SERIAL in hex (5, 1 and 3 bytes), e.g. A000000003:B0:00A1B2, got \"\(entry)\"")
+            }
+            out.append(RevokedCertificate(rid: rid, index: index[0], serial: serial))
+        }
+        return out
+    }
+}
