@@ -101,6 +101,10 @@ public struct ODAFailure: Error, Sendable, Hashable, CustomStringConvertible {
     public let check: String
     public let detail: String
     public let missingData: Bool
+    /// A certificate that recovered and hashed correctly but failed a later check (expiry,
+    /// revocation, algorithm): its fields are genuine and worth showing.
+    public var issuer: IssuerCertificate? = nil
+    public var icc: ICCCertificate? = nil
 
     public init(_ check: String, _ detail: String, missingData: Bool = false) {
         self.check = check
@@ -177,13 +181,12 @@ public enum ODA {
             throw ODAFailure("\(what) length", "is \(certificate.count) bytes; the key that signed it is \(key.length) bytes")
         }
         guard let recovered = key.recover(certificate) else {
-            throw ODAFailure("\(what) recovery", "the value is not below the signing key's modulus")
+            throw ODAFailure("\(what) recovery", "libcrypto could not compute it")
         }
-        guard recovered.last == 0xBC else {
-            throw ODAFailure("\(what) trailer", "recovered data ends \(Hex.encode([recovered.last!])), not BC (wrong key or corrupt signature)")
-        }
-        guard recovered.first == 0x6A else {
-            throw ODAFailure("\(what) header", "recovered data starts \(Hex.encode([recovered[0]])), not 6A (wrong key or corrupt signature)")
+        // Header and trailer are one check here (Book 2 makes them two steps): garbage from a
+        // wrong key or a spoilt signature fails it whichever byte happens to come out right.
+        guard recovered.last == 0xBC, recovered.first == 0x6A else {
+            throw ODAFailure("\(what) recovered data", "starts \(Hex.encode([recovered[0]])) and ends \(Hex.encode([recovered.last!])), not 6A … BC (wrong key or corrupt signature)")
         }
         guard recovered[1] == format else {
             throw ODAFailure("\(what) format", "is \(Hex.encode([recovered[1]])), not \(Hex.encode([format]))")
@@ -204,24 +207,32 @@ public enum ODA {
                                         today: ODADate, revoked: [RevokedCertificate] = []) throws(ODAFailure) -> IssuerCertificate {
         let r = try recover(certificate, with: ca.key, what: "issuer certificate", format: 0x02)
         let n = r.count
+        // A key longer than the certificate's room needs all of its remainder, before the hash that covers it.
+        try checkRemainder(length: Int(r[13]), room: n - 36, remainder: remainder, what: "issuer")
         try checkHash(r, extra: (remainder ?? []) + exponent, what: "issuer certificate")
         guard let identifier = digits(Array(r[2..<6])), (3...8).contains(identifier.count), pan.hasPrefix(identifier) else {
             throw ODAFailure("issuer identifier", "\(Hex.encode(Array(r[2..<6]))) does not match the leftmost digits of the PAN")
         }
         let expiry = Array(r[6..<8])
-        guard !expired(expiry, today: today) else {
-            throw ODAFailure("issuer certificate expiry", "expired \(Hex.encode(expiry)) (MMYY), before the transaction date \(today)")
-        }
         let serial = Array(r[8..<11])
-        if revoked.contains(RevokedCertificate(rid: ca.rid, index: ca.index, serial: serial)) {
-            throw ODAFailure("issuer certificate revoked", "serial \(Hex.encode(serial)) under CA \(Hex.encode(ca.rid)) \(Hex.encode([ca.index])) is on the revocation list")
-        }
-        guard r[11] == 0x01, r[12] == 0x01 else {
-            throw ODAFailure("issuer certificate algorithm", "hash \(Hex.encode([r[11]])) / key \(Hex.encode([r[12]])) are not SHA-1 (01) / RSA (01)")
-        }
         let key = try assembleKey(length: Int(r[13]), exponentLength: Int(r[14]), leftmost: Array(r[15..<(n - 21)]), remainder: remainder,
                                   exponent: exponent, what: "issuer")
-        return IssuerCertificate(issuerIdentifier: identifier, expiry: Hex.encode(expiry), serial: serial, key: key)
+        let certificate = IssuerCertificate(issuerIdentifier: identifier, expiry: Hex.encode(expiry), serial: serial, key: key)
+        func fail(_ check: String, _ detail: String) -> ODAFailure {
+            var failure = ODAFailure(check, detail)
+            failure.issuer = certificate
+            return failure
+        }
+        guard !expired(expiry, today: today) else {
+            throw fail("issuer certificate expiry", "expired \(Hex.encode(expiry)) (MMYY), before the transaction date \(today)")
+        }
+        if revoked.contains(RevokedCertificate(rid: ca.rid, index: ca.index, serial: serial)) {
+            throw fail("issuer certificate revoked", "serial \(Hex.encode(serial)) under CA \(Hex.encode(ca.rid)) \(Hex.encode([ca.index])) is on the revocation list")
+        }
+        guard r[11] == 0x01, r[12] == 0x01 else {
+            throw fail("issuer certificate algorithm", "hash \(Hex.encode([r[11]])) / key \(Hex.encode([r[12]])) are not SHA-1 (01) / RSA (01)")
+        }
+        return certificate
     }
 
     /// Book 2 §6.4: recovers and checks the ICC public key certificate (9F46) under the issuer key,
@@ -230,20 +241,36 @@ public enum ODA {
                                      staticData: [UInt8], today: ODADate) throws(ODAFailure) -> ICCCertificate {
         let r = try recover(certificate, with: issuer, what: "ICC certificate", format: 0x04)
         let n = r.count
+        try checkRemainder(length: Int(r[19]), room: n - 42, remainder: remainder, what: "ICC")
         try checkHash(r, extra: (remainder ?? []) + exponent + staticData, what: "ICC certificate")
         guard let certificatePAN = digits(Array(r[2..<12])), certificatePAN == pan else {
             throw ODAFailure("ICC certificate PAN", "the certificate's PAN does not match the card's (5A)")
         }
         let expiry = Array(r[12..<14])
-        guard !expired(expiry, today: today) else {
-            throw ODAFailure("ICC certificate expiry", "expired \(Hex.encode(expiry)) (MMYY), before the transaction date \(today)")
-        }
-        guard r[17] == 0x01, r[18] == 0x01 else {
-            throw ODAFailure("ICC certificate algorithm", "hash \(Hex.encode([r[17]])) / key \(Hex.encode([r[18]])) are not SHA-1 (01) / RSA (01)")
-        }
         let key = try assembleKey(length: Int(r[19]), exponentLength: Int(r[20]), leftmost: Array(r[21..<(n - 21)]), remainder: remainder,
                                   exponent: exponent, what: "ICC")
-        return ICCCertificate(pan: certificatePAN, expiry: Hex.encode(expiry), serial: Array(r[14..<17]), key: key)
+        let certificate = ICCCertificate(pan: certificatePAN, expiry: Hex.encode(expiry), serial: Array(r[14..<17]), key: key)
+        func fail(_ check: String, _ detail: String) -> ODAFailure {
+            var failure = ODAFailure(check, detail)
+            failure.icc = certificate
+            return failure
+        }
+        guard !expired(expiry, today: today) else {
+            throw fail("ICC certificate expiry", "expired \(Hex.encode(expiry)) (MMYY), before the transaction date \(today)")
+        }
+        guard r[17] == 0x01, r[18] == 0x01 else {
+            throw fail("ICC certificate algorithm", "hash \(Hex.encode([r[17]])) / key \(Hex.encode([r[18]])) are not SHA-1 (01) / RSA (01)")
+        }
+        return certificate
+    }
+
+    private static func checkRemainder(length: Int, room: Int, remainder: [UInt8]?, what: String) throws(ODAFailure) {
+        guard length > room else { return }
+        guard let remainder, remainder.count == length - room else {
+            let tag = what == "issuer" ? "92" : "9F48"
+            throw ODAFailure("\(what) key remainder", "the \(length)-byte key needs \(length - room) bytes in \(tag); the card gives \(remainder?.count ?? 0)",
+                             missingData: remainder == nil)
+        }
     }
 
     private static func assembleKey(length: Int, exponentLength: Int, leftmost: [UInt8], remainder: [UInt8]?, exponent: [UInt8],

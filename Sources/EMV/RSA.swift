@@ -16,9 +16,11 @@ public struct RSAPublicKey: Sendable, Hashable {
     public var bits: Int { RSA.bitLength(modulus) }
 
     /// The public operation, unpadded: `data^e mod n`, as long as the modulus. Nil when `data`
-    /// is not as long as the modulus or not below it (Book 2's first check of every recovery).
+    /// is not as long as the modulus (Book 2's first check of every recovery). A value above the
+    /// modulus (signed with another key) is reduced like any other and fails on its trailer, as
+    /// it does in a terminal, whichever way the other key's signature happened to fall.
     public func recover(_ data: [UInt8]) -> [UInt8]? {
-        guard data.count == modulus.count, data.lexicographicallyPrecedes(modulus) else { return nil }
+        guard data.count == modulus.count else { return nil }
         return RSA.modExp(data, exponent, modulus, secret: false)
     }
 }

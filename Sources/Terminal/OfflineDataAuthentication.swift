@@ -94,6 +94,17 @@ extension Kernel {
         tsi.set(TSI.offlineDataAuthenticationPerformed)
         if report.method == .sda { tvr.set(TVR.sdaSelected) }
         func fail(_ error: ODAFailure) {
+            if let issuer = error.issuer {
+                report.issuerIdentifier = issuer.issuerIdentifier
+                report.issuerCertificateSerial = Hex.encode(issuer.serial)
+                report.issuerCertificateExpiry = issuer.expiry
+                report.issuerKeyBits = issuer.key.bits
+            }
+            if let icc = error.icc {
+                report.iccCertificateSerial = Hex.encode(icc.serial)
+                report.iccCertificateExpiry = icc.expiry
+                report.iccKeyBits = icc.key.bits
+            }
             report.result = .failed
             report.failedCheck = error.check
             report.failure = error.detail

@@ -21,6 +21,8 @@ final class InProcessCard: CardLink {
 
     /// Replaces the card's ATR.
     var atr: [UInt8]?
+    /// Alters a response on its way back: the command, the card's answer, the command's number.
+    var alter: ((_ command: [UInt8], _ response: [UInt8], _ number: Int) -> [UInt8])?
 
     init(_ card: VirtualCard) { self.card = card }
 
@@ -36,7 +38,8 @@ final class InProcessCard: CardLink {
         if let n = failBefore, commands == n { throw .readerError(step: "command \(commands)", detail: "parity error") }
         let p1p2 = UInt16(command[2]) << 8 | UInt16(command[3])
         if let r = refuse.first(where: { $0.ins == command[1] && $0.p1p2 == p1p2 }) { return r.status }
-        return card.respond(to: command)
+        let response = card.respond(to: command)
+        return alter.map { $0(command, response, commands) } ?? response
     }
 }
 
@@ -96,7 +99,7 @@ func profileVariant(_ file: String, _ replacements: [(String, String)]) throws -
     return url.path
 }
 
-private struct Bench {
+struct Bench {
     let profile: CardProfile
     let link: InProcessCard
     let keypad: ScriptedKeypad
