@@ -127,7 +127,22 @@ interop: deps
 		Tests/Interop/run.sh --profile-pan 4761739001010010 --pin 1234 --imk 0123456789ABCDEFFEDCBA9876543210 --cvn 10 --psn 01
 	$(SUDO) env PROFILE=Scenarios/cards/mastercard-credit-cvn16.yaml PYTHON=$(INTEROP_VENV)/bin/python \
 		Tests/Interop/run.sh --profile-pan 5413330089604004 --pin 1234 --imk FEDCBA98765432100123456789ABCDEF --cvn 16 --psn 00
-	@echo "interop: 2 passed, 0 failed"
+	@# Offline data authentication (docs/oda.md): the oracle recovers every certificate and checks every
+	@# signature of cardbench's cards through pcscd (SDA+DDA+CDA, DDA over T=0, SDA alone), and finds the
+	@# spoilt ones on the check that is spoilt; then makes cards of its own that cardbench's kernel must
+	@# authenticate, and reject once spoilt.
+	$(SUDO) env PROFILE=Scenarios/cards/mastercard-credit-cvn16.yaml PYTHON=$(INTEROP_VENV)/bin/python TERMINAL=Tests/Interop/oda_interop.py \
+		Tests/Interop/run.sh --aid A0000000041010 --capk Scenarios/ca/capk.yaml --pin 1234
+	$(SUDO) env PROFILE=Scenarios/cards/visa-t0-get-response.yaml PYTHON=$(INTEROP_VENV)/bin/python TERMINAL=Tests/Interop/oda_interop.py \
+		Tests/Interop/run.sh --aid A0000000031010 --capk Scenarios/ca/capk.yaml --pin 1234
+	$(SUDO) env PROFILE=Scenarios/cards/oda-visa-sda.yaml PYTHON=$(INTEROP_VENV)/bin/python TERMINAL=Tests/Interop/oda_interop.py \
+		Tests/Interop/run.sh --aid A0000000031010 --capk Scenarios/ca/capk.yaml --pin 1234
+	$(SUDO) env PROFILE=Scenarios/cards/oda-tampered-record.yaml PYTHON=$(INTEROP_VENV)/bin/python TERMINAL=Tests/Interop/oda_interop.py \
+		Tests/Interop/run.sh --aid A0000000031010 --capk Scenarios/ca/capk.yaml --pin 1234 --expect-failure ssad-hash
+	$(SUDO) env PROFILE=Scenarios/cards/oda-cda-wrong-icc-key.yaml PYTHON=$(INTEROP_VENV)/bin/python TERMINAL=Tests/Interop/oda_interop.py \
+		Tests/Interop/run.sh --aid A0000000041010 --capk Scenarios/ca/capk.yaml --pin 1234 --expect-failure cda-trailer
+	$(INTEROP_VENV)/bin/python Tests/Interop/oda_reverse.py
+	@echo "interop: 8 passed, 0 failed"
 
 ## bench: release build, then bench crypto (against pyemv and the DES floor), bench card (against a
 ## socket ping-pong), bench ledger (lookups at a million rows against a primary-key lookup), bench

@@ -278,3 +278,82 @@ struct ODARulesTests {
         #expect(throws: EMVError.self) { try ODA.makeDynamicSignature(icc: small, dynamicData: [UInt8](repeating: 1, count: 80), terminalData: []) }
     }
 }
+
+/// cardbench's certificates and signatures, made with fresh libcrypto keys of every size the
+/// bench uses, checked by the independent oracle (`oda_oracle.py verify`: plain `pow` and
+/// `hashlib`). Any difference in a field, a hash input or a padding fails.
+@Suite("Offline data authentication: cardbench's objects verified by the Python oracle")
+struct ODAOracleCrossCheckTests {
+    struct Input: Encodable {
+        struct CAPK: Encodable { let rid: String; let index: String; let modulus: String; let exponent: String }
+        let capk: CAPK
+        let pan: String
+        let today: String
+        let tags: [String: String]
+        let static_data: String
+        let ddol_data: String?
+        let un: String?
+        let tdhc_input: String?
+    }
+
+    @Test("issuer and ICC certificates, signed static data, DDA and CDA signatures", arguments: [
+        (1984, 1984, 1408, UInt32(3)), (1984, 1408, 1024, 3), (1408, 1152, 1024, 65537), (1152, 1152, 1152, 65537), (1984, 1984, 1984, 3),
+    ])
+    func crossCheck(caBits: Int, issuerBits: Int, iccBits: Int, exponent: UInt32) throws {
+        let ca = try RSAPrivateKey.generate(bits: caBits)
+        let issuer = try RSAPrivateKey.generate(bits: issuerBits, exponent: exponent)
+        let icc = try RSAPrivateKey.generate(bits: iccBits, exponent: exponent)
+        let pan = "5413330089604004"
+        let staticData = try Hex.decode("5A0854133300896040045F24032909305F25032001019F0702FF009F08020002") + [0x7D, 0x00]
+        let (cert, rem) = try ODA.makeIssuerCertificate(ca: ca, issuer: issuer.publicKey, issuerIdentifier: "541333", expiry: "1230", serial: [0, 0, 7])
+        let (iccCert, iccRem) = try ODA.makeICCCertificate(issuer: issuer, icc: icc.publicKey, pan: pan, expiry: "1229", serial: [0, 0, 8],
+                                                           staticData: staticData)
+        let ssad = try ODA.makeStaticSignature(issuer: issuer, dataAuthenticationCode: [0xDA, 0xC0], staticData: staticData)
+        let ddolData: [UInt8] = [0x12, 0x34, 0x56, 0x78]
+        let dda = try ODA.makeDynamicSignature(icc: icc, dynamicData: [8, 1, 2, 3, 4, 5, 6, 7, 8], terminalData: ddolData)
+        let hashInput = try Hex.decode("0000000010000000000000000484") + TLV(0x9F27, [0x80]).encoded() + TLV(0x9F36, [0, 2]).encoded()
+        let cda = try ODA.makeDynamicSignature(icc: icc, dynamicData: ODA.combinedDynamicData(dynamicNumber: [9, 9, 9, 9], cid: 0x80,
+                                               cryptogram: [1, 2, 3, 4, 5, 6, 7, 8], hashInput: hashInput), terminalData: ddolData)
+        var tags = ["90": Hex.encode(cert), "9F32": Hex.encode(issuer.publicExponent), "93": Hex.encode(ssad), "9F46": Hex.encode(iccCert),
+                    "9F47": Hex.encode(icc.publicExponent), "9F4B": Hex.encode(dda)]
+        if let rem { tags["92"] = Hex.encode(rem) }
+        if let iccRem { tags["9F48"] = Hex.encode(iccRem) }
+        let capk = Input.CAPK(rid: "A000000004", index: "B0", modulus: Hex.encode(ca.modulus), exponent: Hex.encode(ca.publicExponent))
+        func verify(_ tags: [String: String], ddol: String?, un: String?, tdhc: String?) throws -> [String: JSONValue] {
+            try Oracle.run(script: "oda_oracle.py", arguments: ["verify"],
+                           input: Input(capk: capk, pan: pan, today: "260115", tags: tags, static_data: Hex.encode(staticData), ddol_data: ddol,
+                                        un: un, tdhc_input: tdhc), as: [String: JSONValue].self)
+        }
+        let dynamic = try verify(tags, ddol: Hex.encode(ddolData), un: nil, tdhc: nil)
+        for part in ["issuer", "icc", "ssad", "sdad"] {
+            #expect(dynamic[part]?["error"] == nil, "\(part): \(String(describing: dynamic[part]))")
+        }
+        #expect(dynamic["ssad"]?["dac"] == .string("DAC0"))
+        var combined = tags
+        combined["9F4B"] = Hex.encode(cda)
+        combined["9F27"] = "80"
+        let signed = try verify(combined, ddol: nil, un: Hex.encode(ddolData), tdhc: Hex.encode(hashInput))
+        #expect(signed["sdad"]?["error"] == nil, "\(String(describing: signed["sdad"]))")
+        #expect(signed["sdad"]?["ac"] == .string("0102030405060708"))
+    }
+}
+
+/// Just enough JSON to read the oracle's answers.
+indirect enum JSONValue: Decodable, Equatable {
+    case string(String), number(Double), bool(Bool), null, array([JSONValue]), object([String: JSONValue])
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() { self = .null }
+        else if let v = try? c.decode(Bool.self) { self = .bool(v) }
+        else if let v = try? c.decode(Double.self) { self = .number(v) }
+        else if let v = try? c.decode(String.self) { self = .string(v) }
+        else if let v = try? c.decode([JSONValue].self) { self = .array(v) }
+        else { self = .object(try c.decode([String: JSONValue].self)) }
+    }
+
+    subscript(key: String) -> JSONValue? {
+        if case .object(let o) = self { return o[key] }
+        return nil
+    }
+}

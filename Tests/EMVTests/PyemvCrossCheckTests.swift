@@ -115,10 +115,10 @@ enum Oracle {
         return venv
     }
 
-    static func run<In: Encodable, Out: Decodable>(script: String, input: In, as: Out.Type) throws -> Out {
+    static func run<In: Encodable, Out: Decodable>(script: String, arguments: [String] = [], input: In, as: Out.Type) throws -> Out {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try python())
-        process.arguments = [packageRoot.appendingPathComponent("Tests/Oracle/\(script)").path]
+        process.arguments = [packageRoot.appendingPathComponent("Tests/Oracle/\(script)").path] + arguments
         let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
         process.standardInput = stdin
         process.standardOutput = stdout
