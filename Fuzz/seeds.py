@@ -59,6 +59,17 @@ def card_profiles():
     return [open(p, encoding="utf-8").read() for p in sorted(glob.glob(os.path.join(ROOT, "Scenarios", "cards", "*.yaml")))]
 
 
+def capk_seeds():
+    """The shipped CAPK file cut into files of one to three keys (a whole file is 40 kB)."""
+    text = open(os.path.join(ROOT, "Scenarios", "ca", "capk.yaml"), encoding="utf-8").read()
+    entries = ["  - rid:" + e for e in text.split("keys:\n", 1)[1].split("  - rid:")[1:]]
+    out = []
+    for size in (1, 2, 3):
+        for i in range(0, len(entries), 7):
+            out.append(("keys:\n" + "".join(entries[i:i + size])).encode())
+    return out
+
+
 def profile_values(key):
     out = []
     for text in card_profiles():
@@ -238,6 +249,7 @@ def main():
     write("billpocket", [u.encode() for u in urls if u.lower().startswith("billpocket")])
     write("scenario", [text.encode() for _, text in scenario_documents()])
     write("profile", [t.encode() for t in card_profiles()])
+    write("capk", capk_seeds())
     write("json", json_seeds([u for u in urls if "{{" not in u]))
     write("worldline", worldline_seeds())
     write("citcon", citcon_seeds())

@@ -5,8 +5,8 @@ import VirtualCard
 //
 // Property: a profile the parser accepts personalises a VirtualCard, and that card goes through
 // a transaction's commands (SELECT of each application, GET PROCESSING OPTIONS, READ RECORD of
-// each record, GENERATE AC) answering each with at least SW1 SW2, and with well-formed BER-TLV
-// whenever it answers 9000.
+// each record, INTERNAL AUTHENTICATE, GENERATE AC with CDA when it offers it) answering each with
+// at least SW1 SW2, and with well-formed BER-TLV whenever it answers 9000.
 func send(_ card: inout VirtualCard, _ apdu: [UInt8], _ yaml: String) -> [UInt8]? {
     let response = card.respond(to: apdu)
     require(response.count >= 2, "\(hex(apdu)) answered \(hex(response)) by the card of \(yaml.debugDescription)")
@@ -40,7 +40,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         for layout in app.records {
             _ = send(&card, [0x00, 0xB2, UInt8(truncatingIfNeeded: layout.record), UInt8(truncatingIfNeeded: layout.sfi << 3 | 4), 0x00], yaml)
         }
-        if let generateAC = apdu([0x80, 0xAE, 0x80, 0x00], app.cdol1.fill { _ in nil }) {
+        // DDA's INTERNAL AUTHENTICATE, then CDA's signed GENERATE AC (P1 90) when the card has the keys.
+        _ = send(&card, [0x00, 0x88, 0x00, 0x00, 0x04, 0x01, 0x02, 0x03, 0x04, 0x00], yaml)
+        if let generateAC = apdu([0x80, 0xAE, app.oda?.methods.contains(.cda) == true ? 0x90 : 0x80, 0x00], app.cdol1.fill { _ in nil }) {
             _ = send(&card, generateAC, yaml)
         }
     }

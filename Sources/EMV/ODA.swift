@@ -278,15 +278,11 @@ public enum ODA {
         guard exponentLength == exponent.count else {
             throw ODAFailure("\(what) key exponent", "the certificate gives \(exponentLength) bytes; the card's exponent is \(exponent.count)")
         }
+        // checkRemainder has made sure a key longer than the room has all of its remainder.
         if length <= leftmost.count {
             return RSAPublicKey(modulus: Array(leftmost.prefix(length)), exponent: exponent)
         }
-        guard let remainder, leftmost.count + remainder.count == length else {
-            let tag = what == "issuer" ? "92" : "9F48"
-            throw ODAFailure("\(what) key remainder", "the \(length)-byte key needs \(length - leftmost.count) bytes in \(tag); the card gives \(remainder?.count ?? 0)",
-                             missingData: remainder == nil)
-        }
-        return RSAPublicKey(modulus: leftmost + remainder, exponent: exponent)
+        return RSAPublicKey(modulus: leftmost + (remainder ?? []), exponent: exponent)
     }
 
     /// Book 2 §5.4: checks the signed static application data (93) and returns the data

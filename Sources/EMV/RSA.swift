@@ -1,4 +1,5 @@
 import CLibCrypto
+import Synchronization
 
 /// An RSA public key as EMV carries it: big-endian modulus and exponent bytes (Book 2 uses
 /// exponents 3 and 2^16 + 1).
@@ -82,21 +83,71 @@ public struct RSAPrivateKey: Sendable, Hashable {
 
 /// The libcrypto calls behind the keys.
 enum RSA {
+    /// A modulus as libcrypto works with it, with its Montgomery context: setting that context up
+    /// costs more than an exponent-3 operation itself, and a terminal meets the same few CA and
+    /// issuer keys again and again. Read-only once made, so threads share it.
+    final class Modulus: @unchecked Sendable {
+        let n: OpaquePointer
+        let mont: OpaquePointer
+
+        init?(_ bytes: [UInt8]) {
+            guard let n = bytes.withUnsafeBufferPointer({ BN_bin2bn($0.baseAddress, Int32($0.count), nil) }) else { return nil }
+            guard let ctx = BN_CTX_new(), let mont = BN_MONT_CTX_new() else {
+                BN_free(n)
+                return nil
+            }
+            defer { BN_CTX_free(ctx) }
+            guard BN_is_odd(n) == 1, BN_MONT_CTX_set(mont, n, ctx) == 1 else {
+                BN_free(n)
+                BN_MONT_CTX_free(mont)
+                return nil
+            }
+            self.n = n
+            self.mont = mont
+        }
+
+        deinit {
+            BN_MONT_CTX_free(mont)
+            BN_free(n)
+        }
+    }
+
+    /// The moduli met lately; bounded, so a stream of new keys (a personalisation run) cannot grow it.
+    private static let moduli = Mutex<[[UInt8]: Modulus]>([:])
+    private static let maximumCached = 64
+
+    static func modulus(_ bytes: [UInt8]) -> Modulus? {
+        if let known = moduli.withLock({ $0[bytes] }) { return known }
+        guard let made = Modulus(bytes) else { return nil }
+        moduli.withLock { cache in
+            if cache.count >= maximumCached { cache.removeAll(keepingCapacity: true) }
+            cache[bytes] = made
+        }
+        return made
+    }
+
     static func modExp(_ base: [UInt8], _ exponent: [UInt8], _ modulus: [UInt8], secret: Bool) -> [UInt8]? {
-        guard let ctx = BN_CTX_new() else { return nil }
+        guard let m = Self.modulus(modulus), let ctx = BN_CTX_new() else { return nil }
         defer { BN_CTX_free(ctx) }
         let b = base.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress, Int32($0.count), nil) }
         let e = exponent.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress, Int32($0.count), nil) }
-        let m = modulus.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress, Int32($0.count), nil) }
         let r = BN_new()
         defer {
             BN_clear_free(b)
             BN_clear_free(e)
-            BN_free(m)
             BN_clear_free(r)
         }
-        guard let b, let e, let m, let r else { return nil }
-        let ok = secret ? BN_mod_exp_mont_consttime(r, b, e, m, ctx, nil) : BN_mod_exp(r, b, e, m, ctx)
+        guard var b, let e, let r else { return nil }
+        // Montgomery exponentiation wants the base below the modulus; a signature made with
+        // another key may not be (it then fails on its header and trailer, as in a terminal).
+        var reduced: OpaquePointer? = nil
+        defer { BN_clear_free(reduced) }
+        if BN_cmp(b, m.n) >= 0 {
+            guard let fresh = BN_new(), BN_nnmod(fresh, b, m.n, ctx) == 1 else { return nil }
+            reduced = fresh
+            b = fresh
+        }
+        let ok = secret ? BN_mod_exp_mont_consttime(r, b, e, m.n, ctx, m.mont) : BN_mod_exp_mont(r, b, e, m.n, ctx, m.mont)
         guard ok == 1 else { return nil }
         return bytes(r, length: modulus.count)
     }

@@ -26,6 +26,6 @@ extension Completion {
     public init(_ failure: TransactionFailure, completedAt: Int64) {
         self.init(status: .failed, message: failure.description, maskedPAN: failure.maskedPAN, pan: failure.pan,
                   brand: failure.pan.flatMap { CardBrand.detect(pan: $0)?.displayName }, aid: failure.aid.map(Hex.encode),
-                  entryMode: "chip", completedAt: completedAt, reversal: failure.reversal != nil)
+                  entryMode: "chip", completedAt: completedAt, reversal: failure.reversal != nil, oda: failure.oda.flatMap(Self.json))
     }
 }

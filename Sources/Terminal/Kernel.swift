@@ -145,6 +145,8 @@ public struct TransactionFailure: Error, Sendable, CustomStringConvertible {
     public let pan: String?
     public let aid: [UInt8]?
     public let trace: [(command: String, response: String)]
+    /// What offline data authentication had done before the transaction ended; nil when it had not begun.
+    public var oda: ODAReport? = nil
 
     /// A failure before or without a card: nothing read, nothing reversed.
     public init(error: KernelError, reversal: Reversal? = nil, maskedPAN: String? = nil, pan: String? = nil, aid: [UInt8]? = nil,
@@ -237,6 +239,8 @@ public struct Kernel {
     /// the records marked for ODA as read, and the PDOL and CDOL data a CDA signature hashes.
     var odaReport = ODAReport()
     var cdaKey: RSAPublicKey? = nil
+    /// Whether the transaction reached offline data authentication (a failure report carries it then).
+    var odaBegun = false
     var odaRecords: [(sfi: Int, record: [UInt8])] = []
     private var pdolData: [UInt8] = []
     private var cdolData: [[UInt8]] = []
@@ -288,6 +292,7 @@ public struct Kernel {
         pan = nil
         pendingApproval = nil
         odaReport = ODAReport()
+        odaBegun = false
         cdaKey = nil
         odaRecords = []
         pdolData = []
@@ -302,8 +307,10 @@ public struct Kernel {
                                     amount: hostRequest.amount, reason: error.description)
                 pendingApproval = nil
             }
-            throw TransactionFailure(error: error, reversal: reversal, maskedPAN: pan.map(PAN.masked), pan: pan,
-                                     aid: data[0x9F06], trace: trace)
+            var failure = TransactionFailure(error: error, reversal: reversal, maskedPAN: pan.map(PAN.masked), pan: pan,
+                                             aid: data[0x9F06], trace: trace)
+            failure.oda = odaBegun ? odaReport : nil
+            throw failure
         }
     }
 
@@ -330,6 +337,7 @@ public struct Kernel {
         let cdol1 = try Self.dol(data[0x8C]!, "CDOL1")
         // CDA is asked for with a TC or an ARQC, when the keys were recovered (Book 2 §6.6).
         let first = try generateAC(requested, cdol: cdol1, step: "first GENERATE AC", cda: cdaKey != nil && requested != .aac)
+        if cdaKey != nil, requested == .aac { odaReport.reason = "keys recovered; no signature to check: the terminal asked for an AAC" }
         tsi.set(TSI.cardRiskManagementPerformed)
 
         var responseCode: ResponseCode
@@ -406,7 +414,7 @@ public struct Kernel {
         return TransactionOutcome(
             decision: decision, responseCode: responseCode, authorisationCode: authCode, hostMessage: message, aid: aid,
             applicationLabel: label, maskedPAN: PAN.masked(pan!), brand: CardBrand.detect(pan: pan!), cardholderName: holder,
-            expiry: String(Hex.encode(expiry).prefix(4)), arqc: first.cryptogram, atc: first.atc, tvr: tvr, tsi: tsi, cvm: cvm,
+            expiry: String(Hex.encode(expiry).prefix(4)), arqc: first.cryptogram.isEmpty ? nil : first.cryptogram, atc: first.atc, tvr: tvr, tsi: tsi, cvm: cvm,
             cvmResults: cvmResults, entryMode: "chip", atr: atr, stan: request.stan, rrn: RRN.make(stan: request.stan, at: request.date),
             reversal: reversal, pan: pan!, trace: trace, oda: odaReport)
     }
@@ -798,12 +806,13 @@ public struct Kernel {
                 odaReport.failure = "\(error.detail) (at the \(step))"
             }
         }
-        guard let cryptogram = cryptogram ?? (cdaFailed ? [UInt8](repeating: 0, count: 8) : nil) else {
+        // A failed CDA signature leaves no cryptogram to trust: none is recorded.
+        guard let cryptogram = cryptogram ?? (cdaFailed ? [] : nil) else {
             throw .invalidCardData("\(step) response lacks 9F26")
         }
         data[0x9F27] = [cid]
         data[0x9F36] = atc
-        data[0x9F26] = cryptogram
+        data[0x9F26] = cryptogram.isEmpty ? nil : cryptogram
         data[0x9F10] = iad
         return (returned, cryptogram, atc, iad, cdaFailed)
     }

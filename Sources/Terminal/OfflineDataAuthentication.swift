@@ -76,6 +76,7 @@ extension Kernel {
     /// CDA only recovers the keys here; its signature comes with GENERATE AC.
     mutating func offlineDataAuthentication(today: [UInt8]) throws(KernelError) {
         var report = ODAReport()
+        odaBegun = true
         defer { odaReport = report }
         let aip = AIP(uncheckedBytes: data[0x82] ?? [0, 0])
         let terminal = configuration.capabilities.count > 2 ? configuration.capabilities[2] : 0

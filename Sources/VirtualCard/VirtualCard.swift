@@ -447,7 +447,7 @@ public struct VirtualCard: Sendable {
         if session.issuerAuthentication != .notPerformed { cvr.set(MastercardCVR.issuerAuthenticationPerformed) }
         if session.issuerAuthentication == .failed { cvr.set(MastercardCVR.issuerAuthenticationFailed) }
         cvr.pinTryCounter = state.pinTriesRemaining
-        // KDI, CVN, CVR, DAC/IDN (none: no offline data authentication), counters (none kept).
+        // KDI, CVN, CVR, DAC/IDN (left zero: the terminal's ODA result is not fed back to this card), counters (none kept).
         return [dki, UInt8(app.cvn.rawValue)] + cvr.bytes + [0x00, 0x00] + [UInt8](repeating: 0, count: 8)
     }
 

@@ -24,7 +24,8 @@ struct CACommand: ParsableCommand {
     }
 }
 
-/// The RIDs whose cards the bench CA certifies: the schemes the kernel supports.
+/// The RIDs the bench CA's keys are filed under: the schemes whose AIDs cardbench's profiles use
+/// (Visa, Mastercard, American Express, JCB, Discover, Carnet).
 private let schemeRIDs = ["A000000003", "A000000004", "A000000025", "A000000065", "A000000152", "A000000672"]
 
 struct CAInitCommand: ParsableCommand {
@@ -237,8 +238,10 @@ struct ODACommand: ParsableCommand {
         discussion: """
             Give the card's data as it answered: --record for each record the AFL marks for offline data \
             authentication (the static data is computed from them, Book 2 §5.4), --tlv for anything else (other \
-            records, the GPO response, the INTERNAL AUTHENTICATE response). --ddol-data is what the terminal sent \
-            in INTERNAL AUTHENTICATE, to check its signature. Or take all of it from a virtual card: --card.
+            records, a format 2 INTERNAL AUTHENTICATE response with 9F4B); --aip the AIP. --signature and \
+            --ddol-data are what INTERNAL AUTHENTICATE returned and was sent, to check DDA's signature. Or take \
+            all of it from a virtual card: --card. CDA's signature needs the transaction's hash input: see a \
+            transaction's trace instead.
             """)
 
     @Option(help: "CAPK file; repeat for more (default: \(CAPKStore.defaultFile)).")
@@ -256,8 +259,14 @@ struct ODACommand: ParsableCommand {
     @Option(help: "The AIP (82), when no --tlv holds it.")
     var aip: String?
 
-    @Option(name: .customLong("ddol-data"), help: "The DDOL data sent in INTERNAL AUTHENTICATE, to check 9F4B.")
+    @Option(help: "The signed dynamic application data INTERNAL AUTHENTICATE returned (the value of 80, or of 9F4B), hex.")
+    var signature: String?
+
+    @Option(name: .customLong("ddol-data"), help: "The DDOL data sent in INTERNAL AUTHENTICATE, to check the signature.")
     var ddolData: String?
+
+    @Option(help: "A revoked issuer certificate, RID:INDEX:SERIAL in hex; repeat for more.")
+    var revoked: [String] = []
 
     @Option(help: "Transaction date YYMMDD for the expiry checks (default: today).")
     var date: String?
@@ -266,8 +275,11 @@ struct ODACommand: ParsableCommand {
     var card: String?
 
     func run() throws {
-        let keys: [CAPublicKey]
-        do throws(ConfigurationError) { keys = try CAPKStore.load(capk.isEmpty ? [CAPKStore.defaultFile] : capk, key: "--capk") } catch {
+        let keys: [CAPublicKey], revocations: [RevokedCertificate]
+        do throws(ConfigurationError) {
+            keys = try CAPKStore.load(capk.isEmpty ? [CAPKStore.defaultFile] : capk, key: "--capk")
+            revocations = try CAPKStore.revoked(revoked, key: "--revoked")
+        } catch {
             throw CLIError(message: "\(error.key): \(error.rule)", code: 2)
         }
         var data: [EMVTag: [UInt8]] = [:]
@@ -328,11 +340,12 @@ struct ODACommand: ParsableCommand {
         guard let ca = keys.first(where: { $0.rid == Array(aidBytes.prefix(5)) && $0.index == index }) else {
             throw CLIError(message: "no CA key \(Hex.encode(aidBytes.prefix(5))) index \(Hex.encode([index])) in the CAPK files", code: 1)
         }
-        print("CA key \(Hex.encode(ca.rid)) \(Hex.encode([ca.index])): \(ca.name) (\(ca.key.bits)-bit, expires \(ca.expiry))")
+        print("CA key \(Hex.encode(ca.rid)) \(Hex.encode([ca.index])): \(ca.name.isEmpty ? "unnamed" : ca.name)"
+              + (ca.name.contains("-bit") ? "" : ", \(ca.key.bits)-bit") + ", expires \(ca.expiry)")
         var issuer: IssuerCertificate?
         step("issuer public key certificate (90)") { () throws(ODAFailure) -> [String] in
             guard let cert = data[0x90], let e = data[0x9F32] else { throw ODAFailure("issuer certificate", "no 90 or 9F32 in the data", missingData: true) }
-            let c = try ODA.recoverIssuerKey(certificate: cert, remainder: data[0x92], exponent: e, ca: ca, pan: pan, today: today)
+            let c = try ODA.recoverIssuerKey(certificate: cert, remainder: data[0x92], exponent: e, ca: ca, pan: pan, today: today, revoked: revocations)
             issuer = c
             return ["issuer identifier \(c.issuerIdentifier), serial \(Hex.encode(c.serial)), expires \(c.expiry) (MMYY)",
                     "issuer key \(c.key.bits)-bit, exponent \(Hex.encode(c.key.exponent))"]
@@ -351,7 +364,7 @@ struct ODACommand: ParsableCommand {
                 icc = c
                 return ["PAN \(PAN.masked(c.pan)), serial \(Hex.encode(c.serial)), expires \(c.expiry) (MMYY)", "ICC key \(c.key.bits)-bit, exponent \(Hex.encode(c.key.exponent))"]
             }
-            if let icc, let sdad = data[0x9F4B] ?? (tlv.compactMap { try? TLV.parse(Hex.decode($0)).first(0x80)?.value }.first) {
+            if let icc, let sdad = try signature.map({ try Hex.decode($0, field: "signature") }) ?? data[0x9F4B] {
                 guard let ddolData else { throw CLIError(message: "--ddol-data: needed to check the signed dynamic application data", code: 2) }
                 let terminal = try Hex.decode(ddolData, field: "ddol-data")
                 step("signed dynamic application data (9F4B)") { () throws(ODAFailure) -> [String] in

@@ -296,8 +296,10 @@ struct ODAOracleCrossCheckTests {
         let tdhc_input: String?
     }
 
+    // Two combinations: every remainder (92 and 9F48) and both exponents. Key generation (e = 3
+    // especially) takes seconds on a loaded machine; the vectors cover the other sizes.
     @Test("issuer and ICC certificates, signed static data, DDA and CDA signatures", arguments: [
-        (1984, 1984, 1408, UInt32(3)), (1984, 1408, 1024, 3), (1408, 1152, 1024, 65537), (1152, 1152, 1152, 65537), (1984, 1984, 1984, 3),
+        (1984, 1984, 1408, UInt32(3)), (1408, 1152, 1024, 65537),
     ])
     func crossCheck(caBits: Int, issuerBits: Int, iccBits: Int, exponent: UInt32) throws {
         let ca = try RSAPrivateKey.generate(bits: caBits)

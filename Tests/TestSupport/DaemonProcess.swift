@@ -50,7 +50,9 @@ public final class DaemonProcess: @unchecked Sendable {
         process.standardOutput = handle
         process.standardError = handle
         try process.run()
-        let deadline = Date().addingTimeInterval(20)
+        // 60 s: the whole suite at once on two cores (RSA key generation, Python oracles, child
+        // processes beside this) has kept a daemon that was ready from being asked for over 20 s.
+        let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
             if !process.isRunning { throw HarnessError("cardbenchd exited with \(process.terminationStatus): \(logText)") }
             if FileManager.default.fileExists(atPath: socket),
@@ -60,7 +62,7 @@ public final class DaemonProcess: @unchecked Sendable {
             try await Task.sleep(for: .milliseconds(50))
         }
         process.terminate()
-        throw HarnessError("cardbenchd did not answer on \(socket) within 20 s: \(logText)")
+        throw HarnessError("cardbenchd did not answer on \(socket) within 60 s: \(logText)")
     }
 
     public var logText: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }

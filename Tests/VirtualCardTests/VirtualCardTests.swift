@@ -48,9 +48,9 @@ struct ShippedProfileTests {
         let profile = try loadProfile(file)
         #expect(Luhn.isValid(profile.pan))
         let brand = try #require(profile.brand)
-        let expected: CardBrand = file.hasPrefix("visa") ? .visa : file.hasPrefix("mastercard") ? .mastercard
-            : file.hasPrefix("amex") ? .americanExpress : .carnet
-        #expect(brand == expected)
+        // The PAN's brand is the scheme of the card's application (its RID).
+        let rids: [String: CardBrand] = ["A000000003": .visa, "A000000004": .mastercard, "A000000025": .americanExpress, "A000000672": .carnet]
+        #expect(brand == rids[Hex.encode(profile.applications[0].aid.prefix(5))])
     }
 
     /// The whole contact flow against each profile that can complete one, with an issuer check
