@@ -22,8 +22,8 @@ public struct ODADate: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     public static func < (a: ODADate, b: ODADate) -> Bool { (a.year, a.month, a.day) < (b.year, b.month, b.day) }
     public var description: String {
-        let m = month < 10 ? "0\(month)" : "\(month)", d = day < 10 ? "0\(day)" : "\(day)"
-        return "\(year)-\(m)-\(d)"
+        func pad(_ n: Int, _ width: Int) -> String { String(repeating: "0", count: max(0, width - String(n).count)) + String(n) }
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))"
     }
 }
 

@@ -24,7 +24,7 @@ public enum CAPKFile {
             let exponent = try m.hex("exponent", count: 1...3) ?? [0x03]
             guard exponent == [0x03] || exponent == [0x01, 0x00, 0x01] else { throw m.error("exponent", "must be 03 or 010001 (EMV Book 2 §11.2)") }
             guard let expiryText = try m.string("expiry") else { throw m.error("expiry", "is required (YYYY-MM-DD)") }
-            guard let expiry = date(expiryText) else { throw m.error("expiry", "must be YYYY-MM-DD, got '\(expiryText)'") }
+            guard let expiry = date(expiryText) else { throw m.error("expiry", "must be YYYY-MM-DD, a year 1990–2099, got '\(expiryText)'") }
             let key = CAPublicKey(rid: rid, index: index[0], key: RSAPublicKey(modulus: modulus, exponent: exponent), expiry: expiry,
                                   name: try m.string("name") ?? "", source: try m.string("source") ?? "")
             guard let checksum = try m.hex("checksum", count: 20...20) else { throw m.error("checksum", "is required (SHA-1 over RID, index, modulus, exponent)") }
@@ -56,10 +56,11 @@ public enum CAPKFile {
         "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }
 
-    static func date(_ text: String) -> ODADate? {
+    /// A `YYYY-MM-DD` date, as the files give expiries.
+    public static func date(_ text: String) -> ODADate? {
         let parts = text.split(separator: "-")
         guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2, let y = Int(parts[0]), let m = Int(parts[1]),
-              let d = Int(parts[2]), (1...12).contains(m), (1...31).contains(d) else { return nil }
+              let d = Int(parts[2]), (1990...2099).contains(y), (1...12).contains(m), (1...31).contains(d) else { return nil }
         return ODADate(year: y, month: m, day: d)
     }
 

@@ -44,7 +44,7 @@ struct CAInitCommand: ParsableCommand {
 
     func run() throws {
         guard !FileManager.default.fileExists(atPath: out) else { throw CLIError(message: "--out: \(out) exists; a CA's keys are never overwritten", code: 2) }
-        guard let date = Self.date(expiry) else { throw CLIError(message: "--expiry: must be YYYY-MM-DD, got '\(expiry)'", code: 2) }
+        guard let date = CAPKFile.date(expiry) else { throw CLIError(message: "--expiry: must be YYYY-MM-DD, got '\(expiry)'", code: 2) }
         var keys: [CertificationAuthority.Key] = []
         for spec in key {
             let parts = spec.split(separator: ":")
@@ -62,11 +62,6 @@ struct CAInitCommand: ParsableCommand {
         print("wrote \(out): \(keys.map { "\(Hex.encode([$0.index])) (\($0.key.publicKey.bits)-bit)" }.joined(separator: ", "))")
     }
 
-    static func date(_ text: String) -> ODADate? {
-        let p = text.split(separator: "-").compactMap { Int($0) }
-        guard p.count == 3, (1...12).contains(p[1]), (1...31).contains(p[2]) else { return nil }
-        return ODADate(year: p[0], month: p[1], day: p[2])
-    }
 }
 
 struct CAExportCommand: ParsableCommand {

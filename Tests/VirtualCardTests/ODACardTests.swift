@@ -156,3 +156,22 @@ struct ODACardTests {
         #expect(throws: ProfileError.self) { try CAPKFile.parse(yaml: text + text.components(separatedBy: "keys:\n")[1], file: "capk.yaml") }
     }
 }
+
+@Suite("CAPK file dates")
+struct CAPKDateTests {
+    /// Found by the capk fuzzer: "0097-12-31" parsed, was written back as "97-12-31", which did not.
+    @Test("an expiry outside 1990–2099 is refused, and dates are written with four-digit years")
+    func expiryYear() throws {
+        let url = cardsDirectory.deletingLastPathComponent().appendingPathComponent("ca/capk.yaml")
+        let text = try String(contentsOf: url, encoding: .utf8)
+        let first = try #require(text.range(of: "expiry: \"")).upperBound
+        let date = String(text[first...].prefix(10))
+        do {
+            _ = try CAPKFile.parse(yaml: text.replacingOccurrences(of: "expiry: \"\(date)\"", with: "expiry: \"0097-12-31\""), file: "capk.yaml")
+            Issue.record("a CA key expiring in the year 97 was accepted")
+        } catch {
+            #expect(error.field.hasSuffix(".expiry") && error.reason.contains("1990–2099"))
+        }
+        #expect(ODADate(year: 997, month: 1, day: 2).description == "0997-01-02")
+    }
+}
