@@ -25,8 +25,9 @@ public enum CAPKFile {
             guard exponent == [0x03] || exponent == [0x01, 0x00, 0x01] else { throw m.error("exponent", "must be 03 or 010001 (EMV Book 2 §11.2)") }
             guard let expiryText = try m.string("expiry") else { throw m.error("expiry", "is required (YYYY-MM-DD)") }
             guard let expiry = date(expiryText) else { throw m.error("expiry", "must be YYYY-MM-DD, a year 1990–2099, got '\(expiryText)'") }
+            let name = try oneLine(m, "name"), source = try oneLine(m, "source")
             let key = CAPublicKey(rid: rid, index: index[0], key: RSAPublicKey(modulus: modulus, exponent: exponent), expiry: expiry,
-                                  name: try m.string("name") ?? "", source: try m.string("source") ?? "")
+                                  name: name, source: source)
             guard let checksum = try m.hex("checksum", count: 20...20) else { throw m.error("checksum", "is required (SHA-1 over RID, index, modulus, exponent)") }
             guard checksum == key.checksum else {
                 throw m.error("checksum", "is \(Hex.encode(checksum)) but SHA-1(RID ‖ index ‖ modulus ‖ exponent) is \(Hex.encode(key.checksum)): a value was mistyped")
@@ -37,6 +38,16 @@ public enum CAPKFile {
             out.append(key)
         }
         return out
+    }
+
+    /// A text field on one line: `cardbench emv capk list` prints it as a column.
+    static func oneLine(_ m: YAMLMapping, _ key: String) throws(ProfileError) -> String {
+        let text = try m.string(key) ?? ""
+        guard text.unicodeScalars.allSatisfy({ $0.properties.generalCategory != .control && $0.properties.generalCategory != .lineSeparator
+                                                && $0.properties.generalCategory != .paragraphSeparator }) else {
+            throw m.error(key, "must be one line of text, without control characters")
+        }
+        return text
     }
 
     /// The YAML text of `keys`, checksums computed.

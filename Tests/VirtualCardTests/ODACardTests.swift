@@ -175,3 +175,24 @@ struct CAPKDateTests {
         #expect(ODADate(year: 997, month: 1, day: 2).description == "0997-01-02")
     }
 }
+
+@Suite("CAPK file text fields")
+struct CAPKTextTests {
+    /// Found by the capk fuzzer: a name holding a line break (an escape in a quoted string) was
+    /// written back raw and read back folded into a space.
+    @Test("a name or source with a control character or line break is refused")
+    func oneLine() throws {
+        let text = try String(contentsOf: cardsDirectory.deletingLastPathComponent().appendingPathComponent("ca/capk.yaml"), encoding: .utf8)
+        for spoilt in ["name: \"bench\\nCA\"", "name: \"bench\\tCA\"", "source: \"a\\u2028b\""] {
+            let field = spoilt.hasPrefix("name") ? "name" : "source"
+            let yaml = text.replacingOccurrences(of: try #require(text.components(separatedBy: "\n").first { $0.hasPrefix("    \(field): ") }),
+                                                 with: "    " + spoilt)
+            do {
+                _ = try CAPKFile.parse(yaml: yaml, file: "capk.yaml")
+                Issue.record("accepted \(spoilt)")
+            } catch {
+                #expect(error.field.hasSuffix(".\(field)") && error.reason.contains("one line"), "\(error)")
+            }
+        }
+    }
+}
