@@ -38,10 +38,17 @@ BIN=$("$SWIFT" build -c release --scratch-path "$SCRATCH" --show-bin-path)
 # Every object built in the scratch path: for a Swift module those its output file map names (a
 # source since removed leaves a stale object behind), for a C module all of them. A dependency's C
 # module is found through its include directory (Yams' CYaml, swift-crypto's BoringSSL); the
-# package's own through their module maps (libcrypto and libudev shims).
+# package's own through their module maps (libcrypto, libudev and libpcsclite shims)
 objects=()
 clang_modules=()
-for map in Sources/CLib*/module.modulemap; do clang_modules+=(-Xcc "-fmodule-map-file=$map"); done
+# (a C target's own module map sits in its include directory, as CLibPCSCLite's does).
+for map in Sources/CLib*/module.modulemap Sources/CLib*/include/module.modulemap; do
+    [ -f "$map" ] && clang_modules+=(-Xcc "-fmodule-map-file=$map")
+done
+# Its headers' own includes (<pcsclite.h> forwarded by a header there) resolve from that directory.
+for include in Sources/CLib*/include; do
+    [ -d "$include" ] && clang_modules+=(-Xcc "-I$include")
+done
 for dir in "$BIN"/*.build; do
     if [ -f "$dir/output-file-map.json" ]; then
         while IFS= read -r o; do [ -f "$o" ] && objects+=("$o"); done \
