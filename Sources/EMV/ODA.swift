@@ -123,15 +123,18 @@ public enum ODA {
 
     /// The hex digits of compressed-numeric bytes, F padding removed; nil on a non-digit nibble
     /// before the padding.
-    static func digits(_ bytes: [UInt8]) -> String? {
-        var out = ""
+    static func digits(_ bytes: some Collection<UInt8>) -> String? {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
         var padding = false
-        for nibble in bytes.flatMap({ [$0 >> 4, $0 & 0x0F] }) {
-            if nibble == 0xF { padding = true; continue }
-            guard !padding, nibble <= 9 else { return nil }
-            out.append(Character(String(nibble)))
+        for byte in bytes {
+            for nibble in [byte >> 4, byte & 0x0F] {
+                if nibble == 0xF { padding = true; continue }
+                guard !padding, nibble <= 9 else { return nil }
+                out.append(0x30 + nibble)
+            }
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Digits as compressed numeric, right-padded with F to `length` bytes.
@@ -194,9 +197,14 @@ public enum ODA {
         return recovered
     }
 
-    private static func checkHash(_ recovered: [UInt8], extra: [UInt8], what: String) throws(ODAFailure) {
+    /// The hash over the recovered fields and `extra`, fed in pieces: certificates are hundreds of
+    /// bytes, and copying them into one buffer cost more than hashing them.
+    private static func checkHash(_ recovered: [UInt8], extra: [UInt8]?..., what: String) throws(ODAFailure) {
         let n = recovered.count
-        guard sha1(Array(recovered[1..<(n - 21)]) + extra) == Array(recovered[(n - 21)..<(n - 1)]) else {
+        var hasher = Insecure.SHA1()
+        hasher.update(data: recovered[1..<(n - 21)])
+        for part in extra { if let part { hasher.update(data: part) } }
+        guard hasher.finalize().elementsEqual(recovered[(n - 21)..<(n - 1)]) else {
             throw ODAFailure("\(what) hash", "the SHA-1 in the recovered data does not match the data it covers")
         }
     }
@@ -209,8 +217,8 @@ public enum ODA {
         let n = r.count
         // A key longer than the certificate's room needs all of its remainder, before the hash that covers it.
         try checkRemainder(length: Int(r[13]), room: n - 36, remainder: remainder, what: "issuer")
-        try checkHash(r, extra: (remainder ?? []) + exponent, what: "issuer certificate")
-        guard let identifier = digits(Array(r[2..<6])), (3...8).contains(identifier.count), pan.hasPrefix(identifier) else {
+        try checkHash(r, extra: remainder, exponent, what: "issuer certificate")
+        guard let identifier = digits(r[2..<6]), (3...8).contains(identifier.count), pan.hasPrefix(identifier) else {
             throw ODAFailure("issuer identifier", "\(Hex.encode(Array(r[2..<6]))) does not match the leftmost digits of the PAN")
         }
         let expiry = Array(r[6..<8])
@@ -242,8 +250,8 @@ public enum ODA {
         let r = try recover(certificate, with: issuer, what: "ICC certificate", format: 0x04)
         let n = r.count
         try checkRemainder(length: Int(r[19]), room: n - 42, remainder: remainder, what: "ICC")
-        try checkHash(r, extra: (remainder ?? []) + exponent + staticData, what: "ICC certificate")
-        guard let certificatePAN = digits(Array(r[2..<12])), certificatePAN == pan else {
+        try checkHash(r, extra: remainder, exponent, staticData, what: "ICC certificate")
+        guard let certificatePAN = digits(r[2..<12]), certificatePAN == pan else {
             throw ODAFailure("ICC certificate PAN", "the certificate's PAN does not match the card's (5A)")
         }
         let expiry = Array(r[12..<14])

@@ -89,8 +89,16 @@ struct PCSCEndToEndTests {
         let venta = try #require(try await bench.daemon.open(ventaURL(token: user.token, amount: "150.00", identifier: "pcsc-1"), terminal: "usb").result)
         #expect(venta.status == "aprobada", "\(venta.fields) \(bench.daemon.logText)")
 
-        let readers = try cli(["readers"], socket: bench.daemon.socket).stdout
-        let line = try #require(readers.split(separator: "\n").first { $0.hasPrefix("usb ") })
+        // The callback can come back before the terminal has let go of the card (disconnect with
+        // power-down comes after the answer): the reader shows in-use until then.
+        var line = ""
+        let deadline = Date().addingTimeInterval(10)
+        repeat {
+            let readers = try cli(["readers"], socket: bench.daemon.socket).stdout
+            line = String(try #require(readers.split(separator: "\n").first { $0.hasPrefix("usb ") }))
+            if line.contains(" ready") { break }
+            try await Task.sleep(for: .milliseconds(100))
+        } while Date() < deadline
         #expect(line.contains("usb pcsc pcsc:\(bench.pcscd.reader(slot: 0)) → \"\(bench.pcscd.reader(slot: 0))\" ready"), "\(line)")
         #expect(line.contains("ATR 3B6800008066A2060201320E T=0"), "\(line)")
         let listed = try cliOffline(["pcsc", "list"], environment: bench.pcscd.environment)
