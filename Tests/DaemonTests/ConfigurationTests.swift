@@ -107,6 +107,7 @@ struct ConfigurationTests {
         ("timeouts:\n  prompt_seconds: -1\n", "timeouts.prompt_seconds: must be a number of seconds above 0"),
         ("viva:\n  amount_table: magic\n", "viva.amount_table: must be none, stripe-cents or billpocket"),
         ("callbacks:\n  xdg_open: maybe\n", "callbacks.xdg_open: must be true or false"),
+        ("emv:\n  revoked: [\"A000000003:B0\"]\n", "emv.revoked: must be RID:INDEX:SERIAL"),
     ])
     func badValues(yaml: String, message: String) async throws {
         let path = try file(yaml)
@@ -148,6 +149,33 @@ struct ConfigurationTests {
         #expect(lab.serial.presenceLine == .dcd && !lab.serial.presenceAssertedIsCard && !lab.serial.echo)
         #expect(hot.reader == .udev(name: "phoenix1") && hot.udevName == "phoenix1")
         #expect(hot.serial == SerialSettings(), "defaults: 9600 8E2, RTS reset asserted, always present, echo on")
+    }
+
+    @Test("CAPK files: shared by default, per terminal when given; revocations parsed; the daemon refuses an unreadable CAPK file naming the key")
+    func capk() async throws {
+        let c = try await DaemonConfiguration.load(file: try file("""
+            terminals: [a, b]
+            emv:
+              capk: [/etc/cardbench/capk.yaml]
+              revoked: ["A000000003:B0:00A1B2"]
+            terminal:
+              b:
+                capk: [/etc/cardbench/b.yaml, /etc/cardbench/more.yaml]
+            """), environment: [:])
+        #expect(c.capkFiles == ["/etc/cardbench/capk.yaml"] && c.revokedCertificates == ["A000000003:B0:00A1B2"])
+        #expect(c.terminals[0].capkFiles == nil && c.terminals[1].capkFiles == ["/etc/cardbench/b.yaml", "/etc/cardbench/more.yaml"])
+        #expect(try await DaemonConfiguration.load(file: nil, environment: [:]).capkFiles == [CAPKStore.defaultFile])
+        var broken = try await DaemonConfiguration.load(file: nil, environment: [:])
+        broken.stateDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("cbcapk-\(UUID().uuidString.prefix(8))").path
+        broken.httpPort = nil
+        broken.terminals[0].capkFiles = ["/nonexistent/capk.yaml"]
+        do {
+            _ = try Bench(configuration: broken)
+            Issue.record("a terminal with an unreadable CAPK file started")
+        } catch let error as ConfigurationError {
+            #expect(error.key == "terminal.bench1.capk" && error.rule.contains("/nonexistent/capk.yaml"), "\(error)")
+        }
+        try? FileManager.default.removeItem(atPath: broken.stateDirectory)
     }
 
     @Test("a missing file is an error naming it")
