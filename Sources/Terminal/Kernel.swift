@@ -244,7 +244,6 @@ public struct Kernel {
     var odaRecords: [(sfi: Int, record: [UInt8])] = []
     private var pdolData: [UInt8] = []
     private var cdolData: [[UInt8]] = []
-    var odaConfiguration: ODAConfiguration { configuration.oda }
     /// The host's approval while the card has yet to confirm it; reversed if the card never does.
     private var pendingApproval: (request: AuthorisationRequest, response: AuthorisationResponse)? = nil
 

@@ -36,6 +36,20 @@ public struct ODAReport: Sendable, Equatable, Codable {
 
     public init() {}
 
+    /// Keeps a recovered certificate's fields (a genuine one: its hash checked).
+    mutating func record(_ issuer: IssuerCertificate) {
+        issuerIdentifier = issuer.issuerIdentifier
+        issuerCertificateSerial = Hex.encode(issuer.serial)
+        issuerCertificateExpiry = issuer.expiry
+        issuerKeyBits = issuer.key.bits
+    }
+
+    mutating func record(_ icc: ICCCertificate) {
+        iccCertificateSerial = Hex.encode(icc.serial)
+        iccCertificateExpiry = icc.expiry
+        iccKeyBits = icc.key.bits
+    }
+
     /// One line per fact, as `tx show` prints them.
     public var lines: [String] {
         var out = ["method \(method.rawValue.uppercased()): \(result.rawValue)" + (reason.map { " (\($0))" } ?? "")]
@@ -96,15 +110,10 @@ extension Kernel {
         if report.method == .sda { tvr.set(TVR.sdaSelected) }
         func fail(_ error: ODAFailure) {
             if let issuer = error.issuer {
-                report.issuerIdentifier = issuer.issuerIdentifier
-                report.issuerCertificateSerial = Hex.encode(issuer.serial)
-                report.issuerCertificateExpiry = issuer.expiry
-                report.issuerKeyBits = issuer.key.bits
+                report.record(issuer)
             }
             if let icc = error.icc {
-                report.iccCertificateSerial = Hex.encode(icc.serial)
-                report.iccCertificateExpiry = icc.expiry
-                report.iccKeyBits = icc.key.bits
+                report.record(icc)
             }
             report.result = .failed
             report.failedCheck = error.check
@@ -142,7 +151,7 @@ extension Kernel {
         let staticData = try ODA.staticData(records: odaRecords, aip: data[0x82] ?? [], tagList: data[0x9F4A])
         guard let index = data[0x8F]?.first else { throw ODAFailure("CA public key index", "the card gives no 8F", missingData: true) }
         report.caIndex = Hex.encode([index])
-        guard let ca = odaConfiguration.key(rid: rid, index: index) else {
+        guard let ca = configuration.oda.key(rid: rid, index: index) else {
             throw ODAFailure("CA public key", "the terminal has no key \(Hex.encode(rid)) index \(Hex.encode([index])) (see cardbench emv capk list)")
         }
         report.caKey = ca.name.contains("-bit") ? ca.name : "\(ca.name.isEmpty ? "unnamed" : ca.name), \(ca.key.bits)-bit"
@@ -151,11 +160,8 @@ extension Kernel {
             throw ODAFailure("issuer certificate", "the card gives no \(data[0x90] == nil ? "90" : "9F32")", missingData: true)
         }
         let issuer = try ODA.recoverIssuerKey(certificate: certificate, remainder: data[0x92], exponent: exponent, ca: ca, pan: pan ?? "",
-                                              today: date, revoked: odaConfiguration.revoked)
-        report.issuerIdentifier = issuer.issuerIdentifier
-        report.issuerCertificateSerial = Hex.encode(issuer.serial)
-        report.issuerCertificateExpiry = issuer.expiry
-        report.issuerKeyBits = issuer.key.bits
+                                              today: date, revoked: configuration.oda.revoked)
+        report.record(issuer)
         if report.method == .sda {
             guard let signature = data[0x93] else { throw ODAFailure("signed static data", "the card gives no 93", missingData: true) }
             let dac = try ODA.verifyStaticSignature(signature, issuer: issuer.key, staticData: staticData)
@@ -168,9 +174,7 @@ extension Kernel {
         }
         let icc = try ODA.recoverICCKey(certificate: iccCertificate, remainder: data[0x9F48], exponent: iccExponent, issuer: issuer.key,
                                         pan: pan ?? "", staticData: staticData, today: date)
-        report.iccCertificateSerial = Hex.encode(icc.serial)
-        report.iccCertificateExpiry = icc.expiry
-        report.iccKeyBits = icc.key.bits
+        report.record(icc)
         return icc.key
     }
 
@@ -178,7 +182,7 @@ extension Kernel {
     /// the signed dynamic application data it returns. A card removed meanwhile ends the
     /// transaction (thrown); a bad answer fails DDA (returned).
     private mutating func dynamicDataAuthentication(icc: RSAPublicKey, report: inout ODAReport) throws(KernelError) -> ODAFailure? {
-        guard let ddolBytes = data[0x9F49] ?? odaConfiguration.defaultDDOL else {
+        guard let ddolBytes = data[0x9F49] ?? configuration.oda.defaultDDOL else {
             return ODAFailure("DDOL", "the card gives no 9F49 and the terminal has no default DDOL", missingData: true)
         }
         // Book 2 §6.5.1: the DDOL must ask for the unpredictable number.
