@@ -109,6 +109,8 @@ struct ODACommandTests {
         let revoked = try run(["sale", "--card", card("oda-visa-sda.yaml"), "--amount", "10.00", "--ledger", ledger, "--json", "--revoked", "A000000003:B1:\(serial)"])
         let report = (json(revoked) as? [String: Any])?["oda"] as? [String: Any]
         #expect(report?["failedCheck"] as? String == "issuer certificate revoked")
+        let offline = try run(["emv", "oda", "--card", card("oda-visa-sda.yaml"), "--date", "261124", "--revoked", "A000000003:B1:\(serial)"])
+        #expect(offline.status == 1 && offline.stdout.contains("issuer certificate revoked"), "\(offline.stdout)")
         let bad = try run(["sale", "--card", card("oda-visa-sda.yaml"), "--amount", "10.00", "--ledger", ledger, "--revoked", "A000000003:B1"])
         #expect(bad.status == 2 && bad.stderr.contains("--revoked") && bad.stderr.contains("RID:INDEX:SERIAL"))
     }
