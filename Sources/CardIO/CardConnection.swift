@@ -1,3 +1,4 @@
+import EMV
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -223,12 +224,14 @@ final class SessionChannel: CardChannel {
     private let card: any CardSessions
     private let session: UInt64
     private let currentATR: Locked<[UInt8]>
+    let magneticStripe: MagneticStripe?
 
-    init(_ card: any CardSessions, session: UInt64, atr: [UInt8]) {
+    init(_ card: any CardSessions, session: UInt64, atr: [UInt8], magneticStripe: MagneticStripe? = nil) {
         self.readerName = card.readerName
         self.card = card
         self.session = session
         self.currentATR = Locked(atr)
+        self.magneticStripe = magneticStripe
     }
 
     var atr: [UInt8] { currentATR.withLock { $0 } }

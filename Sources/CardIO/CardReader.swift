@@ -1,3 +1,5 @@
+import EMV
+
 /// A powered card behind a reader. Raw C-APDU in, raw R-APDU (data ‖ SW1 SW2) out.
 ///
 /// A channel belongs to one card insertion and one power-on: once the card is removed, powered
@@ -14,6 +16,13 @@ public protocol CardChannel: AnyObject, Sendable {
     func reset() throws(CardIOError) -> [UInt8]
     /// Powers the card off (vpcd `00`); later calls on this channel throw.
     func powerOff()
+    /// The tracks when the card was swiped (an in-process virtual card only: no reader protocol
+    /// here carries a stripe); nil for an inserted or tapped card.
+    var magneticStripe: MagneticStripe? { get }
+}
+
+extension CardChannel {
+    public var magneticStripe: MagneticStripe? { nil }
 }
 
 /// A card arriving in or leaving a reader.

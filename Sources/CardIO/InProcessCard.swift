@@ -1,3 +1,4 @@
+import EMV
 import Foundation
 
 /// A card that lives in the reader's own process (the daemon's demo card, a card a scenario
@@ -13,13 +14,20 @@ public protocol InProcessCard: AnyObject, Sendable {
     func powerOff()
     /// Answers one C-APDU with an R-APDU (data ‖ SW1 SW2). Calls are serialised by the reader.
     func respond(to command: [UInt8]) -> [UInt8]
-    /// True once the card has left the reader by itself (a scripted removal after an answer):
-    /// the reader then treats it as removed.
+    /// True once the card has left the reader by itself (a scripted removal after an answer, a
+    /// tap or swipe that is over): the reader then treats it as removed.
     var hasLeft: Bool { get }
+    /// The tracks when the card is being swiped rather than inserted or tapped.
+    var magneticStripe: MagneticStripe? { get }
+    /// True once (then false) when the card has just left the field or slot but will be
+    /// presented again: the current power-on is over, the card stays.
+    func takeSessionLoss() -> Bool
 }
 
 extension InProcessCard {
     public var hasLeft: Bool { false }
+    public var magneticStripe: MagneticStripe? { nil }
+    public func takeSessionLoss() -> Bool { false }
 }
 
 /// An in-process card sitting in a reader: it stays until removed; each power-on starts a new
@@ -33,6 +41,8 @@ final class InProcessSlot: CardSessions, @unchecked Sendable {
     private var removed = false
     private var session: UInt64 = 0
     private var powered = false
+    /// A power-on the card walked away from (and will come back after): its channel reads as removed.
+    private var lostSession: UInt64? = nil
     /// Told when the card leaves by itself, so the reader can report the removal.
     var onLeft: (@Sendable () -> Void)?
 
@@ -63,6 +73,10 @@ final class InProcessSlot: CardSessions, @unchecked Sendable {
     func transmit(_ command: [UInt8], session expected: UInt64) throws(CardIOError) -> [UInt8] {
         let (response, left) = try withLiveCard(session: expected) { () -> ([UInt8], Bool) in
             let response = card.respond(to: command)
+            if card.takeSessionLoss() {
+                powered = false
+                lostSession = session
+            }
             guard card.hasLeft else { return (response, false) }
             removed = true
             powered = false
@@ -77,11 +91,16 @@ final class InProcessSlot: CardSessions, @unchecked Sendable {
     }
 
     func powerOff(session expected: UInt64) {
-        lock.withLock {
-            guard !removed, powered, session == expected else { return }
+        let left = lock.withLock { () -> Bool in
+            guard !removed, powered, session == expected else { return false }
             powered = false
             card.powerOff()
+            // A tap or a swipe is over when the card is powered off: it leaves unless presented again.
+            guard card.hasLeft else { return false }
+            removed = true
+            return true
         }
+        if left { onLeft?() }
     }
 
     private func withLiveCard<T>(session expected: UInt64? = nil, _ body: () -> T) throws(CardIOError) -> T {
@@ -89,6 +108,7 @@ final class InProcessSlot: CardSessions, @unchecked Sendable {
         defer { lock.unlock() }
         guard !removed else { throw .cardRemoved(reader: readerName) }
         if let expected {
+            if lostSession == expected { throw .cardRemoved(reader: readerName) }
             guard powered, session == expected else {
                 throw .io(reader: readerName, detail: "the card was powered off or reconnected; this channel is stale")
             }

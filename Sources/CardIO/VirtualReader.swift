@@ -242,7 +242,7 @@ public final class VirtualReader: CardReader, @unchecked Sendable {
         condition.unlock()
         if let local {
             let (session, atr) = try local.powerOn()
-            return SessionChannel(local, session: session, atr: atr)
+            return SessionChannel(local, session: session, atr: atr, magneticStripe: local.card.magneticStripe)
         }
         guard let card else { throw .noCard(reader: name) }
         let (session, atr) = try card.powerOn()

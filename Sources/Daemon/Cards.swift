@@ -49,14 +49,23 @@ final class InsertedVirtualCard: InProcessCard, @unchecked Sendable {
     private var left = false
     /// Flip a bit of the cryptogram in the first GENERATE AC answer: an ARQC the issuer cannot verify.
     private var corruptCryptogram: Bool
+    /// How the cardholder presents the card, in order (`tap`, then `insert` when the terminal asks
+    /// for another interface); the first is the current one. A tap or a swipe is momentary: when
+    /// the terminal powers it off the card moves to the next presentation, or leaves.
+    private var presentations: [CardInterface]
 
-    init(profile: CardProfile, removeAfter: RemovalPoint?, pinTries: Int?, corruptCryptogram: Bool = false) throws(EMVError) {
+    init(profile: CardProfile, removeAfter: RemovalPoint?, pinTries: Int?, corruptCryptogram: Bool = false,
+         presentations: [CardInterface] = [.contact]) throws(EMVError) {
         var state = CardState(profile: profile)
         if let pinTries { state.pinTriesRemaining = pinTries }
         card = try VirtualCard(profile: profile, state: state)
         self.removeAfter = removeAfter
         self.corruptCryptogram = corruptCryptogram
+        self.presentations = presentations.isEmpty ? [.contact] : presentations
     }
+
+    /// The presentation in progress.
+    var interface: CardInterface { lock.withLock { presentations[0] } }
 
     /// The response with one bit of its application cryptogram flipped: in format 1 (80 …) the
     /// AC follows CID and ATC; in format 2 (77 …) it is the value of 9F26.
@@ -73,12 +82,26 @@ final class InsertedVirtualCard: InProcessCard, @unchecked Sendable {
 
     func powerOn(warm: Bool) -> [UInt8] {
         lock.withLock {
-            card.reset()
-            return card.atr
+            // A swiped card has no chip in the reader: no ATR.
+            presentations[0] == .magstripe ? [] : card.powerOn(presentations[0])
         }
     }
 
-    func powerOff() { lock.withLock { card.reset() } }
+    func powerOff() {
+        lock.withLock {
+            card.reset()
+            guard presentations[0] != .contact || presentations.count > 1 else { return }
+            presentations.removeFirst()
+            if presentations.isEmpty {
+                presentations = [.contact]
+                left = true
+            }
+        }
+    }
+
+    var magneticStripe: MagneticStripe? {
+        lock.withLock { presentations[0] == .magstripe ? card.profile.magneticStripe : nil }
+    }
 
     func respond(to command: [UInt8]) -> [UInt8] {
         lock.withLock {
@@ -89,12 +112,30 @@ final class InsertedVirtualCard: InProcessCard, @unchecked Sendable {
                 corruptCryptogram = false
                 response = Self.corrupted(response)
             }
-            if let removeAfter, name == removeAfter.instruction, seen[name] == removeAfter.occurrence { left = true }
+            if let removeAfter, name == removeAfter.instruction, seen[name] == removeAfter.occurrence {
+                if presentations.count > 1 {
+                    // Out of the field (or the slot) now, presented again next.
+                    presentations.removeFirst()
+                    card.reset()
+                    sessionLost = true
+                } else {
+                    left = true
+                }
+            }
             return response
         }
     }
 
     var hasLeft: Bool { lock.withLock { left } }
+
+    private var sessionLost = false
+
+    func takeSessionLoss() -> Bool {
+        lock.withLock {
+            defer { sessionLost = false }
+            return sessionLost
+        }
+    }
 }
 
 /// Where an API request's card profile comes from: a profile of the configured card
@@ -161,20 +202,35 @@ extension Bench {
     /// Puts a fresh virtual card from `source` into the terminal's (virtual) reader; the issuer
     /// learns its account if it did not know it.
     public func insertCard(terminal name: String?, profile source: ProfileSource, removeAfter: String?, pinTries: Int?,
-                           corruptCryptogram: Bool = false) throws(DaemonError) {
+                           corruptCryptogram: Bool = false, presentations: [CardInterface] = [.contact]) throws(DaemonError) {
         let terminal = try self.terminal(name)
         guard terminal.virtualReader != nil || terminal.settings.vpcd != nil else {
             let hint = terminal.pcscReader != nil ? " (when the reader is vsmartcard's vpcd, set terminal.\(terminal.settings.name).vpcd to its host:port)" : ""
             throw .badRequest(field: "terminal", rule: "terminal \(terminal.settings.name) has a \(terminal.settings.reader.kind) reader: its cards are physical\(hint)")
         }
         let profile = try self.profile(from: source)
+        for (i, interface) in presentations.enumerated() {
+            let field = i == 0 ? "interface" : "then[\(i - 1)]"
+            guard profile.interfaces.contains(interface) else {
+                throw .badRequest(field: field, rule: "the card \(profile.name) cannot be \(interface == .contact ? "inserted" : interface == .contactless ? "tapped" : "swiped"): its profile's interfaces are \(profile.interfaces.map(\.rawValue).sorted().joined(separator: ", "))")
+            }
+            guard terminal.settings.interfaces.contains(interface) else {
+                throw .badRequest(field: field, rule: "terminal \(terminal.settings.name)'s reader has no \(interface.rawValue) interface (terminal.\(terminal.settings.name).interfaces: \(terminal.settings.interfaces.map(\.rawValue).sorted().joined(separator: ", ")))")
+            }
+            if interface == .magstripe, terminal.virtualReader == nil {
+                throw .badRequest(field: field, rule: "a swipe reaches only a virtual reader: vpcd carries no magnetic stripe")
+            }
+        }
         let point = try removeAfter.map { text throws(DaemonError) in try RemovalPoint(parsing: text) }
         if let pinTries, !(0...15).contains(pinTries) { throw .badRequest(field: "pinTries", rule: "must be 0 to 15, got \(pinTries)") }
         if host.account(pan: profile.pan) == nil {
             do { try host.register(profile) } catch { throw .badRequest(field: "profile", rule: "\(error)") }
         }
         let card: InsertedVirtualCard
-        do { card = try InsertedVirtualCard(profile: profile, removeAfter: point, pinTries: pinTries, corruptCryptogram: corruptCryptogram) } catch {
+        do {
+            card = try InsertedVirtualCard(profile: profile, removeAfter: point, pinTries: pinTries, corruptCryptogram: corruptCryptogram,
+                                           presentations: presentations)
+        } catch {
             throw .badRequest(field: "profile", rule: "\(error)")
         }
         if let reader = terminal.virtualReader {

@@ -44,6 +44,14 @@ public struct TerminalSettings: Sendable, Equatable {
     public var tacDefault: [UInt8]?
     /// CAPK files for offline data authentication, instead of `emv.capk`.
     public var capkFiles: [String]?
+    /// The ways the reader takes cards (`interfaces`): contact slot, contactless field, stripe.
+    public var interfaces: Set<CardInterface> = [.contact, .contactless, .magstripe]
+    /// A chip that cannot be read may be swiped instead (POS entry mode 80).
+    public var fallback = false
+    /// Contactless reader limits for every combination, minor units (nil: the kernel's default).
+    public var contactlessTransactionLimit: Int?
+    public var contactlessFloorLimit: Int?
+    public var contactlessCVMLimit: Int?
 
     public init(name: String, tid: String, reader: ReaderSpec, countryCode: Int = 300, currencyCode: Int = 978,
                 readerTCPPort: UInt16? = nil) {
@@ -438,6 +446,30 @@ public struct DaemonConfiguration: Sendable, Equatable {
                     }
                     settings.tacDefault = bytes
                 }
+                if let names = list(prefix + "interfaces") {
+                    var set = Set<CardInterface>()
+                    for n in names {
+                        guard let i = CardInterface(rawValue: n) else {
+                            throw ConfigurationError(key: prefix + "interfaces", rule: "lists \"\(n)\": each must be contact, contactless or magstripe")
+                        }
+                        set.insert(i)
+                    }
+                    guard !set.isEmpty else { throw ConfigurationError(key: prefix + "interfaces", rule: "must list at least one interface") }
+                    settings.interfaces = set
+                }
+                if let f = try flag(prefix + "fallback") { settings.fallback = f }
+                func amount(_ key: String) throws -> Int? {
+                    guard let value = text(prefix + key) else { return nil }
+                    let parts = value.split(separator: ".", omittingEmptySubsequences: false)
+                    guard (1...2).contains(parts.count), let whole = Int(parts[0]), whole >= 0, whole < 100_000_000,
+                          parts.count == 1 || (parts[1].count == 2 && Int(parts[1]) != nil) else {
+                        throw ConfigurationError(key: prefix + key, rule: "must be an amount like 400.00, got \"\(value)\"")
+                    }
+                    return whole * 100 + (parts.count == 2 ? Int(parts[1])! : 0)
+                }
+                settings.contactlessTransactionLimit = try amount("contactless.transaction_limit")
+                settings.contactlessFloorLimit = try amount("contactless.floor_limit")
+                settings.contactlessCVMLimit = try amount("contactless.cvm_limit")
                 return settings
             }
             let readers = terminals.compactMap { t -> String? in

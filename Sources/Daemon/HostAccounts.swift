@@ -11,10 +11,12 @@ extension EmulatedHost {
         for app in profile.applications {
             keys[Hex.encode(app.aid)] = try app.cryptogramKeys(pan: profile.pan, psn: profile.psn)
         }
-        setAccount(pan: profile.pan, IssuerAccount(
+        var account = IssuerAccount(
             balance: profile.issuerState.balance, currency: profile.issuerState.currency,
             blocked: profile.issuerState.blocked, lost: profile.issuerState.lost, stolen: profile.issuerState.stolen,
             expiry: (profile.expiry.year, profile.expiry.month), pin: profile.pin, pinTryLimit: profile.pinTryLimit, keys: keys,
-            cvv: profile.cvv))
+            cvv: profile.cvv)
+        account.declinesFallback = profile.issuerState.declinesFallback
+        setAccount(pan: profile.pan, account)
     }
 }

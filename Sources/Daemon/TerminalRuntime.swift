@@ -17,6 +17,8 @@ public final class ChannelCardLink: CardSession {
 
     public func powerOff() { channel.powerOff() }
 
+    public var magneticStripe: MagneticStripe? { channel.magneticStripe }
+
     public func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8] {
         do { return try channel.transmit(command) } catch {
             let step = (try? CommandAPDU(bytes: command).instructionName) ?? "an APDU"
@@ -53,7 +55,16 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
     public var name: String { settings.name }
     public var tid: String { settings.tid }
     public var terminalData: TerminalData {
-        TerminalData(countryCode: settings.countryCode, currencyCode: settings.currencyCode, tacDefault: settings.tacDefault, oda: oda)
+        var data = TerminalData(countryCode: settings.countryCode, currencyCode: settings.currencyCode, tacDefault: settings.tacDefault, oda: oda)
+        data.fallback = settings.fallback
+        for i in data.contactless.combinations.indices {
+            if let limit = settings.contactlessTransactionLimit { data.contactless.combinations[i].transactionLimit = limit }
+            if let limit = settings.contactlessFloorLimit { data.contactless.combinations[i].floorLimit = limit }
+            if let limit = settings.contactlessCVMLimit { data.contactless.combinations[i].cvmRequiredLimit = limit }
+        }
+        // A reader without a contact slot cannot ask for an insert (TTQ "EMV contact chip supported").
+        if !settings.interfaces.contains(.contact) { data.contactless.ttq[0] &= ~TTQ.contactChipSupported.mask }
+        return data
     }
     /// The CA keys and revocations the terminal authenticates cards with.
     let oda: ODAConfiguration

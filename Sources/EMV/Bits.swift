@@ -12,7 +12,8 @@ public struct EMVBit: Hashable, Sendable, CustomStringConvertible {
         self.name = name
     }
 
-    var mask: UInt8 { UInt8(1) << UInt8(bit - 1) }
+    /// The bit's mask within its byte.
+    public var mask: UInt8 { UInt8(1) << UInt8(bit - 1) }
 
     public var description: String { "byte \(byte) bit \(bit): \(name)" }
 }

@@ -9,6 +9,9 @@ public enum CVMethod: Hashable, Sendable, CustomStringConvertible {
     case signature
     case noCVMRequired
     case notAvailable
+    /// Consumer device CVM: the holder verified on the phone or watch (a contactless outcome's
+    /// "confirmation code verified"); no CVM list names it.
+    case consumerDevice
     /// Payment-system or issuer specific, or reserved.
     case other(UInt8)
 
@@ -39,6 +42,8 @@ public enum CVMethod: Hashable, Sendable, CustomStringConvertible {
         case .signature: 0x1E
         case .noCVMRequired: 0x1F
         case .notAvailable: 0x3F
+        // Not a CVM list code: Mastercard reports on-device CVM in the CVM Results as 01 00 02.
+        case .consumerDevice: 0x01
         case .other(let c): c & 0x3F
         }
     }
@@ -54,6 +59,7 @@ public enum CVMethod: Hashable, Sendable, CustomStringConvertible {
         case .signature: "Signature (paper)"
         case .noCVMRequired: "No CVM required"
         case .notAvailable: "Not available for use"
+        case .consumerDevice: "Consumer device CVM"
         case .other(let c): c >= 0x20 && c <= 0x2F ? "Payment system specific (\(Hex.encode([c])))"
             : c >= 0x30 && c <= 0x3E ? "Issuer specific (\(Hex.encode([c])))" : "Reserved (\(Hex.encode([c])))"
         }
@@ -202,6 +208,9 @@ public struct CVMResults: Hashable, Sendable {
     }
 
     public let bytes: [UInt8]
+
+    /// CVM Results as a contactless kernel reports them (e.g. on-device CVM: 01 00 02).
+    public init(bytes: [UInt8]) { self.bytes = bytes }
 
     public init(rule: CVMRule?, result: Result) {
         // 3F0000-style "no CVM performed" when no rule applied (EMV Book 4 §6.3.4.5).

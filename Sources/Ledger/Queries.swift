@@ -39,7 +39,7 @@ extension Ledger {
         case id, uuid, terminalID, terminalName, tid, provider, action, status, amount, tipAmount, currency
         case clientReference, stan, rrn, authorisationCode, responseCode, message, maskedPAN, panHash, brand, aid
         case applicationLabel, cardholderName, arqc, atc, tvr, cvm, entryMode, installments, originalID, extra
-        case createdAt, completedAt, oda
+        case createdAt, completedAt, oda, cardEntry
 
         var sql: String {
             switch self {
@@ -77,6 +77,7 @@ extension Ledger {
             case .createdAt: "txn.created_at"
             case .completedAt: "txn.completed_at"
             case .oda: "txn.oda"
+            case .cardEntry: "txn.card_entry"
             }
         }
     }
@@ -209,7 +210,8 @@ extension Ledger {
             maskedPAN: v(.maskedPAN), panHash: v(.panHash), brand: v(.brand), aid: v(.aid),
             applicationLabel: v(.applicationLabel), cardholderName: v(.cardholderName), arqc: v(.arqc), atc: v(.atc),
             tvr: v(.tvr), cvm: v(.cvm), entryMode: v(.entryMode), installments: v(.installments),
-            originalID: v(.originalID), extra: v(.extra), createdAt: v(.createdAt), completedAt: v(.completedAt), oda: v(.oda))
+            originalID: v(.originalID), extra: v(.extra), createdAt: v(.createdAt), completedAt: v(.completedAt), oda: v(.oda),
+            cardEntry: v(.cardEntry))
     }
 
     /// Test support: `EXPLAIN QUERY PLAN` of a lookup, one detail line per step.

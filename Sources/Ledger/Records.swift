@@ -138,6 +138,8 @@ public struct Completion: Sendable {
     public var tvr: String?
     /// The kernel's offline data authentication report, a JSON object.
     public var oda: String?
+    /// How the card was read (the kernel's entry report), a JSON object.
+    public var cardEntry: String? = nil
     public var cvm: String?
     public var entryMode: String?
     /// Installments agreed once the card was read; nil keeps what `begin` recorded.
@@ -282,6 +284,8 @@ public struct StoredTransaction: Sendable, Equatable {
     public let completedAt: Int64?
     /// What offline data authentication did (a JSON object), for card transactions since v6.
     public var oda: String? = nil
+    /// How the card was read (a JSON object), for card transactions since v7.
+    public var cardEntry: String? = nil
 }
 
 /// A closed batch's totals.
@@ -306,6 +310,6 @@ extension StoredTransaction {
     /// Every named method by its description; built from `CVMethod` so it follows any rewording.
     private static let cvmByDescription: [String: CVMethod] = Dictionary(
         uniqueKeysWithValues: [CVMethod.failCVM, .plaintextPINByICC, .encipheredPINOnline, .plaintextPINByICCAndSignature,
-                               .encipheredPINByICC, .encipheredPINByICCAndSignature, .signature, .noCVMRequired, .notAvailable]
+                               .encipheredPINByICC, .encipheredPINByICCAndSignature, .signature, .noCVMRequired, .notAvailable, .consumerDevice]
             .map { ($0.description, $0) })
 }

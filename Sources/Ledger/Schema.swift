@@ -23,6 +23,9 @@ enum Schema {
         migrator.registerMigration("v6-offline-data-authentication") { db in
             try db.execute(sql: v6)
         }
+        migrator.registerMigration("v7-card-entry") { db in
+            try db.execute(sql: v7)
+        }
         return migrator
     }
 
@@ -188,6 +191,12 @@ enum Schema {
     /// JSON object: method, result, recovered certificate fields, the failed check).
     static let v6 = """
         ALTER TABLE txn ADD COLUMN oda TEXT CHECK (oda IS NULL OR json_valid(oda));
+        """
+
+    /// How the card was read (the kernel's entry report as a JSON object: interface, POS entry
+    /// mode, contactless kernel and outcome, the path of presentations, the limits of a tap).
+    static let v7 = """
+        ALTER TABLE txn ADD COLUMN card_entry TEXT CHECK (card_entry IS NULL OR json_valid(card_entry));
         """
 
     /// A terminal's STANs are reserved durably in blocks (see `Ledger.begin`): `stan_reserved`

@@ -85,7 +85,7 @@ extension Ledger {
                 authorisation_code = :authorisationCode, masked_pan = :maskedPAN,
                 pan_hash = coalesce(:panHash, pan_hash), brand = :brand, aid = :aid,
                 application_label = :label, cardholder_name = :cardholder, arqc = :arqc, atc = :atc,
-                tvr = :tvr, cvm = :cvm, entry_mode = :entryMode, completed_at = :completedAt, oda = :oda,
+                tvr = :tvr, cvm = :cvm, entry_mode = :entryMode, completed_at = :completedAt, oda = :oda, card_entry = :cardEntry,
                 installments = coalesce(:installments, installments)
             WHERE id = :id
             """, arguments: [
@@ -94,7 +94,7 @@ extension Ledger {
                 "brand": result.brand, "aid": result.aid, "label": result.applicationLabel,
                 "cardholder": result.cardholderName, "arqc": result.arqc, "atc": result.atc, "tvr": result.tvr,
                 "cvm": result.cvm, "entryMode": result.entryMode, "completedAt": result.completedAt, "id": id,
-                "installments": result.installments, "oda": result.oda,
+                "installments": result.installments, "oda": result.oda, "cardEntry": result.cardEntry,
             ])
         try Self.insertTrace(db, transactionID: id, trace)
         if final == .approved {
@@ -123,7 +123,7 @@ extension Ledger {
             applicationLabel: result.applicationLabel, cardholderName: result.cardholderName, arqc: result.arqc, atc: result.atc,
             tvr: result.tvr, cvm: result.cvm, entryMode: result.entryMode, installments: result.installments ?? current.installments,
             originalID: current.originalID, extra: current.extra, createdAt: current.createdAt, completedAt: result.completedAt,
-            oda: result.oda)
+            oda: result.oda, cardEntry: result.cardEntry)
     }
 
     /// At daemon start: every transaction still `in_progress` was interrupted by a stop or a
@@ -434,6 +434,8 @@ extension Ledger {
         try Validate.hex(result.tvr, field: "tvr", bytes: 5...5)
         try Validate.noNUL(result.oda, field: "oda")
         try Validate.jsonObject(result.oda, field: "oda")
+        try Validate.noNUL(result.cardEntry, field: "cardEntry")
+        try Validate.jsonObject(result.cardEntry, field: "cardEntry")
         guard result.completedAt >= 0 else {
             throw LedgerError.invalid(field: "completedAt", rule: "must be microseconds since 1970, got \(result.completedAt)")
         }
@@ -458,6 +460,7 @@ extension Ledger {
         let texts: [(String?, String)] = [
             (result.maskedPAN, "maskedPAN"), (result.message, "message"), (result.cardholderName, "cardholderName"),
             (result.applicationLabel, "applicationLabel"), (result.cvm, "cvm"), (result.entryMode, "entryMode"), (result.oda, "oda"),
+            (result.cardEntry, "cardEntry"),
         ]
         for (text, field) in texts { try Validate.noPAN(pan, in: text, field: field) }
         for (i, entry) in trace.enumerated() {

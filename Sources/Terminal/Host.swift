@@ -18,6 +18,8 @@ public struct IssuerAccount: Sendable {
     public var onlinePINTriesRemaining: Int
     /// The card verification value printed on the card, checked on card-not-present payments.
     public var cvv: String?
+    /// Fallback transactions (POS entry mode 80) are declined.
+    public var declinesFallback = false
     /// The card's cryptogram keys by AID (hex), derived from the issuer master keys; with them
     /// the host checks ARQCs and makes ARPCs.
     public var keys: [String: CryptogramKeys]
@@ -89,6 +91,8 @@ public struct AuthorisationRequest: Sendable {
     /// Card not present: what the cardholder typed — the CVV and the expiry date (year, month).
     public var cvv: String? = nil
     public var cardExpiry: (year: Int, month: Int)? = nil
+    /// ISO 8583 field 22 positions 1–2 (05 chip, 07 contactless, 80 fallback, 90 stripe); nil: chip.
+    public var posEntryMode: String? = nil
 
     public init(pan: String, aid: [UInt8], kind: Kind = .purchase, amount: Int, currency: Int, arqc: [UInt8]?,
                 cryptogramData: CryptogramData?, pinBlock: [UInt8]? = nil, date: UTCDateParts) {
@@ -311,6 +315,9 @@ public final class EmulatedHost: Sendable {
         if account.lost { return decline("41", "issuer") }
         if account.stolen { return decline("43", "issuer") }
         if account.blocked { return decline("62", "issuer") }
+        if r.posEntryMode == "80", account.declinesFallback {
+            return decline("05", "issuer", "the issuer declines fallback transactions (POS entry mode 80)")
+        }
         if (r.date.year, r.date.month) > account.expiry { return decline("54", "issuer") }
         if let typed = r.cardExpiry, typed != account.expiry {
             return decline("54", "issuer", "the expiry date given is not the card's")

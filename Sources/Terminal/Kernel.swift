@@ -6,6 +6,12 @@ public protocol CardLink {
     /// Powers the card on (or resets it) and returns its answer to reset.
     func powerOn() throws(KernelError) -> [UInt8]
     func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8]
+    /// The tracks, when the card was swiped rather than inserted or tapped.
+    var magneticStripe: MagneticStripe? { get }
+}
+
+extension CardLink {
+    public var magneticStripe: MagneticStripe? { nil }
 }
 
 /// The cardholder's side of the terminal: prompts with answers. Each prompt carries how long the
@@ -39,6 +45,12 @@ public enum KernelError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The card answered a command with a status word the flow cannot go on from.
     case cardError(step: String, status: String)
     case invalidCardData(String)
+    /// The terminal asks the cardholder to present the card again: another interface (a tap
+    /// that must be inserted, a chip card swiped, a chip that failed and may be swiped) or the
+    /// same one (a tap too short, "See Phone"). The transaction waits for it.
+    case presentAgain(CardInterface, reason: String)
+    /// The contactless outcome "End Application" (Book A): the tap cannot go on.
+    case endApplication(String)
 
     public var description: String {
         switch self {
@@ -50,6 +62,8 @@ public enum KernelError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noApplication: "the card has no application this terminal supports"
         case .cardError(let step, let status): "the card answered \(step) with \(status)"
         case .invalidCardData(let detail): "invalid card data: \(detail)"
+        case .presentAgain(let interface, let reason): "\(reason); \(interface.verb) the card"
+        case .endApplication(let reason): "end application: \(reason)"
         }
     }
 }
@@ -84,6 +98,11 @@ public struct TerminalConfiguration: Sendable {
     public var pinKey: TDESKey
     /// CA public keys and the revocation list for offline data authentication.
     public var oda = ODAConfiguration()
+    /// Entry Point's combinations and limits, the TTQ and Kernel 2's settings.
+    public var contactless = ContactlessConfiguration()
+    /// A chip that cannot be read may be swiped instead (POS entry mode 80). Off: the
+    /// transaction ends with the chip's failure.
+    public var fallback = false
 
     public init(pinKey: TDESKey) { self.pinKey = pinKey }
 }
@@ -116,6 +135,11 @@ public struct TransactionRequest: Sendable {
     public var stan: STAN
     /// What the host is asked for: a purchase or a pre-authorisation (refunds follow 9C = 20).
     public var kind: AuthorisationRequest.Kind = .purchase
+    /// The presentations before this one in the same transaction, as the entry report's path.
+    public var earlierPresentations: [String] = []
+    /// The chip failed on an earlier presentation and the terminal allows fallback: a swipe is
+    /// a fallback (POS entry mode 80).
+    public var chipFailed = false
 
     public init(amount: Int, date: UTCDateParts, stan: STAN) {
         self.amount = amount
@@ -147,6 +171,8 @@ public struct TransactionFailure: Error, Sendable, CustomStringConvertible {
     public let trace: [(command: String, response: String)]
     /// What offline data authentication had done before the transaction ended; nil when it had not begun.
     public var oda: ODAReport? = nil
+    /// How the card was read so far; nil when no card was presented.
+    public var entry: EntryReport? = nil
 
     /// A failure before or without a card: nothing read, nothing reversed.
     public init(error: KernelError, reversal: Reversal? = nil, maskedPAN: String? = nil, pan: String? = nil, aid: [UInt8]? = nil,
@@ -212,6 +238,8 @@ public struct TransactionOutcome: Sendable {
     public let trace: [(command: String, response: String)]
     /// What offline data authentication did.
     public let oda: ODAReport
+    /// How the card was read: interface, POS entry mode, kernel, the path of presentations, limits.
+    public var entry = EntryReport()
 }
 
 /// A contact EMV kernel (EMV Book 3 and 4): application selection, GPO, records, processing
@@ -229,9 +257,9 @@ public struct Kernel {
     /// own prompts here (installments); throwing ends the transaction with that error.
     public var onCardRead: ((CardRead) throws(KernelError) -> Void)? = nil
 
-    private var trace: [(command: String, response: String)] = []
+    var trace: [(command: String, response: String)] = []
     var pan: String? = nil
-    private var atr: [UInt8] = []
+    var atr: [UInt8] = []
     var data: [EMVTag: [UInt8]] = [:]
     var tvr = TVR()
     var tsi = TSI()
@@ -242,10 +270,17 @@ public struct Kernel {
     /// Whether the transaction reached offline data authentication (a failure report carries it then).
     var odaBegun = false
     var odaRecords: [(sfi: Int, record: [UInt8])] = []
-    private var pdolData: [UInt8] = []
+    var pdolData: [UInt8] = []
     private var cdolData: [[UInt8]] = []
+    /// How the card is being read, for the outcome and the ledger.
+    var entry = EntryReport()
+    /// Kernel 2's CVM capability (9F33 byte 2) for this tap, in place of the configuration's.
+    var cvmCapability: UInt8? = nil
+    /// Whether a GENERATE AC (or a qVSDC GPO) has been sent: after it the card has answered for
+    /// the transaction and a failure is no longer the chip's to fall back from.
+    var cryptogramRequested = false
     /// The host's approval while the card has yet to confirm it; reversed if the card never does.
-    private var pendingApproval: (request: AuthorisationRequest, response: AuthorisationResponse)? = nil
+    var pendingApproval: (request: AuthorisationRequest, response: AuthorisationResponse)? = nil
 
     public init(configuration: TerminalConfiguration, card: CardLink, keypad: Keypad, host: AuthorisationHost,
                 unpredictableNumber: @escaping () -> [UInt8] = { SecureRandom.bytes(4) },
@@ -258,7 +293,7 @@ public struct Kernel {
         self.randomPercent = randomPercent
     }
 
-    private func exchange(_ command: CommandAPDU, step: String) throws(KernelError) -> ResponseAPDU {
+    func exchange(_ command: CommandAPDU, step: String) throws(KernelError) -> ResponseAPDU {
         let bytes = try card.transmit(command.bytes)
         do { return try ResponseAPDU(bytes: bytes) } catch { throw .readerError(step: step, detail: error.rule) }
     }
@@ -296,9 +331,37 @@ public struct Kernel {
         odaRecords = []
         pdolData = []
         cdolData = []
+        atr = []
+        entry = EntryReport()
+        entry.path = request.earlierPresentations
+        cvmCapability = nil
+        cryptogramRequested = false
         do {
-            return try perform(request)
+            if let stripe = card.magneticStripe { return try swipe(request, stripe) }
+            atr = try card.powerOn()
+            if ATR.isContactless(atr) { return try tap(request) }
+            entry.interface = .contact
+            entry.posEntryMode = "05"
+            var outcome = try perform(request)
+            entry.path.append("insert: chip read")
+            outcome.entry = entry
+            return outcome
         } catch {
+            var error = error
+            if entry.interface == .contact, configuration.fallback, pendingApproval == nil, !cryptogramRequested, Self.chipFault(error) {
+                // The chip could not be read: the terminal offers the stripe (EMV fallback).
+                entry.path.append("insert: chip failed (\(error))")
+                error = .presentAgain(.magstripe, reason: "the chip could not be read (\(error)); fallback to the stripe")
+            } else if case .presentAgain = error {
+                // The kernel wrote the step.
+            } else if entry.interface == .contactless, pendingApproval == nil, Self.leftTheField(error) {
+                // Book A "Try Again": the card left the field before the kernel was done.
+                entry.outcome = "try again"
+                entry.path.append("tap: \(error), try again")
+                error = .presentAgain(.contactless, reason: "the card left the field too soon (\(error))")
+            } else {
+                entry.path.append("\(entry.interface.verb): \(error)")
+            }
             var reversal: Reversal? = nil
             if let (hostRequest, approval) = pendingApproval {
                 host.reverse(hostRequest, approval: approval)
@@ -309,7 +372,24 @@ public struct Kernel {
             var failure = TransactionFailure(error: error, reversal: reversal, maskedPAN: pan.map(PAN.masked), pan: pan,
                                              aid: data[0x9F06], trace: trace)
             failure.oda = odaBegun ? odaReport : nil
+            failure.entry = entry
             throw failure
+        }
+    }
+
+    /// A failure of the chip itself (no usable ATR, an error status, unreadable data, no common
+    /// application) rather than of the cardholder or the transaction: what EMV fallback is for.
+    static func leftTheField(_ error: KernelError) -> Bool {
+        switch error {
+        case .cardRemoved, .readerError: true
+        default: false
+        }
+    }
+
+    static func chipFault(_ error: KernelError) -> Bool {
+        switch error {
+        case .readerError, .noApplication, .cardError, .invalidCardData: true
+        default: false
         }
     }
 
@@ -420,8 +500,7 @@ public struct Kernel {
 
     /// Steps 1–4: power on and ATR, application selection, GET PROCESSING OPTIONS, READ RECORD.
     private mutating func readApplication() throws(KernelError) -> (aid: [UInt8], label: String, aip: AIP, expiry: [UInt8]) {
-        // 1. Power on: an ATR EMV can work with (Book 1 §8), T=0 or T=1.
-        atr = try card.powerOn()
+        // 1. Power on (done by the caller): an ATR EMV can work with (Book 1 §8), T=0 or T=1.
         do {
             let parsed = try ATR.parse(atr)
             guard parsed.protocols.contains(where: { $0 == 0 || $0 == 1 }) else {
@@ -442,6 +521,22 @@ public struct Kernel {
         let (aip, afl) = try Self.parseGPO(gpo.data)
         data[0x82] = aip.bytes
         // 4. READ RECORD per AFL.
+        try readRecords(afl)
+        guard let panBCD = data[0x5A], let expiry = data[0x5F24], data[0x8C] != nil else {
+            throw .invalidCardData("the card lacks a mandatory object (5A, 5F24 or 8C)")
+        }
+        learnPAN(Hex.encode(panBCD).filter { $0 != "F" })
+        return (aid, label, aip, expiry)
+    }
+
+    /// Keeps the card's PAN and masks it in the trace so far (records were traced before it was known).
+    mutating func learnPAN(_ cardPAN: String) {
+        pan = cardPAN
+        trace = trace.map { ($0.command, TraceRedaction.masking(pan: cardPAN, in: $0.response)) }
+    }
+
+    /// READ RECORD for every record the AFL names; the ODA records kept for authentication.
+    mutating func readRecords(_ afl: [AFLEntry]) throws(KernelError) {
         for entry in afl {
             for record in entry.records {
                 let r = try send(.readRecord(sfi: entry.sfi, record: record), step: "READ RECORD")
@@ -453,17 +548,9 @@ public struct Kernel {
                 for (tag, value) in items.primitives() where data[tag] == nil || tag == 0x5A { data[tag] = value }
             }
         }
-        guard let panBCD = data[0x5A], let expiry = data[0x5F24], data[0x8C] != nil else {
-            throw .invalidCardData("the card lacks a mandatory object (5A, 5F24 or 8C)")
-        }
-        let cardPAN = Hex.encode(panBCD).filter { $0 != "F" }
-        pan = cardPAN
-        // Records were traced before the PAN was known: mask them now, so no trace ever holds it.
-        trace = trace.map { ($0.command, TraceRedaction.masking(pan: cardPAN, in: $0.response)) }
-        return (aid, label, aip, expiry)
     }
 
-    private var holderName: String? {
+    var holderName: String? {
         data[0x5F20].map { String(decoding: $0, as: UTF8.self).trimmingTrailingSpaces() }
     }
 
@@ -476,7 +563,13 @@ public struct Kernel {
         pan = nil
         pendingApproval = nil
         do throws(KernelError) {
+            if let stripe = card.magneticStripe {
+                return CardRead(pan: stripe.pan, maskedPAN: PAN.masked(stripe.pan), brand: CardBrand.detect(pan: stripe.pan), aid: [],
+                                applicationLabel: "", expiry: stripe.expiry, cardholderName: stripe.cardholderName)
+            }
+            atr = try card.powerOn()
             data = terminalData(request)
+            if ATR.isContactless(atr) { return try readTappedCard(request) }
             let (aid, label, _, expiry) = try readApplication()
             return CardRead(pan: pan!, maskedPAN: PAN.masked(pan!), brand: CardBrand.detect(pan: pan!), aid: aid,
                             applicationLabel: label, expiry: String(Hex.encode(expiry).prefix(4)), cardholderName: holderName)
@@ -485,7 +578,7 @@ public struct Kernel {
         }
     }
 
-    private func terminalData(_ request: TransactionRequest) -> [EMVTag: [UInt8]] {
+    func terminalData(_ request: TransactionRequest) -> [EMVTag: [UInt8]] {
         [
             0x9F02: Self.bcd(request.amount, bytes: 6), 0x9F03: Self.bcd(request.otherAmount, bytes: 6),
             0x9F1A: Self.bcd(configuration.countryCode, bytes: 2), 0x5F2A: Self.bcd(configuration.currencyCode, bytes: 2),
@@ -495,7 +588,7 @@ public struct Kernel {
         ]
     }
 
-    private func value(_ tag: EMVTag) -> [UInt8]? { data[tag] }
+    func value(_ tag: EMVTag) -> [UInt8]? { data[tag] }
 
     // MARK: Steps
 
@@ -552,7 +645,7 @@ public struct Kernel {
     }
 
     /// EMV Book 3 §10.4: application version, usage control, effective and expiry dates.
-    private mutating func processingRestrictions(_ request: TransactionRequest, expiry: [UInt8]) {
+    mutating func processingRestrictions(_ request: TransactionRequest, expiry: [UInt8]) {
         let today = request.date.emvDate
         if today.lexicographicallyPrecedes(expiry) == false, today != expiry { tvr.set(TVR.expiredApplication) }
         if let effective = data[0x5F25], today.lexicographicallyPrecedes(effective) { tvr.set(TVR.applicationNotYetEffective) }
@@ -633,7 +726,7 @@ public struct Kernel {
 
     /// EMV Book 3 §10.5: the first rule whose condition holds and whose method the terminal
     /// supports decides; a failed method goes on to the next rule only when the rule says so.
-    private mutating func cardholderVerification(_ request: TransactionRequest) throws(KernelError) -> (CVMethod?, CVMResults, [UInt8]?) {
+    mutating func cardholderVerification(_ request: TransactionRequest) throws(KernelError) -> (CVMethod?, CVMResults, [UInt8]?) {
         let amount = request.amount
         let aip = AIP(uncheckedBytes: data[0x82] ?? [0, 0])
         guard aip.contains(AIP.cardholderVerificationSupported), let listBytes = data[0x8E],
@@ -701,7 +794,7 @@ public struct Kernel {
 
     /// Whether 9F33 byte 2 says the terminal can perform the method.
     private func terminalSupports(_ method: CVMethod) -> Bool {
-        let byte = configuration.capabilities.count > 1 ? configuration.capabilities[1] : 0
+        let byte = cvmCapability ?? (configuration.capabilities.count > 1 ? configuration.capabilities[1] : 0)
         switch method {
         case .plaintextPINByICC: return byte & 0x80 != 0
         case .encipheredPINOnline: return byte & 0x40 != 0
@@ -750,19 +843,20 @@ public struct Kernel {
     private func matches(_ codes: [UInt8]) -> Bool { zip(codes, tvr.bytes).contains { $0 & $1 != 0 } }
 
     /// EMV Book 3 §10.7: denial codes → AAC; online codes (terminal can go online) → ARQC; else TC.
-    private func terminalActionAnalysis() -> CryptogramType {
+    func terminalActionAnalysis() -> CryptogramType {
         if matches(codes(0x9F0E, configuration.tacDenial)) { return .aac }
         // Offline-only terminals (types x3, x6) cannot act on the online codes.
         if [3, 6].contains(configuration.terminalType & 0x0F) { return .tc }
         return matches(codes(0x9F0F, configuration.tacOnline)) ? .arqc : .tc
     }
 
-    private func defaultActionDenies() -> Bool { matches(codes(0x9F0D, configuration.tacDefault)) }
+    func defaultActionDenies() -> Bool { matches(codes(0x9F0D, configuration.tacDefault)) }
 
-    private mutating func generateAC(_ type: CryptogramType, cdol: DOL, step: String, cda: Bool)
+    mutating func generateAC(_ type: CryptogramType, cdol: DOL, step: String, cda: Bool)
         throws(KernelError) -> (type: CryptogramType, cryptogram: [UInt8], atc: [UInt8], iad: [UInt8], cdaFailed: Bool) {
         let cdolBytes = cdol.fill { self.value($0) }
         cdolData.append(cdolBytes)
+        cryptogramRequested = true
         let r = try send(.generateAC(type, cdolData: cdolBytes, cda: cda), step: step)
         guard r.status.isSuccess, let tlv = (try? TLV.parse(r.data))?.first else {
             throw .cardError(step: step, status: r.status.description)
@@ -813,6 +907,8 @@ public struct Kernel {
         data[0x9F36] = atc
         data[0x9F26] = cryptogram.isEmpty ? nil : cryptogram
         data[0x9F10] = iad
+        // Kernel 2: POS cardholder interaction information ("See Phone").
+        data[0xDF4B] = tlv.tag == 0x77 ? tlv.first(0xDF4B)?.value : nil
         return (returned, cryptogram, atc, iad, cdaFailed)
     }
 

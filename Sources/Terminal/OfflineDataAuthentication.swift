@@ -88,12 +88,14 @@ extension Kernel {
     /// EMV Book 3 §10.3 and Book 2 §§5–6: chooses CDA, DDA or SDA by the AIP and 9F33 byte 3,
     /// recovers the issuer and ICC keys, checks the signatures, and sets the TVR and TSI bits.
     /// CDA only recovers the keys here; its signature comes with GENERATE AC.
-    mutating func offlineDataAuthentication(today: [UInt8]) throws(KernelError) {
+    /// - Parameter methods: the 9F33 byte 3 to choose by, when not the configuration's (Kernel 2
+    ///   knows CDA only).
+    mutating func offlineDataAuthentication(today: [UInt8], methods: UInt8? = nil) throws(KernelError) {
         var report = ODAReport()
         odaBegun = true
         defer { odaReport = report }
         let aip = AIP(uncheckedBytes: data[0x82] ?? [0, 0])
-        let terminal = configuration.capabilities.count > 2 ? configuration.capabilities[2] : 0
+        let terminal = methods ?? (configuration.capabilities.count > 2 ? configuration.capabilities[2] : 0)
         if aip.contains(AIP.cdaSupported), terminal & 0x08 != 0 {
             report.method = .cda
         } else if aip.contains(AIP.ddaSupported), terminal & 0x40 != 0 {
@@ -143,7 +145,7 @@ extension Kernel {
     }
 
     /// The issuer key and, for DDA and CDA, the ICC key; SDA's signature is checked here.
-    private mutating func recoverKeys(today: [UInt8], report: inout ODAReport) throws(ODAFailure) -> RSAPublicKey? {
+    mutating func recoverKeys(today: [UInt8], report: inout ODAReport) throws(ODAFailure) -> RSAPublicKey? {
         guard let date = ODADate(bcd: today) else { throw ODAFailure("transaction date", "9A \(Hex.encode(today)) is not a date") }
         let aid = data[0x9F06] ?? []
         let rid = Array(aid.prefix(5))

@@ -52,6 +52,56 @@ public struct IssuerState: Hashable, Sendable {
     public var blocked: Bool
     public var lost: Bool
     public var stolen: Bool
+    /// The issuer declines fallback transactions (a chip card swiped after a failed insert, POS
+    /// entry mode 80), as issuers may since they carry the liability (profile `issuerState.fallback: decline`).
+    public var declinesFallback = false
+}
+
+/// What a card is, for the contactless kernels: Visa's form factor indicator (9F6E) and
+/// Mastercard's third-party data device type.
+public enum FormFactor: String, Sendable, CaseIterable {
+    case card, phone, watch
+
+    /// Visa FFI byte 1 (version 1, form factor) as Book C-3 codes it.
+    var visaFFI: [UInt8] {
+        switch self {
+        case .card: [0x20, 0x70, 0x00, 0x00]
+        case .phone: [0x23, 0x88, 0x00, 0x00]
+        case .watch: [0x24, 0x88, 0x00, 0x00]
+        }
+    }
+
+    /// Mastercard device type (an2) in third-party data: "00" card, "01" phone, "03" watch.
+    var mastercardDeviceType: String {
+        switch self {
+        case .card: "00"
+        case .phone: "01"
+        case .watch: "03"
+        }
+    }
+}
+
+/// A mobile wallet's consumer device CVM: none on a plain card; verified on the device
+/// already; or pending, when the first tap asks the holder to look at the phone (Visa 6986,
+/// Mastercard "See Phone") and the holder authenticates before tapping again.
+public enum ConsumerDeviceCVM: String, Sendable, CaseIterable {
+    case none, performed, pending
+}
+
+/// An application's contactless personalisation: what differs from its contact interface.
+public struct ContactlessApplication: Hashable, Sendable {
+    /// The AIP returned at GPO on the contactless interface.
+    public let aip: AIP
+    /// Visa: the PDOL (must ask for the TTQ, 9F66, and the cryptogram's data).
+    public let pdol: DOL?
+    /// Visa: the card transaction qualifiers' static bits (9F6C).
+    public let ctq: [UInt8]
+    /// The card may approve offline (a qVSDC or Kernel 2 TC) when the reader does not require online.
+    public let offlineApproval: Bool
+    /// Whether GPO names records to read (an online-only Visa card often gives no AFL).
+    public let readRecords: Bool
+    /// The kernel identifier announced in the PPSE (9F2A); nil: none, the RID's default kernel.
+    public let kernel: Int?
 }
 
 /// One EMV application on a card.
@@ -91,6 +141,8 @@ public struct ApplicationProfile: Hashable, Sendable {
     public let blocked: Bool
     /// Certificates and keys for offline data authentication; nil for a card without them.
     public let oda: ODAPersonalisation?
+    /// The contactless interface's personalisation; nil: the application cannot be tapped.
+    public internal(set) var contactless: ContactlessApplication? = nil
 
     public static func == (a: ApplicationProfile, b: ApplicationProfile) -> Bool { a.aid == b.aid && a.label == b.label }
     public func hash(into hasher: inout Hasher) { hasher.combine(aid) }
@@ -138,6 +190,14 @@ public struct CardProfile: Sendable {
     /// `VirtualCard.respond(to:)`): profile field `t0GetResponse`, for a T=0 ATR.
     public internal(set) var t0GetResponse = false
     public let applications: [ApplicationProfile]
+    /// The ways the card can be read (`interfaces:`): contact chip, contactless, magnetic stripe.
+    public internal(set) var interfaces: Set<CardInterface> = [.contact, .magstripe]
+    public internal(set) var formFactor = FormFactor.card
+    public internal(set) var consumerDeviceCVM = ConsumerDeviceCVM.none
+    /// The historical bytes of the card's ATS, which a PC/SC contactless reader puts in its ATR.
+    public internal(set) var contactlessHistoricalBytes: [UInt8] = []
+    /// Tracks given in the profile (`magstripe:`); nil: derived from the card's data.
+    public internal(set) var magstripeTracks: (track1: String?, track2: String)? = nil
 
     /// The brand of the PAN, from its IIN.
     public var brand: CardBrand? { CardBrand.detect(pan: pan) }
@@ -158,6 +218,7 @@ public struct CardProfile: Sendable {
     static let topLevelFields: Set<String> = [
         "name", "pan", "psn", "expiry", "effective", "cardholderName", "serviceCode", "pin", "pinTryLimit", "pinTriesRemaining",
         "cvv", "atc", "issuer", "installments", "issuerState", "atr", "pse", "applications", "t0GetResponse", "oda",
+        "interfaces", "formFactor", "cdcvm", "contactless", "magstripe",
     ]
 
     static func parse(_ m: YAMLMapping) throws(ProfileError) -> CardProfile {
@@ -204,7 +265,7 @@ public struct CardProfile: Sendable {
 
         var state = IssuerState(balance: 1_000_000, currency: 484, blocked: false, lost: false, stolen: false)
         if let s = try m.mapping("issuerState") {
-            try s.rejectUnknown(["balance", "currency", "blocked", "lost", "stolen"])
+            try s.rejectUnknown(["balance", "currency", "blocked", "lost", "stolen", "fallback"])
             if let text = try s.string("balance") {
                 guard let minor = Self.minorUnits(text) else { throw s.error("balance", "must be an amount like 1500.00, got '\(text)'") }
                 state.balance = minor
@@ -213,6 +274,10 @@ public struct CardProfile: Sendable {
             state.blocked = try s.bool("blocked") ?? false
             state.lost = try s.bool("lost") ?? false
             state.stolen = try s.bool("stolen") ?? false
+            if let f = try s.string("fallback") {
+                guard f == "accept" || f == "decline" else { throw s.error("fallback", "must be accept or decline, got '\(f)'") }
+                state.declinesFallback = f == "decline"
+            }
         }
 
         let atr: [UInt8]
@@ -256,6 +321,7 @@ public struct CardProfile: Sendable {
                            issuerName: issuerName, accountType: accountType, installmentsMaximum: installments, issuerState: state,
                            atr: atr, hasPSE: try m.bool("pse") ?? true, applications: apps)
         profile.cvv = cvv
+        try parseInterfaces(m, into: &profile)
         if let t0 = try m.bool("t0GetResponse"), t0 {
             // The answers only make sense to a terminal sending T=0 TPDUs.
             guard (try? ATR.parse(atr)).map({ $0.protocols.first ?? 0 }) == 0 else {
@@ -269,7 +335,7 @@ public struct CardProfile: Sendable {
     static let applicationFields: Set<String> = [
         "aid", "label", "preferredName", "priority", "confirmation", "cvn", "issuerMasterKey", "keyDerivationIndex", "pdol", "cdol1",
         "cdol2", "aip", "gpoFormat", "generateACFormat", "records", "iac", "cvmList", "auc", "currency", "currencyExponent", "country",
-        "applicationVersion", "offlineLimits", "offlineApproval", "blocked",
+        "applicationVersion", "offlineLimits", "offlineApproval", "blocked", "contactless",
     ]
 
     static func parseApplication(_ a: YAMLMapping, pan: String, oda odaFor: ([UInt8]) -> ODAPersonalisation? = { _ in nil })
@@ -317,6 +383,9 @@ public struct CardProfile: Sendable {
             for method in oda?.methods ?? [] {
                 bits.set(method == .sda ? AIP.sdaSupported : method == .dda ? AIP.ddaSupported : AIP.cdaSupported)
             }
+            // Kernel 2 runs EMV mode only when AIP byte 2 bit 8 says the card supports it; the
+            // contact kernel ignores byte 2, so one AIP serves both interfaces (and the signed data).
+            if !visa, a.has("contactless") { bits.bytes[1] |= 0x80 }
             aip = bits
         }
         let gpoFormat = try a.int("gpoFormat", in: 1...2) ?? (visa ? 1 : 2)
@@ -383,7 +452,7 @@ public struct CardProfile: Sendable {
 
         let country = try a.digits("country", count: 3...3).map { Int($0)! } ?? 484
         let currency = try a.digits("currency", count: 3...3).map { Int($0)! } ?? 484
-        return ApplicationProfile(
+        var application = ApplicationProfile(
             aid: aid, label: label, preferredName: preferred, priority: try a.int("priority", in: 0...15) ?? 1,
             requiresConfirmation: try a.bool("confirmation") ?? false, cvn: cvn, issuerMasterKey: imk,
             keyDerivationIndex: UInt8(try a.int("keyDerivationIndex", in: 0...255) ?? 1), pdol: pdol, cdol1: cdol1, cdol2: cdol2,
@@ -393,6 +462,10 @@ public struct CardProfile: Sendable {
             applicationVersion: try a.hex("applicationVersion", count: 2...2) ?? (visa ? [0x00, 0x8C] : [0x00, 0x02]),
             offlineLimits: limits, offlineApproval: try a.bool("offlineApproval") ?? false, blocked: try a.bool("blocked") ?? false,
             oda: oda)
+        if let c = try a.mapping("contactless") {
+            application.contactless = try parseContactless(c, application: application)
+        }
+        return application
     }
 
     /// The records that hold an application's certificates when its `records:` do not place them:

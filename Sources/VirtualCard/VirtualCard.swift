@@ -10,6 +10,9 @@ public struct CardState: Codable, Equatable, Sendable {
     public var pinTriesRemaining: Int
     /// AIDs (hex) blocked on the card.
     public var blockedApplications: [String]
+    /// A device with a pending consumer device CVM: the holder has since authenticated on it (set
+    /// by the tap that asked them to, so the next tap goes through).
+    public var deviceVerified: Bool? = nil
 
     /// The state a freshly personalised card has.
     public init(profile: CardProfile) {
@@ -31,6 +34,10 @@ public struct VirtualCard: Sendable {
     /// Each application's records, encoded once at personalisation as a card stores them.
     private let records: [[RecordKey: [UInt8]]]
     private var session = Session()
+    /// The interface the card was last powered on through.
+    public private(set) var interface = CardInterface.contact
+    /// The UID a contactless reader reads (`FF CA 00 00`), fixed for the card's life as a card's is.
+    private let uid: [UInt8] = [0x08] + SecureRandom.bytes(3)
     /// Response data a `t0GetResponse` card holds for GET RESPONSE, and the status to end it with.
     private var pending: (data: [UInt8], sw: [UInt8])?
 
@@ -45,6 +52,10 @@ public struct VirtualCard: Sendable {
         enum IssuerAuthentication { case notPerformed, succeeded, failed }
 
         var selected: Selected?
+        /// Contactless: the PPSE was selected last.
+        var ppse = false
+        /// Visa qVSDC: GPO returned the transaction's only cryptogram; GENERATE AC is refused.
+        var qualifiedGPO = false
         var selectName: [UInt8] = []
         var processingOptionsDone = false
         /// Terminal data received through the PDOL and CDOLs, latest value wins.
@@ -84,6 +95,14 @@ public struct VirtualCard: Sendable {
     public mutating func reset() {
         session = Session()
         pending = nil
+    }
+
+    /// Powers the card on through `interface` and returns the ATR the reader reports: the card's
+    /// own on contact, the PC/SC part 3 one a contactless reader makes from the ATS.
+    public mutating func powerOn(_ interface: CardInterface) -> [UInt8] {
+        reset()
+        self.interface = interface
+        return interface == .contactless ? profile.contactlessATR : profile.atr
     }
 
     /// Answers one C-APDU with data ‖ SW1 SW2.
@@ -130,6 +149,10 @@ public struct VirtualCard: Sendable {
 
     private mutating func respond(_ command: CommandAPDU) -> [UInt8] {
         let (cla, ins) = (command.cla, command.ins)
+        // PC/SC part 3 GET DATA: a contactless reader answers it with the card's UID.
+        if cla == 0xFF, ins == 0xCA, interface == .contactless {
+            return command.p1 == 0 && command.p2 == 0 ? uid + SW.ok : SW.functionNotSupported
+        }
         let expectedCLA: UInt8
         switch ins {
         case 0xA4, 0xB2, 0x20, 0x84, 0x82, 0x88, 0xC0: expectedCLA = 0x00
@@ -158,18 +181,39 @@ public struct VirtualCard: Sendable {
     // MARK: Commands
 
     private static let pseName = Array("1PAY.SYS.DDF01".utf8)
+    private static let ppseName = Array("2PAY.SYS.DDF01".utf8)
+
+    /// The PPSE's FCI (Book B §3.3.2): one directory entry per tappable application, in the FCI
+    /// itself (there is no directory file to read), with the kernel identifier when the profile names one.
+    private func ppseFCI() -> [UInt8] {
+        let entries = profile.applications.filter { $0.contactless != nil }.map { app in
+            var entry = [TLV(0x4F, app.aid), TLV(0x50, Array(app.label.utf8)), TLV(0x87, profile.value(of: 0x87, in: app)!)]
+            if let kernel = app.contactless?.kernel { entry.append(TLV(0x9F2A, [UInt8(kernel)])) }
+            return TLV(0x61, children: entry)
+        }
+        return TLV(0x6F, children: [TLV(0x84, Self.ppseName), TLV(0xA5, children: [TLV(0xBF0C, children: entries)])]).encoded()
+    }
 
     private mutating func select(_ c: CommandAPDU) -> [UInt8] {
         guard c.p1 == 0x04, c.p2 == 0x00 || c.p2 == 0x02 else { return SW.incorrectP1P2 }
         guard (1...16).contains(c.data.count) else { return SW.wrongLength }
+        if c.data == Self.ppseName {
+            guard interface == .contactless else { return SW.fileNotFound }
+            session = Session()
+            session.ppse = true
+            return ppseFCI() + SW.ok
+        }
         if c.data == Self.pseName {
-            guard profile.hasPSE else { return SW.fileNotFound }
+            guard profile.hasPSE, interface == .contact else { return SW.fileNotFound }
             session = Session()
             session.selected = .pse
             let fci = TLV(0x6F, children: [TLV(0x84, Self.pseName), TLV(0xA5, children: [TLV(0x88, [0x01]), TLV(0x5F2D, Array("en".utf8))])])
             return fci.encoded() + SW.ok
         }
-        let matches = profile.applications.indices.filter { profile.applications[$0].aid.starts(with: c.data) }
+        let tapped = interface == .contactless
+        let matches = profile.applications.indices.filter {
+            profile.applications[$0].aid.starts(with: c.data) && (!tapped || profile.applications[$0].contactless != nil)
+        }
         var chosen: Int?
         if c.p2 == 0x00 {
             chosen = matches.first
@@ -182,7 +226,7 @@ public struct VirtualCard: Sendable {
         session.selected = .application(index)
         session.selectName = c.data
         var proprietary = [TLV(0x50, Array(app.label.utf8)), TLV(0x87, profile.value(of: 0x87, in: app)!)]
-        if let pdol = app.pdol { proprietary.append(TLV(0x9F38, pdol.bytes)) }
+        if let pdol = tapped ? app.contactless?.pdol ?? app.pdol : app.pdol { proprietary.append(TLV(0x9F38, pdol.bytes)) }
         proprietary.append(TLV(0x5F2D, Array("en".utf8)))
         if let name = app.preferredName { proprietary.append(TLV(0x9F12, Array(name.utf8))) }
         let fci = TLV(0x6F, children: [TLV(0x84, app.aid), TLV(0xA5, children: proprietary)]).encoded()
@@ -229,6 +273,11 @@ public struct VirtualCard: Sendable {
         guard let items = try? TLV.parse(c.data), items.count == 1, items[0].tag == 0x83 else { return SW.wrongData }
         let app = profile.applications[index]
         let pdolData = items[0].value
+        if interface == .contactless, let contactless = app.contactless, let pdol = contactless.pdol {
+            guard let values = try? pdol.split(pdolData) else { return SW.wrongLength }
+            session.terminalData.merge(values) { $1 }
+            return try qualifiedGPO(index: index, contactless)
+        }
         if let pdol = app.pdol {
             guard let values = try? pdol.split(pdolData) else { return SW.wrongLength }
             session.terminalData.merge(values) { $1 }
@@ -238,9 +287,10 @@ public struct VirtualCard: Sendable {
         session.processingOptionsDone = true
         session.pdolData = pdolData
         let afl = profile.afl(for: app).flatMap(\.bytes)
+        let aip = interface == .contactless ? app.contactless?.aip ?? app.aip : app.aip
         let response = app.gpoFormat == 1
-            ? TLV(0x80, app.aip.bytes + afl)
-            : TLV(0x77, children: [TLV(0x82, app.aip.bytes), TLV(0x94, afl)])
+            ? TLV(0x80, aip.bytes + afl)
+            : TLV(0x77, children: [TLV(0x82, aip.bytes), TLV(0x94, afl)])
         return response.encoded() + SW.ok
     }
 
@@ -285,11 +335,12 @@ public struct VirtualCard: Sendable {
         guard c.p2 == 0 else { return SW.incorrectP1P2 }
         guard let requested = CryptogramType(rawValue: c.p1 >> 6), requested != .notRequested else { return SW.incorrectP1P2 }
         let index = try currentApplication()
-        guard session.processingOptionsDone else { return SW.conditionsNotSatisfied }
+        guard session.processingOptionsDone, !session.qualifiedGPO else { return SW.conditionsNotSatisfied }
         let app = profile.applications[index]
         let aid = Hex.encode(app.aid)
+        var seePhone = false
 
-        let returned: CryptogramType
+        var returned: CryptogramType
         switch session.generateACCount {
         case 0:
             guard let values = try? app.cdol1.split(c.data) else { return SW.wrongLength }
@@ -301,10 +352,18 @@ public struct VirtualCard: Sendable {
             guard atc < 0xFFFF else { return SW.conditionsNotSatisfied }
             state.atc[aid] = atc + 1
             // Card action analysis may only lower what the terminal asked for (AAC < ARQC < TC).
+            let offline = interface == .contactless ? app.contactless?.offlineApproval ?? false : app.offlineApproval
             switch requested {
             case .aac: returned = .aac
-            case .tc: returned = app.offlineApproval ? .tc : .arqc
+            case .tc: returned = offline ? .tc : .arqc
             default: returned = .arqc
+            }
+            // A device whose holder has yet to authenticate declines and asks them to look at it
+            // (Book C-2: POS cardholder interaction information, DF4B); they do before tapping again.
+            if interface == .contactless, profile.consumerDeviceCVM == .pending, state.deviceVerified != true {
+                returned = .aac
+                seePhone = true
+                state.deviceVerified = true
             }
         case 1:
             guard session.firstCryptogram?.type == .arqc else { return SW.conditionsNotSatisfied }
@@ -335,7 +394,7 @@ public struct VirtualCard: Sendable {
         let iad = issuerApplicationData(app, first: session.generateACCount == 1 ? returned : session.firstCryptogram!.type,
                                         second: session.generateACCount == 2 ? returned : .notRequested)
         var tags = session.terminalData
-        tags[0x82] = app.aip.bytes
+        tags[0x82] = (interface == .contactless ? app.contactless?.aip ?? app.aip : app.aip).bytes
         tags[0x9F36] = atc
         let cryptogram: [UInt8]
         do {
@@ -357,10 +416,86 @@ public struct VirtualCard: Sendable {
             }
             return TLV(0x77, children: [objects[0], objects[1], TLV(0x9F4B, signature), objects[2]]).encoded() + SW.ok
         }
+        if seePhone {
+            return TLV(0x77, children: [TLV(0x9F27, [cid]), TLV(0x9F36, atc), TLV(0x9F26, cryptogram), TLV(0x9F10, iad),
+                                        TLV(0xDF4B, [0x00, 0x00, 0x01])]).encoded() + SW.ok
+        }
         let response = app.generateACFormat == 1
             ? TLV(0x80, [cid] + atc + cryptogram + iad)
             : TLV(0x77, children: [TLV(0x9F27, [cid]), TLV(0x9F36, atc), TLV(0x9F26, cryptogram), TLV(0x9F10, iad)])
         return response.encoded() + SW.ok
+    }
+
+    /// Visa qVSDC (Book C-3; VCPS): GET PROCESSING OPTIONS with the TTQ returns the transaction's
+    /// one cryptogram, computed over the PDOL data, with the card transaction qualifiers that say
+    /// which CVM the card wants, and — for fDDA — the signed dynamic data (9F4B) over the
+    /// unpredictable number, amount, currency and the card authentication related data (9F69).
+    private mutating func qualifiedGPO(index: Int, _ contactless: ContactlessApplication) throws(StatusError) -> [UInt8] {
+        let app = profile.applications[index]
+        let aid = Hex.encode(app.aid)
+        let terminal = session.terminalData
+        let ttq = terminal[0x9F66] ?? []
+        guard TTQ.has(ttq, TTQ.emvModeSupported) else { return SW.conditionsNotSatisfied }
+        // 6986: the holder is to authenticate on the device and tap again ("See Phone").
+        if profile.consumerDeviceCVM == .pending, state.deviceVerified != true, TTQ.has(ttq, TTQ.consumerDeviceCVMSupported) {
+            state.deviceVerified = true
+            return [0x69, 0x86]
+        }
+        let offlineOnly = TTQ.has(ttq, TTQ.offlineOnlyReader)
+        var returned: CryptogramType
+        if offlineOnly {
+            returned = contactless.offlineApproval ? .tc : .aac
+        } else {
+            returned = TTQ.has(ttq, TTQ.onlineCryptogramRequired) || !contactless.offlineApproval ? .arqc : .tc
+        }
+        var ctq = contactless.ctq
+        if TTQ.has(ttq, TTQ.cvmRequired) {
+            let methods = app.cvmList.rules.map(\.method)
+            if profile.consumerDeviceCVM != .none, TTQ.has(ttq, TTQ.consumerDeviceCVMSupported) {
+                ctq[1] |= CTQ.consumerDeviceCVMPerformed.mask
+            } else if TTQ.has(ttq, TTQ.onlinePINSupported), !offlineOnly, methods.contains(.encipheredPINOnline) {
+                ctq[0] |= CTQ.onlinePINRequired.mask
+                returned = .arqc  // the PIN is verified by the issuer
+            } else if TTQ.has(ttq, TTQ.signatureSupported), methods.contains(.signature) {
+                ctq[0] |= CTQ.signatureRequired.mask
+            } else {
+                // No CVM both sides support: the card asks for another interface (Book C-3 5.2.2.2).
+                return [0x69, 0x84]
+            }
+        }
+        let count = state.atc[aid] ?? 0
+        guard count < 0xFFFF else { return SW.conditionsNotSatisfied }
+        state.atc[aid] = count + 1
+        session.processingOptionsDone = true
+        session.qualifiedGPO = true
+        session.generateACCount = 1
+        session.firstCryptogram = nil
+        let atc = Self.twoBytes(count + 1)
+        let iad = issuerApplicationData(app, first: returned, second: .notRequested)
+        var tags = terminal
+        tags[0x82] = contactless.aip.bytes
+        tags[0x9F36] = atc
+        let cryptogram: [UInt8]
+        do { cryptogram = try keys[index].cryptogram(CryptogramData(tags: tags, issuerApplicationData: iad)) } catch {
+            return SW.conditionsNotSatisfied
+        }
+        session.firstCryptogram = (returned, cryptogram)
+        let cid: UInt8 = returned == .aac ? 0x00 : returned == .tc ? 0x40 : 0x80
+        var items = [TLV(0x82, contactless.aip.bytes)]
+        if contactless.readRecords { items.append(TLV(0x94, profile.afl(for: app).flatMap(\.bytes))) }
+        items += [TLV(0x57, profile.track2), TLV(0x5F34, profile.value(of: 0x5F34, in: app)!), TLV(0x9F10, iad), TLV(0x9F26, cryptogram),
+                  TLV(0x9F27, [cid]), TLV(0x9F36, atc), TLV(0x9F6C, ctq), TLV(0x9F6E, profile.formFactor.visaFFI)]
+        // fDDA (Book C-3 Annex C): for a TC, or an ARQC when the reader asks for ODA online too.
+        if returned != .aac, contactless.aip.contains(AIP.ddaSupported), TTQ.has(ttq, TTQ.fDDAVersion01Supported),
+           returned == .tc || TTQ.has(ttq, TTQ.odaForOnlineSupported), let oda = app.oda, let key = oda.iccKey {
+            let cardData = [0x01] + SecureRandom.bytes(4) + ctq
+            let terminalData = (terminal[0x9F37] ?? []) + (terminal[0x9F02] ?? []) + (terminal[0x5F2A] ?? []) + cardData
+            let number = SecureRandom.bytes(8)
+            if let signature = try? ODA.makeDynamicSignature(icc: key, dynamicData: [UInt8(number.count)] + number, terminalData: terminalData) {
+                items += [TLV(0x9F4B, signature), TLV(0x9F69, cardData)]
+            }
+        }
+        return TLV(0x77, children: items).encoded() + SW.ok
     }
 
     /// INTERNAL AUTHENTICATE for DDA (Book 2 §6.5, Book 3 §6.5.9): signs a fresh ICC dynamic

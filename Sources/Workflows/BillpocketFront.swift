@@ -131,7 +131,9 @@ public struct BillpocketFront: Front {
                     authorization: outcome.authorisationCode ?? "", creditCard: BillpocketFormat.creditCard(pan: outcome.pan),
                     cardType: BillpocketFormat.cardType(brand: outcome.brand) ?? "", url: run.started.uuid,
                     bank: facts?.issuerName ?? "", accountType: facts.map { $0.debit ? .debit : .credit } ?? .credit,
-                    arqc: outcome.arqc.map(Hex.encode), aid: Hex.encode(outcome.aid), appLabel: outcome.applicationLabel)
+                    // A swipe has no chip data: the three fields are left out ("when available").
+                    arqc: outcome.arqc.map(Hex.encode), aid: outcome.aid.isEmpty ? nil : Hex.encode(outcome.aid),
+                    appLabel: outcome.aid.isEmpty ? nil : outcome.applicationLabel)
             case .success(let outcome):
                 result = BillpocketResult(failing: request, with: BillpocketFailure(outcome) ?? .declinedByCard)
             case .failure(let failure):

@@ -1,3 +1,4 @@
+import Foundation
 import EMV
 import Ledger
 import Terminal
@@ -122,20 +123,44 @@ extension WorkflowContext {
         var request = TransactionRequest(amount: Int(new.amount), date: UTCDateParts(secondsSince1970: new.createdAt / 1_000_000), stan: started.stan)
         request.kind = plan.kind
         var installments: Int?
-        let result: Result<TransactionOutcome, TransactionFailure>
-        do throws(KernelError) {
-            publish(.waitingForCard(stan: started.stan), terminal: terminal.name)
-            let card = try terminal.waitForCard(timeout: settings.cardTimeout)
-            defer { card.powerOff() }
-            var kernel = Kernel(configuration: configuration, card: card, keypad: terminal.prompts,
-                                host: TimedHost(host, timeout: settings.hostTimeout, queue: terminal.name, amountTable: plan.amountTable,
-                                                tableAmount: plan.tableAmount))
-            if let onCardRead = plan.onCardRead {
-                kernel.onCardRead = { card throws(KernelError) in installments = try onCardRead(card) }
+        var result: Result<TransactionOutcome, TransactionFailure>
+        // A card may be presented more than once in one transaction: a tap the card or the
+        // limits send to the chip, a "See Phone" or too-short tap, a chip card swiped, a chip
+        // that failed and may be swiped (fallback). The transaction waits for each.
+        var required: CardInterface? = nil
+        var last: TransactionFailure? = nil
+        var presentations = 0
+        while true {
+            presentations += 1
+            do throws(KernelError) {
+                publish(.waitingForCard(stan: started.stan), terminal: terminal.name)
+                let card = try waitForPresentation(on: terminal, interface: required, timeout: settings.cardTimeout)
+                defer { card.powerOff() }
+                var kernel = Kernel(configuration: configuration, card: card, keypad: terminal.prompts,
+                                    host: TimedHost(host, timeout: settings.hostTimeout, queue: terminal.name, amountTable: plan.amountTable,
+                                                    tableAmount: plan.tableAmount))
+                if let onCardRead = plan.onCardRead {
+                    kernel.onCardRead = { card throws(KernelError) in installments = try onCardRead(card) }
+                }
+                if let last {
+                    request.earlierPresentations = last.entry?.path ?? []
+                    request.chipFailed = request.chipFailed || (required == .magstripe && last.entry?.interface == .contact)
+                }
+                do throws(TransactionFailure) { result = .success(try kernel.run(request)) } catch { result = .failure(error) }
+            } catch {
+                // No card came: after an earlier presentation, the failure keeps what it learnt.
+                var failure = TransactionFailure(error: error, maskedPAN: last?.maskedPAN, pan: last?.pan, aid: last?.aid, trace: last?.trace ?? [])
+                if var entry = last?.entry {
+                    entry.path.append("no card \(required.map { $0 == .contact ? "inserted" : $0 == .contactless ? "tapped" : "swiped" } ?? "presented") in time")
+                    failure.entry = entry
+                }
+                failure.oda = last?.oda
+                result = .failure(failure)
             }
-            do throws(TransactionFailure) { result = .success(try kernel.run(request)) } catch { result = .failure(error) }
-        } catch {
-            result = .failure(TransactionFailure(error: error))
+            guard case .failure(let failure) = result, case .presentAgain(let next, _) = failure.error, failure.reversal == nil,
+                  presentations < 5 else { break }
+            last = failure
+            required = next
         }
         let now = max(clock.nowMicroseconds(), new.createdAt)
         switch result {
@@ -178,6 +203,22 @@ extension WorkflowContext {
             publish(.recorded(stan: stored.stan, status: stored.status, action: new.action), terminal: terminal.name)
         }
         return answer
+    }
+
+    /// Waits for a card presented through `interface` (any when nil). A card presented another
+    /// way is let go and waited past, as a reader that has asked for the chip ignores a tap.
+    func waitForPresentation(on terminal: any TerminalSession, interface: CardInterface?, timeout: Duration) throws(KernelError) -> any CardSession {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let card = try terminal.waitForCard(timeout: max(.zero, deadline - ContinuousClock.now))
+            guard let interface else { return card }
+            let presented: CardInterface = card.magneticStripe != nil ? .magstripe
+                : ATR.isContactless((try? card.powerOn()) ?? []) ? .contactless : .contact
+            if presented == interface { return card }
+            card.powerOff()
+            guard ContinuousClock.now < deadline else { throw .promptTimeout(prompt: "\(interface.verb) card") }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
     }
 
     /// Reads a card without a transaction (to find what to cancel), on the terminal's thread.

@@ -114,14 +114,14 @@ public struct VivaFront: Front {
                     status: approved ? .success : .failed,
                     message: approved ? VivaFormat.successMessage : (VivaFailure(outcome) ?? .declinedByHost(nil)).message,
                     action: .known(request.command.action), clientTransactionId: sale.clientTransactionId, amount: sale.amount,
-                    tipAmount: sale.tipAmount, verificationMethod: VivaFormat.verificationMethod(cvm: outcome.cvm),
+                    tipAmount: sale.tipAmount, verificationMethod: VivaFormat.verificationMethod(cvm: outcome.cvm, entryMode: VivaEntryMode(entryMode: outcome.entryMode) ?? .chip),
                     rrn: run.started.rrn, cardType: VivaFormat.cardType(brand: outcome.brand), accountNumber: outcome.maskedPAN,
                     referenceNumber: approved ? run.started.stan.description : "",
                     authorisationCode: approved ? outcome.authorisationCode ?? "" : "", tid: tid,
                     orderCode: VivaFormat.orderCode(rrn: run.started.rrn, tid: tid),
                     installments: approved ? run.completion.installments : nil,
                     transactionDate: VivaFormat.transactionDate(microsecondsSince1970: now, utcOffsetSeconds: offset),
-                    transactionId: run.started.uuid, aid: Hex.encode(outcome.aid))
+                    transactionId: run.started.uuid, aid: outcome.aid.isEmpty ? nil : Hex.encode(outcome.aid))
             case .failure(let failure):
                 result = VivaResult(failing: request, with: Self.reason(failure.error, on: terminal))
                 result.rrn = run.started.rrn
@@ -251,7 +251,8 @@ public struct VivaFront: Front {
             } else {
                 result = VivaResult(status: .success, message: VivaFormat.successMessage, action: .known(request.command.action),
                                     clientTransactionId: original.clientReference, amount: Int(amount), tipAmount: 0,
-                                    verificationMethod: VivaFormat.verificationMethod(cvm: original.cardholderVerification), rrn: started.rrn,
+                                    verificationMethod: VivaFormat.verificationMethod(cvm: original.cardholderVerification,
+                                                                                      entryMode: original.entryMode.flatMap(VivaEntryMode.init(entryMode:)) ?? .chip), rrn: started.rrn,
                                     cardType: VivaFormat.cardType(brand: original.cardBrand),
                                     accountNumber: original.maskedPAN, referenceNumber: started.stan.description,
                                     authorisationCode: original.authorisationCode ?? "", tid: tid,
@@ -312,7 +313,8 @@ public struct VivaFront: Front {
         return VivaResult(
             status: approved ? .success : .failed, message: approved ? VivaFormat.successMessage : failure.message, action: .known(action),
             clientTransactionId: t.clientReference, amount: Int(t.amount), tipAmount: Int(t.tipAmount),
-            verificationMethod: VivaFormat.verificationMethod(cvm: t.cardholderVerification), rrn: t.rrn,
+            verificationMethod: VivaFormat.verificationMethod(cvm: t.cardholderVerification,
+                                                             entryMode: t.entryMode.flatMap(VivaEntryMode.init(entryMode:)) ?? .chip), rrn: t.rrn,
             cardType: VivaFormat.cardType(brand: t.cardBrand),
             accountNumber: t.maskedPAN, referenceNumber: approved ? t.stan.description : "",
             authorisationCode: approved ? t.authorisationCode ?? "" : "", tid: t.tid,

@@ -82,6 +82,10 @@ public struct TerminalData: Sendable {
     public var tacDefault: [UInt8]?
     /// CA keys and revocations for offline data authentication.
     public var oda: ODAConfiguration
+    /// Entry Point's combinations and limits.
+    public var contactless = ContactlessConfiguration()
+    /// Whether a chip that cannot be read may be swiped (POS entry mode 80).
+    public var fallback = false
 
     public init(countryCode: Int, currencyCode: Int, tacDefault: [UInt8]? = nil, oda: ODAConfiguration = ODAConfiguration()) {
         self.countryCode = countryCode
@@ -205,6 +209,8 @@ public struct WorkflowContext: Sendable {
         c.promptTimeout = settings.promptTimeout
         if let tac = data.tacDefault { c.tacDefault = tac }
         c.oda = data.oda
+        c.contactless = data.contactless
+        c.fallback = data.fallback
         return c
     }
 

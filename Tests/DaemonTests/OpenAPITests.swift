@@ -273,6 +273,7 @@ let schemaBindings: [String: SchemaBinding] = [
     "TransactionView": .of(TransactionView.self),
     "TraceView": .of(TraceView.self),
     "ODAReport": .of(ODAReport.self),
+    "EntryReport": .of(EntryReport.self),
     "OutboxView": .of(OutboxView.self),
     "TerminalView": .of(TerminalView.self),
     "ReaderView": .of(ReaderView.self),
@@ -383,6 +384,7 @@ struct OpenAPITests {
                                     atc: "001C", tvr: "0000008000", cvm: "online PIN", entryMode: "chip", completedAt: now + 1_500_000)
         completion.installments = 3
         completion.oda = #"{"caIndex":"B0","method":"dda","result":"passed","rid":"A000000003","dynamicNumber":"0102030405060708"}"#
+        completion.cardEntry = #"{"interface":"contactless","posEntryMode":"07","kernel":3,"path":["tap: kernel 3, online request, approved 00"],"outcome":"online request","ttq":"36C04080","ctq":"8000","cvm":"online PIN","limits":{"aid":"A000000003","transactionLimit":2000000,"floorLimit":5000,"cvmRequiredLimit":40000,"floorLimitExceeded":true,"cvmRequired":true}}"#
         let stored = try ledger.complete(id: sale.id, completion,
                                          trace: [TraceEntry(command: "00A404000E315041592E5359532E444446303100", response: "9000")],
                                          outbox: [OutboxMessage(kind: .callback, target: "pos://result",

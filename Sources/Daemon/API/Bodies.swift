@@ -41,9 +41,15 @@ public struct CardBody: Codable, Sendable {
     public let pinTries: Int?
     /// The card's first cryptogram comes out with a bit flipped: an ARQC the issuer rejects.
     public let corruptCryptogram: Bool?
+    /// How the card is presented: `insert` (default), `tap` or `swipe`.
+    public var interface: String? = nil
+    /// How it is presented again when the terminal asks, in order.
+    public var then: [String]? = nil
 
     public init(profile: String? = nil, profileYAML: String? = nil, removeAfter: String? = nil, pinTries: Int? = nil,
-                corruptCryptogram: Bool? = nil) {
+                corruptCryptogram: Bool? = nil, interface: String? = nil, then: [String]? = nil) {
+        self.interface = interface
+        self.then = then
         self.profile = profile
         self.profileYAML = profileYAML
         self.removeAfter = removeAfter
@@ -54,6 +60,21 @@ public struct CardBody: Codable, Sendable {
 
 /// `POST /v1/host/accounts`: a card profile whose account the issuer takes afresh, by name
 /// (`profile`) or inline (`profileYAML`).
+extension CardBody {
+    /// The presentations in order, from `interface` and `then`.
+    func presentations() throws(DaemonError) -> [CardInterface] {
+        var out: [CardInterface] = []
+        for (i, verb) in ([interface ?? "insert"] + (then ?? [])).enumerated() {
+            guard let interface = CardInterface(verb: verb) else {
+                throw .badRequest(field: i == 0 ? "interface" : "then[\(i - 1)]", rule: "must be insert, tap or swipe, got \"\(verb)\"")
+            }
+            out.append(interface)
+        }
+        guard out.count <= 5 else { throw .badRequest(field: "then", rule: "at most 4 further presentations") }
+        return out
+    }
+}
+
 public struct AccountBody: Codable, Sendable {
     public let profile: String?
     public let profileYAML: String?

@@ -70,6 +70,17 @@ struct JSONText {
         bytes.append(UInt8(ascii: "]"))
     }
 
+    /// An array field of strings.
+    mutating func field(_ name: StaticString, strings values: [String]) {
+        key(name)
+        bytes.append(UInt8(ascii: "["))
+        for (i, value) in values.enumerated() {
+            if i > 0 { bytes.append(UInt8(ascii: ",")) }
+            string(value)
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
     /// A JSON string: `"` and `\` escaped, control characters as `\n`, `\t`, … or `\u00XX`;
     /// everything else as its UTF-8, `/` included.
     mutating func string(_ value: String) {
@@ -170,6 +181,28 @@ extension TransactionView {
                 r.field("dynamicNumber", oda.dynamicNumber)
                 r.field("failedCheck", oda.failedCheck)
                 r.field("failure", oda.failure)
+            })
+        }
+        if let entry {
+            o.field("entry", object: { r in
+                r.field("interface", entry.interface.rawValue)
+                r.field("posEntryMode", entry.posEntryMode)
+                r.field("kernel", entry.kernel)
+                r.field("path", strings: entry.path)
+                r.field("outcome", entry.outcome)
+                r.field("ttq", entry.ttq)
+                r.field("ctq", entry.ctq)
+                r.field("cvm", entry.cvm)
+                if let limits = entry.limits {
+                    r.field("limits", object: { l in
+                        l.field("aid", limits.aid)
+                        l.field("transactionLimit", limits.transactionLimit)
+                        l.field("floorLimit", limits.floorLimit)
+                        l.field("cvmRequiredLimit", limits.cvmRequiredLimit)
+                        l.field("floorLimitExceeded", limits.floorLimitExceeded)
+                        l.field("cvmRequired", limits.cvmRequired)
+                    })
+                }
             })
         }
         o.field("trace", array: trace) { t, entry in

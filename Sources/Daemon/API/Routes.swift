@@ -92,7 +92,8 @@ struct TerminalRoutes {
         routes.post("/v1/terminals/:name/card") { request, context in
             let body = try await decode(CardBody.self, request, context)
             try bench.insertCard(terminal: context.parameters.get("name"), profile: try ProfileSource(name: body.profile, yaml: body.profileYAML),
-                                 removeAfter: body.removeAfter, pinTries: body.pinTries, corruptCryptogram: body.corruptCryptogram ?? false)
+                                 removeAfter: body.removeAfter, pinTries: body.pinTries, corruptCryptogram: body.corruptCryptogram ?? false,
+                                 presentations: try body.presentations())
             return json(["result": "inserted"], status: .created)
         }
         routes.delete("/v1/terminals/:name/card") { _, context in

@@ -40,6 +40,8 @@ public struct TransactionView: Codable, Sendable, Equatable {
     public let completedAt: Int64?
     /// What offline data authentication did, for card transactions.
     public let oda: ODAReport?
+    /// How the card was read: interface, POS entry mode, kernel, path, a tap's limits.
+    public let entry: EntryReport?
     public var trace: [TraceView]?
     public var callbacks: [OutboxView]?
 
@@ -52,6 +54,7 @@ public struct TransactionView: Codable, Sendable, Equatable {
         cvm = t.cvm; entryMode = t.entryMode; installments = t.installments; originalId = t.originalID
         createdAt = t.createdAt; completedAt = t.completedAt
         oda = t.oda.flatMap { try? JSONDecoder().decode(ODAReport.self, from: Data($0.utf8)) }
+        entry = t.cardEntry.flatMap { try? JSONDecoder().decode(EntryReport.self, from: Data($0.utf8)) }
     }
 }
 

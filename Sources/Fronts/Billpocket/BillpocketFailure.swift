@@ -68,7 +68,8 @@ public enum BillpocketFailure: Sendable, Equatable {
         case .promptTimeout: self = .promptTimeout
         case .cancelled, .aborted: self = .userCancel
         case .noApplication: self = .cardNotAccepted
-        case .cardError, .invalidCardData: self = .cardError
+        // A contactless "end application", or a card presented again and again without an end.
+        case .cardError, .invalidCardData, .endApplication, .presentAgain: self = .cardError
         }
     }
 

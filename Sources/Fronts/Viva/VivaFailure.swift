@@ -76,7 +76,8 @@ public enum VivaFailure: Sendable, Equatable {
         case .cancelled: self = .userCancel
         case .aborted: self = .aborted
         case .noApplication: self = .cardNotSupported
-        case .cardError, .invalidCardData: self = .cardError
+        // A contactless "end application", or a card presented again and again without an end.
+        case .cardError, .invalidCardData, .endApplication, .presentAgain: self = .cardError
         }
     }
 

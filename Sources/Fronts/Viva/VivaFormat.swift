@@ -8,6 +8,10 @@ public enum VivaEntryMode: String, Sendable, Equatable, CaseIterable {
     /// Contactless: "CONTACTLESS - NO CVM", … (the form seen in the field). cardbench reads
     /// contact cards only; this exists so a scenario or a future reader can report it.
     case contactless
+    /// A swiped stripe: "MAGSTRIPE - SIGNATURE", … (a choice: no public callback shows the form).
+    case magstripe
+    /// A stripe swiped after the chip failed (POS entry mode 80): worded as a swipe.
+    case fallback
 
     /// The mode from the kernel's or the ledger's `entryMode` text ("chip", "contactless"; any
     /// case); nil for anything else.
@@ -88,12 +92,15 @@ public enum VivaFormat {
             method = "PIN-SIGNATURE"
         case .signature:
             method = "SIGNATURE"
+        case .consumerDevice:
+            method = "DEVICE"
         case .noCVMRequired, .failCVM, .notAvailable, .other, nil:
             method = "NO CVM"
         }
         switch entryMode {
         case .chip: return "CHIP-" + method
         case .contactless: return "CONTACTLESS - " + method
+        case .magstripe, .fallback: return "MAGSTRIPE - " + method
         }
     }
 
