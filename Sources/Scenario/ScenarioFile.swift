@@ -33,6 +33,8 @@ public struct Scenario: Sendable {
     /// The terminal action code "default" the terminal is created with (in process); a daemon's
     /// terminal must be configured so (`terminal.<name>.tac_default`).
     public let tacDefault: String?
+    /// The scenario's terminal settings beyond the default: fallback, reader interfaces, contactless limits.
+    public var terminalOptions = TerminalOptions()
     /// ISO 8601, when the scenario sets the clock.
     public let clockStart: String?
     /// Card names to profile files (absolute paths).
@@ -48,7 +50,8 @@ public struct Scenario: Sendable {
 
     public enum Action: Sendable {
         case open(String)
-        case insertCard(card: String, removeAfter: String?, pinTries: Int?, corruptCryptogram: Bool)
+        /// `interface`: insert, tap or swipe; `then`: how the card is presented again when asked.
+        case insertCard(card: String, removeAfter: String?, pinTries: Int?, corruptCryptogram: Bool, interface: String = "insert", then: [String] = [])
         case removeCard
         case keypad(pin: String?, select: Int?, confirm: Bool, cancel: Bool)
         case host(code: String?, unavailable: Bool, delayMilliseconds: Int?)
@@ -152,6 +155,8 @@ public struct Scenario: Sendable {
         public var original: [(field: String, value: String)]?
         /// The transaction's offline data authentication report: field (method, result, …) equals.
         public var oda: [(field: String, value: String)]?
+        /// How the card was read: interface, posEntryMode, kernel, outcome, cvm, path (a part of it).
+        public var entry: [(field: String, value: String)]?
         /// The API must refuse the request with a message containing this.
         public var error: String?
         /// A Worldline step's checks.
@@ -159,6 +164,14 @@ public struct Scenario: Sendable {
         /// A Citcon step's checks.
         public var citcon: CitconExpectation?
     }
+}
+
+/// A scenario's terminal settings beyond the default (`terminal: {fallback, interfaces, contactless}`).
+public struct TerminalOptions: Hashable, Sendable {
+    public var fallback = false
+    public var interfaces: [String]? = nil
+    /// transaction_limit, floor_limit, cvm_limit as amounts.
+    public var contactless: [String: String] = [:]
 }
 
 extension Scenario {
@@ -184,16 +197,37 @@ extension Scenario {
         let name = try top.string("name", required: true)!
         var terminal = "bench1"
         var tacDefault: String?
+        var options = TerminalOptions()
         if let node = top.node("terminal") {
             if let name = node.scalar?.string {
                 terminal = name
             } else {
                 let t = try Mapping(node, file: file, what: "terminal")
-                try t.allow(["name", "tac_default"])
+                try t.allow(["name", "tac_default", "fallback", "interfaces", "contactless"])
                 terminal = try t.string("name", required: true)!
                 tacDefault = try t.string("tac_default")
                 if let tac = tacDefault, tac.count != 10 || !tac.allSatisfy(\.isHexDigit) {
                     throw t.error("terminal.tac_default: 10 hex digits, got \"\(tac)\"")
+                }
+                options.fallback = try t.bool("fallback") ?? false
+                if let node = t.node("interfaces") {
+                    let names = node.sequence?.compactMap { $0.scalar?.string } ?? []
+                    guard !names.isEmpty, names.allSatisfy({ ["contact", "contactless", "magstripe"].contains($0) }) else {
+                        throw t.error("terminal.interfaces: a list of contact, contactless, magstripe")
+                    }
+                    options.interfaces = names
+                }
+                if let node = t.node("contactless") {
+                    let c = try Mapping(node, file: file, what: "terminal.contactless")
+                    try c.allow(["transaction_limit", "floor_limit", "cvm_limit"])
+                    for key in ["transaction_limit", "floor_limit", "cvm_limit"] {
+                        guard let v = try c.string(key) else { continue }
+                        let parts = v.split(separator: ".")
+                        guard (1...2).contains(parts.count), parts.allSatisfy({ $0.allSatisfy(\.isNumber) }), parts.count == 1 || parts[1].count == 2 else {
+                            throw c.error("terminal.contactless.\(key): an amount like 400.00, got \"\(v)\"")
+                        }
+                        options.contactless[key] = v
+                    }
                 }
             }
         }
@@ -220,6 +254,7 @@ extension Scenario {
             steps.append(try parseStep(node, file: file, cards: &cards, cardsDirectory: cardsDirectory))
         }
         return Scenario(file: file, name: name, description: try top.string("description"), terminal: terminal, tacDefault: tacDefault,
+                        terminalOptions: options,
                         clockStart: clockStart, cards: cards, steps: steps)
     }
 
@@ -249,14 +284,24 @@ extension Scenario {
                 action = .removeCard
             } else {
                 let c = try m.mapping("card")!
-                try c.allow(["insert", "remove_after", "pin_tries", "corrupt_arqc"])
-                let card = try c.string("insert", required: true)!
+                try c.allow(["insert", "tap", "swipe", "then", "remove_after", "pin_tries", "corrupt_arqc"])
+                let verbs = ["insert", "tap", "swipe"].filter { c.node($0) != nil }
+                guard verbs.count == 1 else { throw c.error("card: exactly one of insert, tap and swipe, got \(verbs.isEmpty ? "none" : verbs.joined(separator: ", "))") }
+                let verb = verbs[0]
+                let card = try c.string(verb, required: true)!
                 if cards[card] == nil { cards[card] = Self.resolve(card, in: cardsDirectory) }
                 guard FileManager.default.fileExists(atPath: cards[card]!) else {
-                    throw c.error("insert: no card named \(card) in cards: and no profile \(cards[card]!)")
+                    throw c.error("\(verb): no card named \(card) in cards: and no profile \(cards[card]!)")
+                }
+                var then: [String] = []
+                if let node = c.node("then") {
+                    then = node.scalar.map { [$0.string] } ?? (node.sequence?.compactMap { $0.scalar?.string } ?? [])
+                    guard !then.isEmpty, then.count <= 4, then.allSatisfy({ ["insert", "tap", "swipe"].contains($0) }) else {
+                        throw c.error("then: insert, tap or swipe, or a list of up to 4 of them")
+                    }
                 }
                 action = .insertCard(card: card, removeAfter: try c.string("remove_after"), pinTries: try c.int("pin_tries"),
-                                     corruptCryptogram: try c.bool("corrupt_arqc") ?? false)
+                                     corruptCryptogram: try c.bool("corrupt_arqc") ?? false, interface: verb, then: then)
             }
         case "keypad":
             let k = try m.mapping("keypad")!
@@ -474,7 +519,7 @@ extension Scenario {
     }
 
     static func parseExpectation(_ e: Mapping) throws(ScenarioError) -> Expectation {
-        try e.allow(["callback", "callback_url", "fields_in_order", "ledger", "trace", "original", "oda", "error"])
+        try e.allow(["callback", "callback_url", "fields_in_order", "ledger", "trace", "original", "oda", "entry", "error"])
         var x = Expectation(line: e.line)
         if let callback = try e.mapping("callback") {
             for (field, node) in callback.entries {
@@ -491,7 +536,7 @@ extension Scenario {
                 x.noLedgerRow = true
             } else {
                 let l = try Mapping(node, file: e.file, what: "ledger")
-                try l.allow(["status", "responseCode", "action", "amount", "tipAmount", "installments", "currency", "tvr"])
+                try l.allow(["status", "responseCode", "action", "amount", "tipAmount", "installments", "currency", "tvr", "entryMode", "cvm", "aid", "arqc"])
                 x.ledger = l.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
             }
         }
@@ -513,6 +558,10 @@ extension Scenario {
             try o.allow(["method", "result", "failedCheck", "caIndex", "rid", "issuerIdentifier", "issuerKeyBits", "iccKeyBits", "issuerCertificateExpiry",
                          "iccCertificateExpiry"])
             x.oda = o.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
+        }
+        if let o = try e.mapping("entry") {
+            try o.allow(["interface", "posEntryMode", "kernel", "outcome", "cvm", "path", "ttq", "ctq", "floorLimitExceeded", "cvmRequired"])
+            x.entry = o.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
         }
         x.error = try e.string("error")
         return x

@@ -116,11 +116,13 @@ final class InProcessDaemon: @unchecked Sendable {
         let cardsDirectory: String
         let terminal: String
         let tacDefault: String?
+        let options: TerminalOptions
 
         init(_ scenario: Scenario) {
             cardsDirectory = Scenario.cardsDirectory(for: scenario.file)
             terminal = scenario.terminal
             tacDefault = scenario.tacDefault
+            options = scenario.terminalOptions
         }
     }
 
@@ -147,6 +149,16 @@ final class InProcessDaemon: @unchecked Sendable {
         if FileManager.default.fileExists(atPath: capk) { configuration.capkFiles = [capk] }
         var terminal = TerminalSettings(name: key.terminal, tid: "10000001", reader: .virtual(name: key.terminal))
         terminal.tacDefault = try key.tacDefault.map { try Hex.decode($0) }
+        terminal.fallback = key.options.fallback
+        if let names = key.options.interfaces { terminal.interfaces = Set(names.compactMap(CardInterface.init(rawValue:))) }
+        func minor(_ text: String?) -> Int? {
+            guard let text else { return nil }
+            let parts = text.split(separator: ".")
+            return Int(parts[0]).map { $0 * 100 + (parts.count > 1 ? Int(parts[1]) ?? 0 : 0) }
+        }
+        terminal.contactlessTransactionLimit = minor(key.options.contactless["transaction_limit"])
+        terminal.contactlessFloorLimit = minor(key.options.contactless["floor_limit"])
+        terminal.contactlessCVMLimit = minor(key.options.contactless["cvm_limit"])
         configuration.terminals = [terminal]
         configuration.callbacks.allowedHosts = []
         bench = try Bench(configuration: configuration)
@@ -281,10 +293,11 @@ struct Execution {
             let reply = try await client.send(method: "POST", "/v1/open", json: OpenRequest(url: url, terminal: scenario.terminal),
                                               timeout: .seconds(120))
             try await check(step, url: url, reply: reply)
-        case .insertCard(let card, let removeAfter, let pinTries, let corrupt):
+        case .insertCard(let card, let removeAfter, let pinTries, let corrupt, let interface, let then):
             try await call("POST", terminalPath + "/card",
                            CardBody(profileYAML: try Self.profileText(scenario.cards[card]!), removeAfter: removeAfter, pinTries: pinTries,
-                                    corruptCryptogram: corrupt ? true : nil),
+                                    corruptCryptogram: corrupt ? true : nil, interface: interface == "insert" ? nil : interface,
+                                    then: then.isEmpty ? nil : then),
                            line: step.line)
         case .removeCard:
             try await call("DELETE", terminalPath + "/card", line: step.line)
@@ -677,6 +690,23 @@ struct Execution {
                 if actual != wanted { throw failure("oda.\(field): expected \"\(wanted)\", got \"\(actual ?? "(none)")\"" + (report.failure.map { " (\($0))" } ?? "")) }
             }
         }
+        if let entry = expect.entry {
+            guard let report = detail?.entry else { throw failure("entry: the transaction has no card entry report") }
+            let values: [String: String?] = [
+                "interface": report.interface.rawValue, "posEntryMode": report.posEntryMode, "kernel": report.kernel.map(String.init),
+                "outcome": report.outcome, "cvm": report.cvm, "ttq": report.ttq, "ctq": report.ctq,
+                "floorLimitExceeded": report.limits.map { String($0.floorLimitExceeded) }, "cvmRequired": report.limits.map { String($0.cvmRequired) },
+            ]
+            for (field, wanted) in entry {
+                if field == "path" {
+                    let path = report.path.joined(separator: " → ")
+                    if !path.contains(wanted) { throw failure("entry.path: expected it to contain \"\(wanted)\", got \"\(path)\"") }
+                    continue
+                }
+                let actual = values[field] ?? nil
+                if actual != wanted { throw failure("entry.\(field): expected \"\(wanted)\", got \"\(actual ?? "(none)")\" (path: \(report.path.joined(separator: " → ")))") }
+            }
+        }
         if let original = expect.original {
             guard let originalID = detail?.originalId else { throw failure("original: the transaction acts on no earlier one") }
             let data = try await call("GET", "/v1/transactions/\(originalID)", line: step.line)
@@ -716,6 +746,10 @@ struct Execution {
         case "installments": t.installments.map(String.init)
         case "currency": String(t.currency)
         case "tvr": t.tvr
+        case "entryMode": t.entryMode
+        case "cvm": t.cvm
+        case "aid": t.aid ?? "(none)"
+        case "arqc": t.arqc ?? "(none)"
         default: nil
         }
     }

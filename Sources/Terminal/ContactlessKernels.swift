@@ -44,7 +44,7 @@ extension Kernel {
             entry.outcome = "try another interface"
             let reason = combinations.compactMap(\.reason).first ?? "no contactless combination is configured"
             entry.path.append("tap: \(reason), try another interface")
-            throw .presentAgain(.contact, reason: reason)
+            throw anotherInterface(reason)
         }
         let ppse = try send(.select(name: Self.ppseName), step: "SELECT PPSE")
         guard ppse.status.isSuccess, let fci = (try? TLV.parse(ppse.data))?.first, fci.tag == 0x6F else {
@@ -57,7 +57,7 @@ extension Kernel {
             if let first = blocked.first {
                 entry.outcome = "try another interface"
                 entry.path.append("tap: \(first), try another interface")
-                throw .presentAgain(.contact, reason: first)
+                throw anotherInterface(first)
             }
             entry.outcome = "end application"
             entry.path.append("tap: no application this terminal supports contactlessly")
@@ -97,7 +97,7 @@ extension Kernel {
         entry.path.append("tap: " + skipped.joined(separator: "; "))
         if skipped.contains(where: { $0.contains("limit") }) {
             entry.outcome = "try another interface"
-            throw .presentAgain(.contact, reason: skipped.joined(separator: "; "))
+            throw anotherInterface(skipped.joined(separator: "; "))
         }
         entry.outcome = "end application"
         throw .endApplication(skipped.joined(separator: "; "))
@@ -124,7 +124,7 @@ extension Kernel {
         case StatusWord(0x6984):
             entry.outcome = "try another interface"
             entry.path.append("tap: kernel 3, the card asks for another interface (GPO 6984)")
-            throw .presentAgain(.contact, reason: "the card answered the tap with 6984 (no CVM it shares with the reader)")
+            throw anotherInterface("the card answered the tap with 6984 (no CVM it shares with the reader)")
         case StatusWord(0x6985):
             return .selectNext("GPO 6985")
         case StatusWord(0x6986):
@@ -169,7 +169,7 @@ extension Kernel {
         var online = type == .arqc || TTQ.has(ttq, TTQ.onlineCryptogramRequired)
         var decline = type == .aac
         var why: String? = type == .aac ? "the card declined (AAC)" : nil
-        var anotherInterface: String? = nil
+        var switchReason: String? = nil
         let today = request.date.emvDate
         if !online, !decline {
             // 5.5: expired application.
@@ -185,7 +185,7 @@ extension Kernel {
                 if let ctq, CTQ.has(ctq, CTQ.goOnlineIfODAFails), !offlineOnly {
                     online = true
                 } else if let ctq, CTQ.has(ctq, CTQ.switchInterfaceIfODAFails), TTQ.has(ttq, TTQ.contactChipSupported) {
-                    anotherInterface = "fDDA failed (\(failure)) and the card asks for another interface"
+                    switchReason = "fDDA failed (\(failure)) and the card asks for another interface"
                 } else {
                     (decline, why) = (true, "fDDA failed (\(failure))")
                 }
@@ -193,10 +193,10 @@ extension Kernel {
         } else {
             tvr.set(TVR.offlineDataAuthenticationNotPerformed)
         }
-        if let anotherInterface {
+        if let switchReason {
             entry.outcome = "try another interface"
-            entry.path.append("tap: kernel 3, \(anotherInterface)")
-            throw .presentAgain(.contact, reason: anotherInterface)
+            entry.path.append("tap: kernel 3, \(switchReason)")
+            throw anotherInterface(switchReason)
         }
         // 5.7: CVM by the CTQ.
         var cvm: CVMethod? = .noCVMRequired
@@ -238,7 +238,7 @@ extension Kernel {
         }
         if online {
             entry.outcome = "online request"
-            let (code, authorisationCode, message) = try authoriseTap(request, aid: candidate.aid, arqc: type == .arqc ? cryptogram : nil,
+            let (code, authorisationCode, message) = try authoriseTap(request, aid: candidate.aid, arqc: cryptogram.isEmpty ? nil : cryptogram,
                                                                     cryptogramData: CryptogramData(tags: sent, issuerApplicationData: iad),
                                                                     onlinePIN: cvm == .encipheredPINOnline)
             entry.path.append("tap: kernel 3, online request, \(code.isApproval ? "approved" : "declined") \(code)")
@@ -378,7 +378,7 @@ extension Kernel {
             if deviceType == "00", hasContact, [0x00, 0x01, 0x09].contains(request.transactionType) {
                 entry.outcome = "try another interface"
                 entry.path.append("tap: kernel 2, the card declined contactlessly (AAC), try another interface")
-                throw .presentAgain(.contact, reason: "the card declined the tap (AAC)")
+                throw anotherInterface("the card declined the tap (AAC)")
             }
             entry.outcome = "declined"
             result = (.declined, "Z1", nil, "offline declined by the card (AAC)")
@@ -427,6 +427,14 @@ extension Kernel {
             pan: read.pan, trace: trace, oda: odaReport)
         outcome.entry = entry
         return outcome
+    }
+
+    /// Book A "Try Another Interface": the chip, when the reader has a contact slot (TTQ byte 1
+    /// bit 5); otherwise the tap can only end.
+    func anotherInterface(_ reason: String) -> KernelError {
+        TTQ.has(configuration.contactless.ttq, TTQ.contactChipSupported)
+            ? .presentAgain(.contact, reason: reason)
+            : .endApplication("\(reason); this reader has no contact interface to try")
     }
 
     static func contactlessCVMName(_ cvm: CVMethod?) -> String {

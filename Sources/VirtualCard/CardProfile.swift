@@ -288,9 +288,13 @@ public struct CardProfile: Sendable {
             atr = defaultATR
         }
 
-        guard let appNodes = try m.sequence("applications"), !appNodes.isEmpty else {
-            throw m.error("applications", "at least one application is required")
+        // A stripe-only card (interfaces: [magstripe]) has no chip and so no application.
+        let stripeOnly = (try m.stringList("interfaces")) == ["magstripe"]
+        let appNodes = try m.sequence("applications") ?? []
+        guard !appNodes.isEmpty || stripeOnly else {
+            throw m.error("applications", "at least one application is required (none only for interfaces: [magstripe])")
         }
+        if stripeOnly, !appNodes.isEmpty { throw m.error("applications", "a stripe-only card (interfaces: [magstripe]) has no chip applications") }
         // Offline data authentication material, by AID: a block of its own so that
         // `cardbench emv ca personalise` can rewrite it without touching the rest of the file.
         var oda: [[UInt8]: (index: Int, ODAPersonalisation)] = [:]

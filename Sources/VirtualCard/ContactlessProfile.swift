@@ -91,9 +91,12 @@ extension CardProfile {
         let records = try c.string("records") ?? "all"
         guard records == "all" || records == "none" else { throw c.error("records", "must be all or none, got '\(records)'") }
         if records == "none", !visa { throw c.error("records", "none is for Visa qVSDC; Kernel 2 reads the records (CDOL1, CVM list)") }
-        if records == "none", app.oda != nil { throw c.error("records", "none leaves no records for fDDA; remove it or the oda entry") }
+        let offline = try c.bool("offlineApproval") ?? false
+        if records == "none", offline {
+            throw c.error("records", "none leaves a terminal nothing to authenticate an offline approval with (fDDA); give records or drop offlineApproval")
+        }
         return ContactlessApplication(aip: aip, pdol: pdol, ctq: try c.hex("ctq", count: 2...2) ?? [0x20, 0x00],
-                                      offlineApproval: try c.bool("offlineApproval") ?? false, readRecords: records == "all",
+                                      offlineApproval: offline, readRecords: records == "all",
                                       kernel: try c.int("kernel", in: 1...63))
     }
 

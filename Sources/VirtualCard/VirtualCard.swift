@@ -229,6 +229,12 @@ public struct VirtualCard: Sendable {
         if let pdol = tapped ? app.contactless?.pdol ?? app.pdol : app.pdol { proprietary.append(TLV(0x9F38, pdol.bytes)) }
         proprietary.append(TLV(0x5F2D, Array("en".utf8)))
         if let name = app.preferredName { proprietary.append(TLV(0x9F12, Array(name.utf8))) }
+        if tapped, !app.cvn.isVisa {
+            // Mastercard third-party data (9F6E): country, unique identifier 0000, device type (an2).
+            let country = profile.value(of: 0x5F28, in: app) ?? [0x04, 0x84]
+            let device = Array(profile.formFactor.mastercardDeviceType.utf8)
+            proprietary.append(TLV(0xBF0C, children: [TLV(0x9F6E, country + [0x00, 0x00] + device + [0x00])]))
+        }
         let fci = TLV(0x6F, children: [TLV(0x84, app.aid), TLV(0xA5, children: proprietary)]).encoded()
         // A blocked application still answers SELECT, with 6283, so the terminal can skip it.
         return fci + (isBlocked(app) ? SW.selectedFileInvalidated : SW.ok)

@@ -121,6 +121,7 @@ struct CardBench: ParsableCommand {
     /// answering READ RECORD SFI 2 record 1 (the record with the PAN) on every round trip.
     static func virtualCardFigures(profilePath: String, seconds: Double) throws -> SizeFigures {
         let profile = try loadCardProfile(profilePath)
+        guard !profile.applications.isEmpty else { throw CLIError(message: "\(profilePath): a stripe-only card has no chip application", code: 2) }
         var card = try VirtualCard(profile: profile)
         _ = card.respond(to: CommandAPDU.select(name: profile.applications[0].aid).bytes)
         let box = BenchBox(card)

@@ -8,28 +8,25 @@ import VirtualCard
 struct CardCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "card",
-        abstract: "Virtual cards: insert one into a reader.",
-        subcommands: [CardInsert.self]
+        abstract: "Virtual cards: insert, tap or swipe one at a reader.",
+        subcommands: [CardInsert.self, CardTap.self, CardSwipe.self]
     )
 }
 
-struct CardInsert: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "insert",
-        abstract: "Connect a virtual card to a reader (vpcd protocol) and answer its APDUs until removed.",
-        discussion: """
-        The card is removed by Ctrl-C, by --remove-after (a number of seconds, or the command after \
-        whose answer it leaves, as in scenarios: "GENERATE AC#2"), or when the reader closes the connection. \
-        --reader is a Unix socket path (a cardbench virtual reader) or host:port (a cardbench reader's \
-        TCP port, or vsmartcard's vpcd inside pcscd, usually 127.0.0.1:35963).
-        """
-    )
-
-    @Option(help: "Card profile (YAML), e.g. Scenarios/cards/visa-credit-cvn10.yaml.")
+/// What `card insert`, `card tap` and `card swipe` share: the profile, and where the card goes —
+/// a reader over the vpcd protocol (`--reader`), or a daemon terminal's reader (`--terminal`).
+struct CardPresentation: ParsableArguments {
+    @Option(help: "Card profile (YAML), e.g. Scenarios/cards/visa-credit-cvn10.yaml; with --terminal also the name of a profile in the daemon's card directories.")
     var profile: String
 
-    @Option(help: "Reader: a Unix socket path or host:port.")
-    var reader: String
+    @Option(help: "Reader: a Unix socket path or host:port (the card process answers over vpcd).")
+    var reader: String?
+
+    @Option(help: "A daemon terminal: the daemon holds the card in its reader (needed for a swipe).")
+    var terminal: String?
+
+    @Option(help: "With --terminal: how the card is presented again when the terminal asks, comma-separated (insert, tap, swipe), e.g. --then insert.")
+    var then: String?
 
     @Flag(help: "Print each command and response (PIN blocks withheld, PAN masked).")
     var trace = false
@@ -37,10 +34,18 @@ struct CardInsert: ParsableCommand {
     @Option(name: .customLong("remove-after"), help: "Remove the card after this many seconds, or right after answering this command (NAME or NAME#n, e.g. \"GENERATE AC#2\").")
     var removeAfter: String?
 
-    @Option(help: "Keep the card's ATC, PIN tries and blocked state in this JSON file across insertions.")
+    @Option(help: "Keep the card's ATC, PIN tries and blocked state in this JSON file across insertions (--reader only).")
     var state: String?
 
-    func validate() throws {
+    @OptionGroup var daemon: DaemonOptions
+
+    func validate(_ interface: CardInterface) throws {
+        guard (reader == nil) != (terminal == nil) else { throw CLIError(message: "give exactly one of --reader and --terminal", code: 2) }
+        if reader != nil, interface == .magstripe {
+            throw CLIError(message: "--reader: a swipe reaches a daemon terminal only (vpcd carries no stripe); use --terminal", code: 2)
+        }
+        if reader != nil, then != nil { throw CLIError(message: "--then: only with --terminal", code: 2) }
+        if terminal != nil, state != nil { throw CLIError(message: "--state: only with --reader (the daemon keeps its card's state)", code: 2) }
         _ = try removal()
     }
 
@@ -49,6 +54,7 @@ struct CardInsert: ParsableCommand {
         guard let removeAfter else { return (nil, nil) }
         if let seconds = Double(removeAfter) {
             guard seconds > 0 else { throw CLIError(message: "--remove-after: must be more than 0 seconds", code: 2) }
+            guard terminal == nil else { throw CLIError(message: "--remove-after: with --terminal, a command (NAME or NAME#n), not seconds", code: 2) }
             return (seconds, nil)
         }
         do throws(DaemonError) { return (nil, try RemovalPoint(parsing: removeAfter)) } catch {
@@ -57,18 +63,36 @@ struct CardInsert: ParsableCommand {
         }
     }
 
-    func run() throws {
+    func present(_ interface: CardInterface) async throws {
+        if let terminal {
+            let yaml = FileManager.default.fileExists(atPath: profile) ? try String(contentsOfFile: profile, encoding: .utf8) : nil
+            let body = CardBody(profile: yaml == nil ? profile : nil, profileYAML: yaml, removeAfter: removeAfter, interface: interface.verb,
+                                then: then.map { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } })
+            _ = try await daemon.call(.POST, "/v1/terminals/\(pathComponent(terminal))/card", json: body)
+            print("card \(interface == .contact ? "inserted into" : interface == .contactless ? "tapped on" : "swiped at") \(terminal)"
+                  + (then.map { " (then: \($0))" } ?? ""))
+            return
+        }
+        try serveOverVPCD(interface)
+    }
+
+    /// The card answers a reader over vpcd until it is removed; a tapped card leaves the field
+    /// when the reader powers it off.
+    func serveOverVPCD(_ interface: CardInterface) throws {
         let cardProfile = try loadCardProfile(profile)
+        guard cardProfile.interfaces.contains(interface) else {
+            throw CLIError(message: "--profile: \(cardProfile.name) cannot be \(interface == .contact ? "inserted" : "tapped"): its interfaces are \(cardProfile.interfaces.map(\.rawValue).sorted().joined(separator: ", "))", code: 2)
+        }
         let stateFile = CardStateFile(path: state)
         let savedState = try stateFile.load()
         var card = try VirtualCard(profile: cardProfile, state: savedState)
         let endpoint: ReaderEndpoint
-        do { endpoint = try ReaderEndpoint(parsing: reader) } catch { throw CLIError(message: "--reader: \(error)", code: 2) }
+        do { endpoint = try ReaderEndpoint(parsing: reader!) } catch { throw CLIError(message: "--reader: \(error)", code: 2) }
 
         let link: VPCDCardLink
         do { link = try VPCDCardLink.connect(to: endpoint) } catch { throw CLIError(message: "\(error)") }
         let masked = PAN.masked(cardProfile.pan)
-        print("card inserted: \(cardProfile.name) (\(masked)) into \(endpoint)")
+        print("card \(interface == .contact ? "inserted" : "tapped"): \(cardProfile.name) (\(masked)) \(interface == .contact ? "into" : "on") \(endpoint)")
         flushOutput()
 
         // Ctrl-C and the timer remove the card by closing the link; serve() then returns.
@@ -85,10 +109,12 @@ struct CardInsert: ParsableCommand {
             DispatchQueue.global().asyncAfter(deadline: .now() + removeSeconds) { link.close() }
         }
         var seen: [String: Int] = [:]
+        var powered = false
 
         var persisted = card.state
+        let atr = interface == .contactless ? cardProfile.contactlessATR : cardProfile.atr
         do {
-            try link.serve(atr: card.atr, respond: { command in
+            try link.serve(atr: atr, respond: { command in
                 let response = card.respond(to: command)
                 if trace {
                     let c = TraceRedaction.command(command)
@@ -107,7 +133,13 @@ struct CardInsert: ParsableCommand {
                 }
                 return response
             }, onPower: { event in
-                if event != .powerOff { card.reset() }
+                if event != .powerOff {
+                    _ = card.powerOn(interface)
+                    powered = true
+                } else if interface == .contactless, powered {
+                    // The tap is over: the card leaves the field.
+                    link.close()
+                }
                 if trace {
                     print("* \(event)")
                     flushOutput()
@@ -120,8 +152,63 @@ struct CardInsert: ParsableCommand {
             return
         }
         sources.forEach { $0.cancel() }
-        print("card removed")
+        print(interface == .contactless ? "card left the field" : "card removed")
     }
+}
+
+struct CardInsert: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "insert",
+        abstract: "Insert a virtual card: into a reader over vpcd (answering its APDUs until removed), or into a daemon terminal's reader.",
+        discussion: """
+        With --reader the card is removed by Ctrl-C, by --remove-after (a number of seconds, or the command after \
+        whose answer it leaves, as in scenarios: "GENERATE AC#2"), or when the reader closes the connection. \
+        --reader is a Unix socket path (a cardbench virtual reader) or host:port (a cardbench reader's \
+        TCP port, or vsmartcard's vpcd inside pcscd, usually 127.0.0.1:35963). With --terminal the daemon \
+        holds the card (as scenarios do).
+        """
+    )
+
+    @OptionGroup var options: CardPresentation
+
+    func validate() throws { try options.validate(.contact) }
+
+    func run() async throws { try await options.present(.contact) }
+}
+
+struct CardTap: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tap",
+        abstract: "Tap a virtual card on a contactless reader: it answers with a PC/SC part 3 ATR and leaves the field when the reader powers it off.",
+        discussion: """
+        The card must list contactless in its profile's interfaces (docs/contactless.md). With --terminal the daemon \
+        holds it; --then insert presents it again in the chip slot when the tap ends "try another interface".
+        """
+    )
+
+    @OptionGroup var options: CardPresentation
+
+    func validate() throws { try options.validate(.contactless) }
+
+    func run() async throws { try await options.present(.contactless) }
+}
+
+struct CardSwipe: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "swipe",
+        abstract: "Swipe a virtual card's magnetic stripe at a daemon terminal (its tracks, from the profile).",
+        discussion: """
+        A chip card (service code 2xx or 6xx) swiped first is refused ("insert the card"): give --then insert. A swipe \
+        after a chip that could not be read is a fallback (POS entry mode 80) when the terminal allows it \
+        (terminal.<name>.fallback); insert such a card with --then swipe.
+        """
+    )
+
+    @OptionGroup var options: CardPresentation
+
+    func validate() throws { try options.validate(.magstripe) }
+
+    func run() async throws { try await options.present(.magstripe) }
 }
 
 func flushOutput() { fflush(nil) }

@@ -282,6 +282,7 @@ struct ODACommand: ParsableCommand {
         var aidBytes = try aid.map { try Hex.decode($0, field: "aid") }
         if let card {
             let profile = try loadCardProfile(card, option: "--card")
+            guard !profile.applications.isEmpty else { throw CLIError(message: "--card: \(profile.name) is a stripe-only card, with no chip application", code: 2) }
             let virtual = try VirtualCard(profile: profile)
             let index = aidBytes.flatMap { a in profile.applications.firstIndex { $0.aid == a } } ?? 0
             let app = profile.applications[index]
@@ -393,6 +394,7 @@ struct RecordsCommand: ParsableCommand {
         let profile = try loadCardProfile(card, option: "--card")
         let card = try VirtualCard(profile: profile)
         let wanted = try aid.map { try Hex.decode($0, field: "aid") }
+        guard !profile.applications.isEmpty else { throw CLIError(message: "\(profile.name): a stripe-only card has no chip application", code: 2) }
         guard let index = wanted.map({ w in profile.applications.firstIndex { $0.aid == w } }) ?? 0 else {
             throw CLIError(message: "--aid: the card has no application \(aid!)", code: 2)
         }
