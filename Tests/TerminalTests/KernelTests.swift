@@ -4,7 +4,7 @@ import Testing
 @testable import Terminal
 import VirtualCard
 
-private let cards = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+let cards = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent().appendingPathComponent("Scenarios/cards")
 
 /// A virtual card in the same process, as the kernel's card link.
@@ -24,13 +24,18 @@ final class InProcessCard: CardLink {
     /// Alters a response on its way back: the command, the card's answer, the command's number.
     var alter: ((_ command: [UInt8], _ response: [UInt8], _ number: Int) -> [UInt8])?
 
+    /// How the card is presented: inserted (default), tapped, or swiped (then no APDU is sent).
+    var interface = CardInterface.contact
+
     init(_ card: VirtualCard) { self.card = card }
 
     func powerOn() throws(KernelError) -> [UInt8] {
         if removeBefore == 0 { throw .cardRemoved(step: "power on") }
-        card.reset()
-        return atr ?? card.atr
+        let answer = card.powerOn(interface)
+        return atr ?? answer
     }
+
+    var magneticStripe: MagneticStripe? { interface == .magstripe ? card.profile.magneticStripe : nil }
 
     func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8] {
         instructions.append(command[1])
@@ -122,9 +127,11 @@ struct Bench {
         for app in profile.applications where hostKeys {
             keys[Hex.encode(app.aid)] = try app.cryptogramKeys(pan: profile.pan, psn: profile.psn)
         }
-        host.setAccount(pan: profile.pan, IssuerAccount(
+        var account = IssuerAccount(
             balance: profile.issuerState.balance, currency: profile.issuerState.currency, expiry: (profile.expiry.year, profile.expiry.month),
-            pin: profile.pin, keys: keys))
+            pin: profile.pin, keys: keys)
+        account.declinesFallback = profile.issuerState.declinesFallback
+        host.setAccount(pan: profile.pan, account)
         var configuration = TerminalConfiguration(pinKey: Self.pinKey)
         configure(&configuration)
         kernel = Kernel(configuration: configuration, card: link, keypad: keypad,

@@ -406,8 +406,11 @@ public final class PCSCReader: CardReader, @unchecked Sendable {
 
     /// The protocol an EMV terminal uses: the first the ATR offers (pcscd would try T=1 first
     /// when allowed both); either when the ATR cannot be read.
+    /// A contactless card's PC/SC part 3 ATR (`3B 8n 80 01 …`) lists T=0 first, but the reader
+    /// exchanges whole APDUs with an ISO 14443-4 card: T=1, with no T=0 GET RESPONSE layer.
     static func protocols(for atr: [UInt8]?) -> DWORD {
         guard let atr, let parsed = try? ATR.parse(atr) else { return anyProtocol }
+        if ATR.isContactless(atr) { return DWORD(SCARD_PROTOCOL_T1) }
         return ISO7816.preferredProtocol(of: parsed) == 1 ? DWORD(SCARD_PROTOCOL_T1) : DWORD(SCARD_PROTOCOL_T0)
     }
 
