@@ -142,7 +142,15 @@ interop: deps
 	$(SUDO) env PROFILE=Scenarios/cards/oda-cda-wrong-icc-key.yaml PYTHON=$(INTEROP_VENV)/bin/python TERMINAL=Tests/Interop/oda_interop.py \
 		Tests/Interop/run.sh --aid A0000000041010 --capk Scenarios/ca/capk.yaml --pin 1234 --expect-failure cda-trailer
 	$(INTEROP_VENV)/bin/python Tests/Interop/oda_reverse.py
-	@echo "interop: 8 passed, 0 failed"
+	@# Taps (docs/contactless.md): cards answering with a PC/SC part 3 ATR, connected T=1, PPSE,
+	@# Kernel 3 qVSDC and Kernel 2 cryptograms checked by pyemv.
+	$(SUDO) env PROFILE=Scenarios/cards/visa-debit-contactless.yaml PYTHON=$(INTEROP_VENV)/bin/python TERMINAL=Tests/Interop/contactless_interop.py CARD_VERB=tap \
+		Tests/Interop/run.sh --profile-pan 4761739001010119 --imk 0123456789ABCDEFFEDCBA9876543210 --cvn 10 --psn 01
+	$(SUDO) env PROFILE=Scenarios/cards/visa-credit-qvsdc-fdda.yaml PYTHON=$(INTEROP_VENV)/bin/python TERMINAL=Tests/Interop/contactless_interop.py CARD_VERB=tap \
+		Tests/Interop/run.sh --profile-pan 4761739001010127 --imk 0123456789ABCDEFFEDCBA9876543210 --cvn 18 --psn 00
+	$(SUDO) env PROFILE=Scenarios/cards/mastercard-paypass-cvn16.yaml PYTHON=$(INTEROP_VENV)/bin/python TERMINAL=Tests/Interop/contactless_interop.py CARD_VERB=tap \
+		Tests/Interop/run.sh --profile-pan 5413330089604111 --imk FEDCBA98765432100123456789ABCDEF --cvn 16 --psn 00
+	@echo "interop: 11 passed, 0 failed"
 
 ## bench: release build, then bench crypto (against pyemv and the DES floor), bench card (against a
 ## socket ping-pong), bench ledger (lookups at a million rows against a primary-key lookup), bench

@@ -143,6 +143,7 @@ struct TxShow: AsyncParsableCommand {
         if let tvr = t.tvr, let bits = try? TVR(hex: tvr), !bits.setBitNames.isEmpty {
             print("TVR bits: \(bits.setBitNames.joined(separator: "; "))")
         }
+        for (i, line) in (t.entry?.lines ?? []).enumerated() { print(i == 0 ? "entry: \(line)" : "       \(line)") }
         for (i, line) in (t.oda?.lines ?? []).enumerated() { print(i == 0 ? "ODA: \(line)" : "     \(line)") }
         if let reference = t.clientReference { print("client reference: \(reference)") }
         print("transactionId \(t.transactionId)")

@@ -15,15 +15,16 @@ final class InsertedCard: @unchecked Sendable {
     let process = Process()
     let output = Pipe()
 
-    init(_ profile: String, reader: String, state: String? = nil, extra: [String] = []) throws {
+    /// - Parameter verb: `insert`, or `tap` (the card answers with a PC/SC part 3 ATR and leaves when powered off).
+    init(_ profile: String, reader: String, state: String? = nil, verb: String = "insert", extra: [String] = []) throws {
         process.executableURL = productsDirectory.appendingPathComponent("cardbench")
-        process.arguments = ["card", "insert", "--profile", card(profile), "--reader", reader] + (state.map { ["--state", $0] } ?? []) + extra
+        process.arguments = ["card", verb, "--profile", card(profile), "--reader", reader] + (state.map { ["--state", $0] } ?? []) + extra
         process.standardOutput = output
         process.standardError = output
         try process.run()
-        // "card inserted: …" once connected.
+        // "card inserted: …" (or "card tapped: …") once connected.
         let line = output.fileHandleForReading.availableLine(timeout: 10)
-        guard line?.hasPrefix("card inserted") == true else {
+        guard line?.hasPrefix(verb == "tap" ? "card tapped" : "card inserted") == true else {
             process.terminate()
             throw HarnessError("card insert did not connect: \(line ?? "(nothing)")")
         }

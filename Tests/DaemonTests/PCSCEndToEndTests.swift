@@ -118,6 +118,27 @@ struct PCSCEndToEndTests {
         #expect(!shown.contains("GET RESPONSE"))
     }
 
+    @Test("a tap through pcscd: the PC/SC part 3 ATR makes it contactless, T=1, Kernel 3 runs, the card leaves the field after")
+    func tap() async throws {
+        let bench = try await PCSCBench()
+        defer { bench.tearDown() }
+        let card = try InsertedCard("visa-debit-contactless.yaml", reader: bench.vpcdEndpoint, verb: "tap", extra: ["--trace"])
+        let ready = try await bench.waitFor("ready", card: true)
+        #expect(ready.kind == "pcsc", "\(ready)")
+        let viva = try #require(try await bench.daemon.open(saleURL(amount: 15_000, tip: 0, reference: "pcsc-tap"), terminal: "usb").result,
+                                "\(bench.daemon.logText)")
+        #expect(viva.status == "success", "\(viva.message) \(bench.daemon.logText)")
+        #expect(viva.callback?.contains("verificationMethod=CONTACTLESS%20-%20NO%20CVM") == true, "\(viva.callback ?? "")")
+        let id = try #require(viva.transaction?.id)
+        let shown = try cli(["tx", "show", String(id)], socket: bench.daemon.socket).stdout
+        #expect(shown.contains("entry: tap (POS entry mode 07), kernel 3: online request"), "\(shown)")
+        #expect(shown.contains("00A404000E325041592E5359532E444446303100  SELECT"), "\(shown)")
+        // No T=0 layer under a contactless card: whole APDUs, no GET RESPONSE; the reader let go of it, so it left.
+        let wire = card.transcript()
+        #expect(!wire.contains("GET RESPONSE") && !wire.contains("< 61"), "\(wire.prefix(600))")
+        #expect(wire.contains("80A80000"), "\(wire.prefix(600))")
+    }
+
     @Test("the scenario library's card-removal folder through pcscd: a card pulled out at every step, reversals after approval")
     func cardRemovalScenarios() async throws {
         let bench = try await PCSCBench(vpcd: true, extra: "clock:\n  mode: manual")

@@ -18,7 +18,8 @@ CARDBENCH=${CARDBENCH:-.build/debug/cardbench}
 PYTHON=${PYTHON:-.venv/bin/python}
 PCSCD=${PCSCD:-/usr/sbin/pcscd}
 CARD_ARGS=${CARD_ARGS:---trace}
-TERMINAL=${TERMINAL:-Tests/Interop/pcsc_interop.py}  # or Tests/Interop/oda_interop.py (issue 21)
+TERMINAL=${TERMINAL:-Tests/Interop/pcsc_interop.py}  # or Tests/Interop/oda_interop.py (issue 21), contactless_interop.py (issue 22)
+CARD_VERB=${CARD_VERB:-insert}  # or tap: the card answers with a PC/SC part 3 ATR
 TIMEOUT=${TIMEOUT:-30}
 PORT=35963                  # vpcd's first slot: CHANNELID 0x8C7B in /etc/reader.conf.d/vpcd
 READER="Virtual PCD 00 00"  # the PC/SC name pcscd gives that slot (the second, port 35964, is "00 01")
@@ -93,9 +94,9 @@ echo "interop: pcscd (pid $PCSCD_PID) up, vpcd listening on port $PORT"
 
 # The card: connects to vpcd as vsmartcard's vicc does; pcscd sees an insertion at its next poll.
 # shellcheck disable=SC2086 # CARD_ARGS is a list of options
-"$CARDBENCH" card insert --reader "127.0.0.1:$PORT" --profile "$PROFILE" $CARD_ARGS >"$LOG_DIR/card.log" 2>&1 &
+"$CARDBENCH" card "$CARD_VERB" --reader "127.0.0.1:$PORT" --profile "$PROFILE" $CARD_ARGS >"$LOG_DIR/card.log" 2>&1 &
 CARD_PID=$!
-echo "interop: $CARDBENCH card insert --reader 127.0.0.1:$PORT --profile $PROFILE $CARD_ARGS (pid $CARD_PID)"
+echo "interop: $CARDBENCH card $CARD_VERB --reader 127.0.0.1:$PORT --profile $PROFILE $CARD_ARGS (pid $CARD_PID)"
 
 "$PYTHON" -u "$TERMINAL" --reader "$READER" --timeout "$TIMEOUT" "$@" \
     > >(tee "$LOG_DIR/terminal.log") 2>&1 &
@@ -106,6 +107,17 @@ set +e
 wait -n -p done_pid "$TERM_PID" "$CARD_PID"
 status=$?
 set -e
+if [ "$done_pid" = "$CARD_PID" ] && [ "$CARD_VERB" = tap ]; then
+    # A tapped card leaves the field when the reader powers it off, which can be before the
+    # terminal process has exited: the terminal's status decides.
+    CARD_PID=""
+    set +e
+    wait "$TERM_PID"
+    status=$?
+    set -e
+    TERM_PID=""
+    exit "$status"
+fi
 if [ "$done_pid" = "$CARD_PID" ]; then
     CARD_PID=""
     echo "interop: the card process exited (status $status) before the terminal finished" >&2
