@@ -109,8 +109,9 @@ extension CardProfile {
         let yymm = String(expiry.bcd(day: 1).prefix(2).flatMap { [$0 >> 4, $0 & 0x0F] }.map { Character(String($0)) })
         let discretionary = "1" + "0000" + "000" + "00000"
         let t2 = "\(pan)=\(yymm)\(serviceCode)\(discretionary)"
-        var name = cardholderName
-        if name.count < 2 { name += " " }
+        // Track 1's name field ends at '^' and its sentinels are '%' and '?': a name holding them
+        // is written with spaces there, in track 1's upper-case character set.
+        let name = String(cardholderName.uppercased().map { "^%?".contains($0) ? " " : $0 })
         let t1 = "B\(pan)^\(name)^\(yymm)\(serviceCode)\(discretionary)"
         return try? MagneticStripe(track1: t1.count <= 76 ? t1 : nil, track2: String(t2.prefix(37)))
     }
