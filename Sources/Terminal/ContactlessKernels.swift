@@ -161,7 +161,9 @@ extension Kernel {
 
         let iad = data[0x9F10]!
         // 5.4.3.1: the CID from 9F27, else from the CVR in the IAD (byte 5, bits 6–5).
-        let cid = data[0x9F27]?.first ?? (iad.count > 4 ? (iad[4] & 0x30) << 2 : 0x80)
+        // (CVR byte 2 is IAD byte 5 in formats 0, 1 and 3; byte 6 in format 2, whose CVR has 5 bytes.)
+        let cvrByte2 = iad.first == 0x1F ? 5 : 4
+        let cid = data[0x9F27]?.first ?? (iad.count > cvrByte2 ? (iad[cvrByte2] & 0x30) << 2 : 0x80)
         let type: CryptogramType = cid & 0xC0 == 0x80 ? .arqc : cid & 0xC0 == 0x40 ? .tc : .aac
         if type != .aac, data[0x9F26] == nil { throw .invalidCardData("the qVSDC response lacks the cryptogram (9F26)") }
         let ctq = data[0x9F6C]

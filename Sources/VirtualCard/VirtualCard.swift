@@ -571,6 +571,13 @@ public struct VirtualCard: Sendable {
             if secondRequested, session.issuerAuthentication == .notPerformed, !session.unableToGoOnline {
                 cvr.set(VisaCVR.issuerAuthenticationNotPerformed)
             }
+            if app.cvn == .visa22 {
+                // IAD format 2 (32 bytes): length 1F, CVN '22' (hex), the DKI, a 5-byte CVR (its first
+                // byte, left 00 here, carries CDCVM details on cards that report them; then the
+                // 4-byte CVR), and issuer discretionary data (zeros).
+                let iad: [UInt8] = [0x1F, 0x22, dki, 0x00] + cvr.bytes
+                return iad + [UInt8](repeating: 0, count: 32 - iad.count)
+            }
             return [0x06, dki, UInt8(app.cvn.rawValue)] + cvr.bytes
         }
         var cvr = MastercardCVR()

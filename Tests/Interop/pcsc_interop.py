@@ -544,7 +544,12 @@ def transaction(term, args):
         if len(tags[tag]) != length:
             raise Fail(f"tag {tag_name(tag)} was sent with {len(tags[tag])} bytes, a cryptogram takes {length}")
     kw = {f"tag_{t:x}": tags[t] for t, _ in AC_TAGS}
-    if args.cvn in (10, 18, 22):
+    if args.cvn == 22:
+        # IAD format 2: length byte 1F, then the CVN as hex '22', 32 bytes in all.
+        if len(iad) != 32 or iad[0] != 0x1F or iad[1] != 0x22:
+            raise Fail(f"Visa CVN '22' IAD {h(iad)} should be format 2: 32 bytes, 1F 22 …")
+        kw["tag_9f10"] = iad
+    elif args.cvn in (10, 18):
         if len(iad) < 7 or iad[2] != args.cvn:
             raise Fail(f"Visa IAD {h(iad)} should be at least 7 bytes with the CVN ({args.cvn:02X}) in byte 3")
         if args.cvn == 10:
