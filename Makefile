@@ -60,7 +60,7 @@ run: build
 SCENARIO_DIR := $(shell echo $${TMPDIR:-/tmp})/cardbench-scenarios
 scenarios: build
 	@bin=$$($(SWIFT) build --show-bin-path); rm -rf $(SCENARIO_DIR); mkdir -p $(SCENARIO_DIR); \
-	printf 'http:\n  port: off\nclock:\n  mode: manual\ncallbacks:\n  allowed_hosts: []\nterminals: [bench1, lenient]\nterminal:\n  lenient:\n    tac_default: "0000000000"\n' > $(SCENARIO_DIR)/cardbenchd.yaml; \
+	printf 'http:\n  port: off\nclock:\n  mode: manual\ncallbacks:\n  allowed_hosts: []\nterminals: [bench1, lenient, bench-fallback, bench-cl, bench-limits]\nterminal:\n  lenient:\n    tac_default: "0000000000"\n  bench-fallback:\n    tid: "10000003"\n    fallback: true\n  bench-cl:\n    tid: "10000004"\n    interfaces: [contactless]\n  bench-limits:\n    tid: "10000005"\n    contactless: {transaction_limit: "5000.00", floor_limit: "0.00", cvm_limit: "100.00"}\n' > $(SCENARIO_DIR)/cardbenchd.yaml; \
 	$$bin/cardbenchd --config $(SCENARIO_DIR)/cardbenchd.yaml --state-directory $(SCENARIO_DIR)/state \
 		--runtime-directory $(SCENARIO_DIR)/run 2> $(SCENARIO_DIR)/cardbenchd.log & pid=$$!; \
 	trap 'kill $$pid 2>/dev/null; wait $$pid' INT TERM EXIT; \

@@ -74,14 +74,17 @@ public final class Bench: @unchecked Sendable {
         profileLibrary = Self.profileLibrary(configuration.cardProfiles, demoCard: configuration.demoCard)
         let demo = try configuration.demoCard.map(Self.loadProfile)
         if let demo, profiles[demo.pan] == nil { try host.register(demo) }
+        if let demo, !demo.interfaces.contains(configuration.demoInterface) {
+            throw ConfigurationError(key: "demo.interface", rule: "the demo card \(demo.name) cannot be presented by \(configuration.demoInterface.verb): its interfaces are \(demo.interfaces.map(\.rawValue).sorted().joined(separator: ", "))")
+        }
         let runtime = configuration.effectiveRuntimeDirectory
         let feed = EventFeed(hub: events, clock: clock, metrics: metrics)
         let revoked = try CAPKStore.revoked(configuration.revokedCertificates, key: "emv.revoked")
         let sharedKeys = try CAPKStore.load(configuration.capkFiles, key: "emv.capk")
         terminals = try configuration.terminals.map { settings in
             let keys = try settings.capkFiles.map { files in try CAPKStore.load(files, key: "terminal.\(settings.name).capk") } ?? sharedKeys
-            return try TerminalRuntime(settings: settings, runtimeDirectory: runtime, demoCard: demo, events: feed, logger: logger,
-                                       oda: ODAConfiguration(caKeys: keys, revoked: revoked))
+            return try TerminalRuntime(settings: settings, runtimeDirectory: runtime, demoCard: demo, demoInterface: configuration.demoInterface,
+                                       events: feed, logger: logger, oda: ODAConfiguration(caKeys: keys, revoked: revoked))
         }
         for t in configuration.terminals { _ = try ledger.ensureTerminal(name: t.name, tid: t.tid) }
         recovered = try ledger.recoverInterrupted(now: clock.nowMicroseconds())

@@ -62,6 +62,18 @@ final class InsertedVirtualCard: InProcessCard, @unchecked Sendable {
         self.removeAfter = removeAfter
         self.corruptCryptogram = corruptCryptogram
         self.presentations = presentations.isEmpty ? [.contact] : presentations
+        initialPresentations = self.presentations
+    }
+
+    private let initialPresentations: [CardInterface]
+
+    /// The cardholder presents the card again, the first way: after a tap or a swipe it had left.
+    func presentAgain() {
+        lock.withLock {
+            presentations = initialPresentations
+            left = false
+            sessionLost = false
+        }
     }
 
     /// The presentation in progress.

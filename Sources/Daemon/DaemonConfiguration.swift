@@ -179,6 +179,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var revokedCertificates: [String] = []
     /// Present this profile automatically when a transaction waits for a card, and enter its PIN.
     public var demoCard: String?
+    /// How the demo card is presented: inserted (default), tapped or swiped (`demo.interface`).
+    public var demoInterface = CardInterface.contact
     /// How long a transaction waits for a card, the cardholder for a prompt, the terminal for the host.
     public var cardTimeout: Duration = .seconds(60)
     public var promptTimeout: Duration = .seconds(30)
@@ -318,6 +320,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
         if let t = try seconds("timeouts.card_seconds") { cardTimeout = t }
         if let t = try seconds("timeouts.prompt_seconds") { promptTimeout = t }
         if try flag("demo.enabled") == true { demoCard = text("demo.card") ?? "Scenarios/cards/visa-credit-cvn10.yaml" }
+        if let verb = text("demo.interface") {
+            guard let interface = CardInterface(verb: verb) else {
+                throw ConfigurationError(key: "demo.interface", rule: "must be insert, tap or swipe, got \"\(verb)\"")
+            }
+            demoInterface = interface
+        }
         if let mode = text("clock.mode") {
             switch mode {
             case "system": manualClock = false

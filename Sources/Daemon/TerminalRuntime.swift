@@ -70,8 +70,8 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
     let oda: ODAConfiguration
     public var prompts: any Prompts { keypad }
 
-    init(settings: TerminalSettings, runtimeDirectory: String, demoCard: CardProfile?, events: any EventSink, logger: Logger,
-         oda: ODAConfiguration = ODAConfiguration()) throws {
+    init(settings: TerminalSettings, runtimeDirectory: String, demoCard: CardProfile?, demoInterface: CardInterface = .contact,
+         events: any EventSink, logger: Logger, oda: ODAConfiguration = ODAConfiguration()) throws {
         self.settings = settings
         self.oda = oda
         var pcscReader: PCSCReader?
@@ -99,7 +99,7 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
         work = DispatchQueue(label: "cardbench.terminal.\(settings.name)")
         // The demo card keeps its counters (ATC, PIN tries) across transactions, as the one
         // physical card a demo would use.
-        demo = try demoCard.map { try InsertedVirtualCard(profile: $0, removeAfter: nil, pinTries: nil) }
+        demo = try demoCard.map { try InsertedVirtualCard(profile: $0, removeAfter: nil, pinTries: nil, presentations: [demoInterface]) }
         reader.addObserver { event in
             switch event {
             case .cardInserted: events.publish(.cardInserted, terminal: terminal)
@@ -135,7 +135,11 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
 
     /// Waits for a card (inserting the demo card when there is one) and powers it on.
     public func waitForCard(timeout: Duration) throws(KernelError) -> any CardSession {
-        if let demo, let virtualReader, !virtualReader.isCardPresent { try? virtualReader.insert(demo) }
+        if let demo, let virtualReader, !virtualReader.isCardPresent {
+            // A tapped or swiped demo card left after its last transaction: it is presented again.
+            demo.presentAgain()
+            try? virtualReader.insert(demo)
+        }
         let deadline = ContinuousClock.now + timeout
         while true {
             if isAborted { throw .aborted(step: "waiting for the card") }

@@ -73,6 +73,18 @@ struct SaleCommand: AsyncParsableCommand {
     @Option(help: "A revoked issuer certificate, RID:INDEX:SERIAL in hex; repeat for more.")
     var revoked: [String] = []
 
+    @Flag(help: "Tap the card (contactless: Entry Point, Kernel 2 or 3) instead of inserting it.")
+    var tap = false
+
+    @Flag(help: "Swipe the card's magnetic stripe instead of inserting it.")
+    var swipe = false
+
+    @Option(help: "How the card is presented again when the terminal asks, comma-separated: insert, tap, swipe (e.g. --tap --then insert).")
+    var then: String?
+
+    @Flag(help: "The terminal allows fallback: a chip that cannot be read may be swiped (POS entry mode 80).")
+    var fallback = false
+
     @Flag(help: "Print the APDU trace (PAN masked, PIN blocks withheld).")
     var trace = false
 
@@ -91,11 +103,23 @@ struct SaleCommand: AsyncParsableCommand {
         if let hostDelay, !(0...600_000).contains(hostDelay) { throw CLIError(message: "--host-delay: must be 0–600000 ms", code: 2) }
         guard hostTimeout > 0, hostTimeout <= 600 else { throw CLIError(message: "--host-timeout: must be more than 0 and at most 600 s", code: 2) }
         if let removeBefore, removeBefore < 1 { throw CLIError(message: "--remove-before: must be 1 or more", code: 2) }
+        if tap, swipe { throw CLIError(message: "--tap and --swipe: give one (or neither, to insert)", code: 2) }
+        _ = try presentations()
         // The keypad queues at most 16 inputs: the PINs and the application choice.
         if pin.count > 15 { throw CLIError(message: "--pin: at most 15 PINs, got \(pin.count)", code: 2) }
         for p in pin where !(4...12).contains(p.count) || !p.allSatisfy(\.isNumber) {
             throw CLIError(message: "--pin: must be 4–12 digits", code: 2)
         }
+    }
+
+    /// The presentations in order: the first from --tap/--swipe (insert otherwise), then --then's.
+    func presentations() throws -> [CardInterface] {
+        var out: [CardInterface] = [tap ? .contactless : swipe ? .magstripe : .contact]
+        for verb in (then ?? "").split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !verb.isEmpty {
+            guard let interface = CardInterface(verb: verb) else { throw CLIError(message: "--then: insert, tap or swipe, got \"\(verb)\"", code: 2) }
+            out.append(interface)
+        }
+        return out
     }
 
     /// "100.00" → 10000.
@@ -114,7 +138,11 @@ struct SaleCommand: AsyncParsableCommand {
     func run() async throws {
         let profile = try loadCardProfile(card, option: "--card")
         let cardState = try CardStateFile(path: state).load()
-        let link = ProfileCardLink(card: try VirtualCard(profile: profile, state: cardState), removeBefore: removeBefore)
+        let presentations = try presentations()
+        for interface in presentations where !profile.interfaces.contains(interface) {
+            throw CLIError(message: "--card: \(profile.name) cannot be presented by \(interface.verb): its interfaces are \(profile.interfaces.map(\.rawValue).sorted().joined(separator: ", "))", code: 2)
+        }
+        let link = ProfileCardLink(card: try VirtualCard(profile: profile, state: cardState), removeBefore: removeBefore, presentations: presentations)
         // The PINs and the application choice wait in the keypad's queue; a prompt with no answer
         // left times out at once.
         let keypad = TerminalKeypad()
@@ -139,7 +167,7 @@ struct SaleCommand: AsyncParsableCommand {
         } catch {
             throw CLIError(message: "\(error.key): \(error.rule)", code: 2)
         }
-        let session = CommandLineTerminal(name: terminal, tid: tid, currency: currency, keypad: keypad, card: link, oda: oda)
+        let session = CommandLineTerminal(name: terminal, tid: tid, currency: currency, keypad: keypad, card: link, oda: oda, fallback: fallback)
         var settings = WorkflowSettings()
         settings.promptTimeout = .zero
         settings.hostTimeout = .milliseconds(Int(hostTimeout * 1000))
@@ -193,6 +221,7 @@ struct SaleCommand: AsyncParsableCommand {
         print("CVM: \(o.cvm.map { "\($0)" } ?? "none") (CVM results \(Hex.encode(o.cvmResults.bytes)))")
         print("TVR \(o.tvr)")
         print("TSI \(o.tsi)")
+        for (i, line) in o.entry.lines.enumerated() { print(i == 0 ? "entry: \(line)" : "       \(line)") }
         for (i, line) in o.oda.lines.enumerated() { print(i == 0 ? "ODA: \(line)" : "     \(line)") }
         if let arqc = o.arqc, let atc = o.atc { print("ARQC \(Hex.encode(arqc))  ATC \(Hex.encode(atc))") }
         if let reversal = o.reversal {
@@ -231,6 +260,7 @@ struct SaleReport: Encodable {
     var arqc: String?
     var atc: String?
     var oda: ODAReport?
+    var entry: EntryReport?
     var reversed: Bool
     var trace: [[String]]
 
@@ -247,14 +277,15 @@ struct SaleReport: Encodable {
         ledgerStatus = stored.status.rawValue
         maskedPAN = o.maskedPAN
         brand = o.brand?.displayName
-        aid = Hex.encode(o.aid)
-        applicationLabel = o.applicationLabel
+        aid = o.aid.isEmpty ? nil : Hex.encode(o.aid)
+        applicationLabel = o.aid.isEmpty ? nil : o.applicationLabel
         cvm = o.cvm.map { "\($0)" }
         tvr = Hex.encode(o.tvr.bytes)
         tsi = Hex.encode(o.tsi.bytes)
         arqc = o.arqc.map(Hex.encode)
         atc = o.atc.map(Hex.encode)
         oda = o.oda
+        entry = o.entry
         reversed = o.reversal != nil
         trace = o.trace.map { [$0.command, $0.response] }
     }
@@ -269,6 +300,7 @@ struct SaleReport: Encodable {
         ledgerStatus = stored.status.rawValue
         maskedPAN = f.maskedPAN
         aid = f.aid.map(Hex.encode)
+        entry = f.entry
         reversed = f.reversal != nil
         trace = f.trace.map { [$0.command, $0.response] }
     }
@@ -280,21 +312,28 @@ final class ProfileCardLink: CardSession, @unchecked Sendable {
     private var card: VirtualCard
     private let removeBefore: Int?
     private var commands = 0
+    /// How the card is presented, in order; the first is the current one.
+    private var presentations: [CardInterface]
 
-    init(card: VirtualCard, removeBefore: Int?) {
+    init(card: VirtualCard, removeBefore: Int?, presentations: [CardInterface] = [.contact]) {
         self.card = card
         self.removeBefore = removeBefore
+        self.presentations = presentations.isEmpty ? [.contact] : presentations
     }
 
     /// The card's counters (ATC, PIN tries) as they are now.
     var state: CardState { card.state }
 
     func powerOn() throws(KernelError) -> [UInt8] {
-        card.reset()
-        return card.atr
+        card.powerOn(presentations[0])
     }
 
-    func powerOff() {}
+    /// A presentation is over: the card is presented the next way, if the cardholder has one.
+    func powerOff() {
+        if presentations.count > 1 { presentations.removeFirst() }
+    }
+
+    var magneticStripe: MagneticStripe? { presentations[0] == .magstripe ? card.profile.magneticStripe : nil }
 
     func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8] {
         commands += 1
@@ -314,10 +353,12 @@ final class CommandLineTerminal: TerminalSession, TerminalDirectory, @unchecked 
     var prompts: any Prompts { keypad }
     var isAborted: Bool { false }
 
-    init(name: String, tid: String, currency: Int, keypad: TerminalKeypad, card: ProfileCardLink, oda: ODAConfiguration) {
+    init(name: String, tid: String, currency: Int, keypad: TerminalKeypad, card: ProfileCardLink, oda: ODAConfiguration, fallback: Bool = false) {
         self.name = name
         self.tid = tid
-        terminalData = TerminalData(countryCode: 484, currencyCode: currency, oda: oda)
+        var data = TerminalData(countryCode: 484, currencyCode: currency, oda: oda)
+        data.fallback = fallback
+        terminalData = data
         self.keypad = keypad
         self.card = card
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Daemon
+import EMV
 import Foundation
 import Logging
 
@@ -43,6 +44,9 @@ struct CardbenchDaemon: AsyncParsableCommand {
     @Option(help: "The demo card's profile (implies --demo).")
     var demoCard: String?
 
+    @Option(help: "How the demo card is presented: insert (default), tap or swipe (implies --demo).")
+    var demoInterface: String?
+
     @Option(help: "State directory (the ledger); overrides the configuration.")
     var stateDirectory: String?
 
@@ -83,8 +87,14 @@ struct CardbenchDaemon: AsyncParsableCommand {
                     configuration.citcon.port = port
                 }
             }
-            if demo || demoCard != nil {
+            if demo || demoCard != nil || demoInterface != nil {
                 configuration.demoCard = demoCard ?? configuration.demoCard ?? "Scenarios/cards/visa-credit-cvn10.yaml"
+            }
+            if let demoInterface {
+                guard let interface = CardInterface(verb: demoInterface) else {
+                    throw ConfigurationError(key: "--demo-interface", rule: "must be insert, tap or swipe, got \"\(demoInterface)\"")
+                }
+                configuration.demoInterface = interface
             }
             try configuration.checkListener()
         } catch {

@@ -85,6 +85,24 @@ struct DaemonLifecycleTests {
         #expect(refused.transaction?.status == "cancelled")
     }
 
+    @Test("demo mode taps its card (--demo-interface tap): each sale a fresh tap; a card that cannot be tapped is refused with exit 2")
+    func demoTap() async throws {
+        let daemon = try await DaemonProcess(["--demo-card", card("visa-debit-contactless.yaml"), "--demo-interface", "tap"])
+        defer { daemon.remove() }
+        for reference in ["t1", "t2"] {
+            let sale = try #require(try await daemon.open(saleURL(amount: 15_000, tip: 0, reference: reference)).result)
+            #expect(sale.status == "success", "\(sale.message) \(daemon.logText)")
+            #expect(value(callbackFields(sale.callback ?? "").fields, "verificationMethod") == "CONTACTLESS - NO CVM")
+            #expect(sale.transaction?.entryMode == "contactless")
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cbd-demo-tap-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let refused = try runDaemonToExit(["--demo-card", card("visa-credit-cvn10.yaml"), "--demo-interface", "tap",
+                                           "--state-directory", directory + "/state", "--runtime-directory", directory + "/run"])
+        #expect(refused.status == 2, "\(refused.stderr)")
+        #expect(refused.stderr.contains("demo.interface"), "\(refused.stderr)")
+    }
+
     @Test("pre_auth then capture_pre_auth, batch close and open, transactionDetails")
     func preAuthCaptureBatchDetails() async throws {
         let daemon = try await DaemonProcess(["--demo"])
