@@ -223,7 +223,8 @@ extension Scenario {
                     for key in ["transaction_limit", "floor_limit", "cvm_limit"] {
                         guard let v = try c.string(key) else { continue }
                         let parts = v.split(separator: ".")
-                        guard (1...2).contains(parts.count), parts.allSatisfy({ $0.allSatisfy(\.isNumber) }), parts.count == 1 || parts[1].count == 2 else {
+                        guard (1...2).contains(parts.count), !v.hasSuffix("."), parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy { $0.isASCII && $0.isNumber } }),
+                              parts[0].count <= 8, parts.count == 1 || parts[1].count == 2 else {
                             throw c.error("terminal.contactless.\(key): an amount like 400.00, got \"\(v)\"")
                         }
                         options.contactless[key] = v

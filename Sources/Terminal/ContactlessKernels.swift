@@ -324,7 +324,14 @@ extension Kernel {
         let onDevice = aip.bytes[0] & 0x02 != 0 && settings.onDeviceCVMSupported
         let limit = onDevice ? pre.combination.deviceTransactionLimit ?? pre.combination.transactionLimit : pre.combination.transactionLimit
         if let limit, request.amount > limit {
-            return .selectNext("the amount is above the Kernel 2 transaction limit (\(onDevice ? "on-device CVM, DF8125" : "DF8124"))")
+            let reason = "the amount is above the Kernel 2 transaction limit (\(onDevice ? "on-device CVM, DF8125" : "DF8124"))"
+            // A phone or a watch has no chip to insert: its tap ends there.
+            guard mastercardDeviceType == "00" else {
+                entry.outcome = "end application"
+                entry.path.append("tap: kernel 2, \(reason) for a device")
+                throw .endApplication("\(reason), and the card is a device (third-party data device type \(mastercardDeviceType)) with no chip to insert")
+            }
+            return .selectNext(reason)
         }
         entry.limits?.transactionLimit = limit
         try readRecords(afl)
@@ -375,9 +382,8 @@ extension Kernel {
                 entry.path.append("tap: kernel 2, See Phone")
                 throw .presentAgain(.contactless, reason: "See Phone: the holder is to authenticate on the device")
             }
-            let deviceType = data[0x9F6E].flatMap { $0.count >= 6 && $0[2] & 0x80 == 0 ? String(decoding: $0[4..<6], as: UTF8.self) : nil } ?? "00"
             let hasContact = TTQ.has(settings.ttq, TTQ.contactChipSupported)
-            if deviceType == "00", hasContact, [0x00, 0x01, 0x09].contains(request.transactionType) {
+            if mastercardDeviceType == "00", hasContact, [0x00, 0x01, 0x09].contains(request.transactionType) {
                 entry.outcome = "try another interface"
                 entry.path.append("tap: kernel 2, the card declined contactlessly (AAC), try another interface")
                 throw anotherInterface("the card declined the tap (AAC)")
@@ -391,6 +397,12 @@ extension Kernel {
     }
 
     // MARK: Shared
+
+    /// Mastercard third-party data's device type (9F6E: country, unique id, then the device type
+    /// when the unique id's bit 16 is 0); "00", a card, when the card gives none.
+    var mastercardDeviceType: String {
+        data[0x9F6E].flatMap { $0.count >= 6 && $0[2] & 0x80 == 0 ? String(decoding: $0[4..<6], as: UTF8.self) : nil } ?? "00"
+    }
 
     /// The authorisation of an online request: online PIN first when the outcome asks for it.
     /// The host's answer is final — there is no card left to ask — and a host that cannot be

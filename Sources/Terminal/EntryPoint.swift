@@ -84,8 +84,9 @@ public struct ContactlessCombination: Sendable, Equatable {
 
 /// The contactless side of a terminal: Entry Point's combinations, the TTQ, Kernel 2's settings.
 public struct ContactlessConfiguration: Sendable {
-    /// Visa (Kernel 3) and Mastercard (Kernel 2) in pesos: transaction limit 20,000.00, floor
-    /// 50.00, CVM required from 400.00; a phone verifying its holder may go to 100,000.00.
+    /// Visa (Kernel 3) and Mastercard (Kernel 2), in minor units of the transaction's currency:
+    /// transaction limit 20,000.00, floor 50.00, CVM required from 400.00; a phone verifying its
+    /// holder may go to 100,000.00. (Scaled for pesos; `terminal.<name>.contactless` sets others.)
     public var combinations: [ContactlessCombination] = [
         ContactlessCombination(aid: [0xA0, 0, 0, 0, 0x03], kernel: 3, transactionLimit: 2_000_000, floorLimit: 5_000, cvmRequiredLimit: 40_000),
         ContactlessCombination(aid: [0xA0, 0, 0, 0, 0x04], kernel: 2, transactionLimit: 2_000_000, deviceTransactionLimit: 10_000_000,

@@ -334,6 +334,7 @@ public struct Kernel {
         atr = []
         entry = EntryReport()
         entry.path = request.earlierPresentations
+        let pathStart = entry.path.count
         cvmCapability = nil
         cryptogramRequested = false
         do {
@@ -354,6 +355,8 @@ public struct Kernel {
                 error = .presentAgain(.magstripe, reason: "the chip could not be read (\(error)); fallback to the stripe")
             } else if case .presentAgain = error {
                 // The kernel wrote the step.
+            } else if entry.path.count > pathStart {
+                // The kernel wrote the step (end application, a card error it named).
             } else if entry.interface == .contactless, pendingApproval == nil, Self.leftTheField(error) {
                 // Book A "Try Again": the card left the field before the kernel was done.
                 entry.outcome = "try again"
@@ -377,8 +380,7 @@ public struct Kernel {
         }
     }
 
-    /// A failure of the chip itself (no usable ATR, an error status, unreadable data, no common
-    /// application) rather than of the cardholder or the transaction: what EMV fallback is for.
+    /// The card stopped answering: out of the field, for a tap (Book A's "Try Again").
     static func leftTheField(_ error: KernelError) -> Bool {
         switch error {
         case .cardRemoved, .readerError: true
@@ -386,6 +388,8 @@ public struct Kernel {
         }
     }
 
+    /// A failure of the chip itself (no usable ATR, an error status, unreadable data, no common
+    /// application) rather than of the cardholder or the transaction: what EMV fallback is for.
     static func chipFault(_ error: KernelError) -> Bool {
         switch error {
         case .readerError, .noApplication, .cardError, .invalidCardData: true

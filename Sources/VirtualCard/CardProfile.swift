@@ -289,7 +289,7 @@ public struct CardProfile: Sendable {
         }
 
         // A stripe-only card (interfaces: [magstripe]) has no chip and so no application.
-        let stripeOnly = (try m.stringList("interfaces")) == ["magstripe"]
+        let stripeOnly = try m.stringList("interfaces").map { !$0.isEmpty && Set($0) == ["magstripe"] } ?? false
         let appNodes = try m.sequence("applications") ?? []
         guard !appNodes.isEmpty || stripeOnly else {
             throw m.error("applications", "at least one application is required (none only for interfaces: [magstripe])")

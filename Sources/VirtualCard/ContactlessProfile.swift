@@ -32,6 +32,7 @@ extension CardProfile {
         }
         if let c = try m.mapping("contactless") {
             try c.rejectUnknown(["historicalBytes"])
+            guard profile.interfaces.contains(.contactless) else { throw m.error("contactless", "given, but interfaces does not list contactless") }
             profile.contactlessHistoricalBytes = try c.hex("historicalBytes", count: 0...15) ?? []
         }
         let tappable = profile.applications.filter { $0.contactless != nil }
@@ -54,6 +55,11 @@ extension CardProfile {
                 throw s.error(error.field, error.rule)
             }
             guard parsed.pan == profile.pan else { throw s.error("track2", "its PAN is not the card's pan") }
+            let yymm = String(profile.expiry.year % 100 / 10) + String(profile.expiry.year % 10) + String(profile.expiry.month / 10) + String(profile.expiry.month % 10)
+            guard parsed.expiry == yymm else { throw s.error("track2", "its expiry \(parsed.expiry) is not the card's (\(yymm), YYMM)") }
+            guard parsed.serviceCode == profile.serviceCode else {
+                throw s.error("track2", "its service code \(parsed.serviceCode) is not the card's serviceCode \(profile.serviceCode)")
+            }
             guard profile.interfaces.contains(.magstripe) else { throw m.error("magstripe", "given, but interfaces does not list magstripe") }
             profile.magstripeTracks = (parsed.track1, parsed.track2)
         }

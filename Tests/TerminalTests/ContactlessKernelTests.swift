@@ -252,15 +252,19 @@ struct Kernel2Tests {
         #expect(below.cvm == .noCVMRequired && below.cvmResults.bytes == [0x3F, 0x00, 0x02])
     }
 
-    @Test("transaction limits: a card above DF8124 is passed over (another interface); a phone has DF8125")
+    @Test("transaction limits: a card above DF8124 is passed over (another interface); a phone has DF8125, and above it ends")
     func limits() throws {
         var card = try tapBench("mastercard-paypass-cvn16.yaml")
         let (interface, failure) = try card.presentAgain(amount: 2_000_001)
         #expect(interface == .contact && failure.entry?.path.last?.contains("DF8124") == true)
         var phone = try tapBench("mastercard-mobile-odcv.yaml")
         #expect(try phone.run(amount: 5_000_000).decision == .approved)
+        // Above DF8125 a phone's tap ends: it has no chip to insert (device type 01 in its 9F6E).
         var tooMuch = try tapBench("mastercard-mobile-odcv.yaml")
-        _ = try tooMuch.presentAgain(amount: 10_000_001)
+        let f = try tooMuch.failure(amount: 10_000_001)
+        guard case .endApplication(let reason) = f.error else { Issue.record("\(f.error)"); return }
+        #expect(reason.contains("device type 01"))
+        #expect(f.entry?.path.count == 1, "\(f.entry?.path ?? [])")
     }
 
     @Test("See Phone: AAC with DF4B ends the tap for another; the next tap is approved")

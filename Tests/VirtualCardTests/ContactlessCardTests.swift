@@ -105,6 +105,16 @@ struct ContactlessCardTests {
             .contains("fallback"))
         #expect(error("interfaces: [contact, contactless, magstripe]",
                       "interfaces: [contact, contactless, magstripe]\nmagstripe: {track2: \"4761739001010010=3106201\"}").contains("PAN"))
+        #expect(error("interfaces: [contact, contactless, magstripe]",
+                      "interfaces: [contact, contactless, magstripe]\nmagstripe: {track2: \"4761739001010119=3107201\"}").contains("expiry"))
+        #expect(error("interfaces: [contact, contactless, magstripe]",
+                      "interfaces: [contact, contactless, magstripe]\nmagstripe: {track2: \"4761739001010119=3106101\"}").contains("service code"))
+        #expect(error("interfaces: [contact, contactless, magstripe]", "interfaces: [contact, contactless, magstripe]\nmagstripe: {track2: \"4761739001010119=3106201\"}")
+            == "accepted")
+        let contactOnly = base.replacingOccurrences(of: "interfaces: [contact, contactless, magstripe]", with: "interfaces: [contact]\ncontactless: {historicalBytes: \"80\"}")
+            .replacingOccurrences(of: "    contactless:\n      records: none\n      ctq: \"2000\"\n", with: "")
+        #expect(throws: ProfileError.self) { try CardProfile.parse(yaml: contactOnly, file: "x.yaml") }
+        do { _ = try CardProfile.parse(yaml: contactOnly, file: "x.yaml") } catch { #expect("\(error)".contains("does not list contactless"), "\(error)") }
     }
 
     @Test("tracks: derived from the card (service code, expiry, name); a name with '^' still makes a track 1 that parses")

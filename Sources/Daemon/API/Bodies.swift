@@ -58,8 +58,6 @@ public struct CardBody: Codable, Sendable {
     }
 }
 
-/// `POST /v1/host/accounts`: a card profile whose account the issuer takes afresh, by name
-/// (`profile`) or inline (`profileYAML`).
 extension CardBody {
     /// The presentations in order, from `interface` and `then`.
     func presentations() throws(DaemonError) -> [CardInterface] {
@@ -75,6 +73,8 @@ extension CardBody {
     }
 }
 
+/// `POST /v1/host/accounts`: a card profile whose account the issuer takes afresh, by name
+/// (`profile`) or inline (`profileYAML`).
 public struct AccountBody: Codable, Sendable {
     public let profile: String?
     public let profileYAML: String?

@@ -5,8 +5,7 @@ import Terminal
 public enum VivaEntryMode: String, Sendable, Equatable, CaseIterable {
     /// Contact chip: "CHIP-PIN", "CHIP-NO CVM", … (the document's form).
     case chip
-    /// Contactless: "CONTACTLESS - NO CVM", … (the form seen in the field). cardbench reads
-    /// contact cards only; this exists so a scenario or a future reader can report it.
+    /// Contactless: "CONTACTLESS - NO CVM", … (the form seen in the field).
     case contactless
     /// A swiped stripe: "MAGSTRIPE - SIGNATURE", … (a choice: no public callback shows the form).
     case magstripe
