@@ -145,7 +145,7 @@ interop: deps
 	@# Taps (docs/contactless.md): cards answering with a PC/SC part 3 ATR, connected T=1, PPSE,
 	@# Kernel 3 qVSDC and Kernel 2 cryptograms checked by pyemv.
 	$(SUDO) env PROFILE=Scenarios/cards/visa-debit-contactless.yaml PYTHON=$(INTEROP_VENV)/bin/python TERMINAL=Tests/Interop/contactless_interop.py CARD_VERB=tap \
-		Tests/Interop/run.sh --profile-pan 4761739001010119 --imk 0123456789ABCDEFFEDCBA9876543210 --cvn 10 --psn 01
+		Tests/Interop/run.sh --profile-pan 4761739001010119 --imk 0123456789ABCDEFFEDCBA9876543210 --cvn 18 --psn 01
 	$(SUDO) env PROFILE=Scenarios/cards/visa-credit-qvsdc-fdda.yaml PYTHON=$(INTEROP_VENV)/bin/python TERMINAL=Tests/Interop/contactless_interop.py CARD_VERB=tap \
 		Tests/Interop/run.sh --profile-pan 4761739001010127 --imk 0123456789ABCDEFFEDCBA9876543210 --cvn 18 --psn 00
 	$(SUDO) env PROFILE=Scenarios/cards/mastercard-paypass-cvn16.yaml PYTHON=$(INTEROP_VENV)/bin/python TERMINAL=Tests/Interop/contactless_interop.py CARD_VERB=tap \

@@ -10,6 +10,9 @@ extension EmulatedHost {
         var keys: [String: CryptogramKeys] = [:]
         for app in profile.applications {
             keys[Hex.encode(app.aid)] = try app.cryptogramKeys(pan: profile.pan, psn: profile.psn)
+            if let contactless = try app.contactlessCryptogramKeys(pan: profile.pan, psn: profile.psn) {
+                keys[IssuerAccount.contactlessKey(aid: app.aid)] = contactless
+            }
         }
         var account = IssuerAccount(
             balance: profile.issuerState.balance, currency: profile.issuerState.currency,

@@ -20,6 +20,16 @@ public struct IssuerAccount: Sendable {
     public var cvv: String?
     /// Fallback transactions (POS entry mode 80) are declined.
     public var declinesFallback = false
+
+    /// Where `keys` holds an application's contactless keys when its contactless CVN differs.
+    public static func contactlessKey(aid: [UInt8]) -> String { Hex.encode(aid) + "/contactless" }
+
+    /// The keys the cryptogram of `request` was made with: the contactless ones for a tap, when the
+    /// card has them.
+    func keys(for request: AuthorisationRequest) -> CryptogramKeys? {
+        if request.posEntryMode == "07", let k = keys[Self.contactlessKey(aid: request.aid)] { return k }
+        return keys[Hex.encode(request.aid)]
+    }
     /// The card's cryptogram keys by AID (hex), derived from the issuer master keys; with them
     /// the host checks ARQCs and makes ARPCs.
     public var keys: [String: CryptogramKeys]
@@ -338,7 +348,7 @@ public final class EmulatedHost: Sendable {
             s.accounts[r.pan] = account
         }
         if r.kind != .refund, account.balance < r.amount { return decline("51", "issuer") }
-        if let arqc = r.arqc, let data = r.cryptogramData, let keys = account.keys[Hex.encode(r.aid)] {
+        if let arqc = r.arqc, let data = r.cryptogramData, let keys = account.keys(for: r) {
             let valid = (try? keys.verify(arqc, data)) ?? false
             if !valid { return decline("82", "cryptogram", "ARQC verification failed") }
         }
@@ -358,7 +368,7 @@ public final class EmulatedHost: Sendable {
             s.holdApproval(authCode!, pan: r.pan, amount: r.amount, kind: r.kind)
         }
         var issuerData: [UInt8]? = nil
-        if let arqc = r.arqc, let keys = s.accounts[r.pan]?.keys[Hex.encode(r.aid)] {
+        if let arqc = r.arqc, let keys = s.accounts[r.pan]?.keys(for: r) {
             let atc = r.cryptogramData?.tags[0x9F36]
             // Method 2's card status update: byte 2 bit 8 tells the card the issuer approved.
             let input: ARPCInput = keys.cvn.arpcMethod == 1

@@ -102,6 +102,9 @@ public struct ContactlessApplication: Hashable, Sendable {
     public let readRecords: Bool
     /// The kernel identifier announced in the PPSE (9F2A); nil: none, the RID's default kernel.
     public let kernel: Int?
+    /// The cryptogram version on this interface, when not the application's (real dual-interface
+    /// cards often use another CVN on their contactless interface); same issuer master key.
+    public var cvn: CVN? = nil
 }
 
 /// One EMV application on a card.
@@ -150,6 +153,12 @@ public struct ApplicationProfile: Hashable, Sendable {
     /// The ICC master key the card was personalised with.
     public func cryptogramKeys(pan: String, psn: String) throws(EMVError) -> CryptogramKeys {
         try CryptogramKeys(cvn: cvn, issuerMasterKey: issuerMasterKey, pan: pan, psn: psn)
+    }
+
+    /// The keys of the contactless interface, when its CVN is not the application's.
+    public func contactlessCryptogramKeys(pan: String, psn: String) throws(EMVError) -> CryptogramKeys? {
+        guard let other = contactless?.cvn, other != cvn else { return nil }
+        return try CryptogramKeys(cvn: other, issuerMasterKey: issuerMasterKey, pan: pan, psn: psn)
     }
 }
 

@@ -66,8 +66,15 @@ extension CardProfile {
     }
 
     static func parseContactless(_ c: YAMLMapping, application app: ApplicationProfile) throws(ProfileError) -> ContactlessApplication {
-        try c.rejectUnknown(["aip", "pdol", "ctq", "offlineApproval", "records", "kernel"])
+        try c.rejectUnknown(["aip", "pdol", "ctq", "offlineApproval", "records", "kernel", "cvn"])
         let visa = app.cvn.isVisa
+        var cvn: CVN? = nil
+        if let number = try c.int("cvn", in: 0...255) {
+            do { cvn = try CVN(number: number) } catch { throw c.error("cvn", error.rule) }
+            guard cvn!.isVisa == visa else {
+                throw c.error("cvn", "\(cvn!) on the contactless interface of a \(visa ? "Visa" : "Mastercard") application (\(app.cvn)): the scheme is the application's")
+            }
+        }
         var aip = app.aip
         if let bytes = try c.hex("aip", count: 2...2) {
             aip = try! AIP(bytes: bytes)
@@ -101,9 +108,11 @@ extension CardProfile {
         if records == "none", offline {
             throw c.error("records", "none leaves a terminal nothing to authenticate an offline approval with (fDDA); give records or drop offlineApproval")
         }
-        return ContactlessApplication(aip: aip, pdol: pdol, ctq: try c.hex("ctq", count: 2...2) ?? [0x20, 0x00],
-                                      offlineApproval: offline, readRecords: records == "all",
-                                      kernel: try c.int("kernel", in: 1...63))
+        var contactless = ContactlessApplication(aip: aip, pdol: pdol, ctq: try c.hex("ctq", count: 2...2) ?? [0x20, 0x00],
+                                                 offlineApproval: offline, readRecords: records == "all",
+                                                 kernel: try c.int("kernel", in: 1...63))
+        contactless.cvn = cvn
+        return contactless
     }
 
     /// The stripe's track 1 and 2 as a reader returns them: the profile's own, or made from the

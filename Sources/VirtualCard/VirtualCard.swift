@@ -31,6 +31,8 @@ public struct VirtualCard: Sendable {
     public let profile: CardProfile
     public private(set) var state: CardState
     private let keys: [CryptogramKeys]
+    /// Each application's contactless keys, when its contactless CVN is another.
+    private let contactlessKeys: [CryptogramKeys?]
     /// Each application's records, encoded once at personalisation as a card stores them.
     private let records: [[RecordKey: [UInt8]]]
     private var session = Session()
@@ -76,8 +78,13 @@ public struct VirtualCard: Sendable {
         self.profile = profile
         self.state = state ?? CardState(profile: profile)
         var keys: [CryptogramKeys] = []
-        for app in profile.applications { keys.append(try app.cryptogramKeys(pan: profile.pan, psn: profile.psn)) }
+        var contactlessKeys: [CryptogramKeys?] = []
+        for app in profile.applications {
+            keys.append(try app.cryptogramKeys(pan: profile.pan, psn: profile.psn))
+            contactlessKeys.append(try app.contactlessCryptogramKeys(pan: profile.pan, psn: profile.psn))
+        }
         self.keys = keys
+        self.contactlessKeys = contactlessKeys
         records = profile.applications.map { app in
             var out: [RecordKey: [UInt8]] = [:]
             for layout in app.records {
@@ -404,7 +411,7 @@ public struct VirtualCard: Sendable {
         tags[0x9F36] = atc
         let cryptogram: [UInt8]
         do {
-            cryptogram = try keys[index].cryptogram(CryptogramData(tags: tags, issuerApplicationData: iad))
+            cryptogram = try keys(index).cryptogram(CryptogramData(tags: tags, issuerApplicationData: iad))
         } catch {
             // Only reachable when a CDOL lacks a tag the CVN needs, which profile loading refuses.
             return SW.conditionsNotSatisfied
@@ -482,7 +489,7 @@ public struct VirtualCard: Sendable {
         tags[0x82] = contactless.aip.bytes
         tags[0x9F36] = atc
         let cryptogram: [UInt8]
-        do { cryptogram = try keys[index].cryptogram(CryptogramData(tags: tags, issuerApplicationData: iad)) } catch {
+        do { cryptogram = try keys(index).cryptogram(CryptogramData(tags: tags, issuerApplicationData: iad)) } catch {
             return SW.conditionsNotSatisfied
         }
         session.firstCryptogram = (returned, cryptogram)
@@ -537,7 +544,7 @@ public struct VirtualCard: Sendable {
     /// Checks issuer authentication data (tag 91): ARPC‖ARC (method 1) or ARPC‖CSU‖data (method 2).
     private func checkIssuerAuthentication(_ data: [UInt8], index: Int) -> Bool {
         guard let arqc = session.firstCryptogram?.value else { return false }
-        let k = keys[index]
+        let k = keys(index)
         let atc = Self.twoBytes(state.atc[Hex.encode(profile.applications[index].aid)] ?? 0)
         let input: ARPCInput, offered: [UInt8]
         if k.cvn.arpcMethod == 1 {
@@ -553,13 +560,19 @@ public struct VirtualCard: Sendable {
         return expected == offered
     }
 
+    /// The keys of the application at `index` on the interface in use.
+    private func keys(_ index: Int) -> CryptogramKeys {
+        interface == .contactless ? contactlessKeys[index] ?? keys[index] : keys[index]
+    }
+
     /// Issuer application data (9F10) in the layout of the CVN, with CVRs describing this
     /// transaction so far.
     private func issuerApplicationData(_ app: ApplicationProfile, first: CryptogramType, second: CryptogramType) -> [UInt8] {
         let dki = app.keyDerivationIndex
+        let cvn = interface == .contactless ? app.contactless?.cvn ?? app.cvn : app.cvn
         let ptlExceeded = state.pinTriesRemaining == 0
         let secondRequested = second != .notRequested
-        if app.cvn.isVisa {
+        if cvn.isVisa {
             var cvr = VisaCVR.empty()
             cvr.firstGenerateAC = first
             cvr.secondGenerateAC = second
@@ -571,14 +584,14 @@ public struct VirtualCard: Sendable {
             if secondRequested, session.issuerAuthentication == .notPerformed, !session.unableToGoOnline {
                 cvr.set(VisaCVR.issuerAuthenticationNotPerformed)
             }
-            if app.cvn == .visa22 {
+            if cvn == .visa22 {
                 // IAD format 2 (32 bytes): length 1F, CVN '22' (hex), the DKI, a 5-byte CVR (its first
                 // byte, left 00 here, carries CDCVM details on cards that report them; then the
                 // 4-byte CVR), and issuer discretionary data (zeros).
                 let iad: [UInt8] = [0x1F, 0x22, dki, 0x00] + cvr.bytes
                 return iad + [UInt8](repeating: 0, count: 32 - iad.count)
             }
-            return [0x06, dki, UInt8(app.cvn.rawValue)] + cvr.bytes
+            return [0x06, dki, UInt8(cvn.rawValue)] + cvr.bytes
         }
         var cvr = MastercardCVR()
         cvr.firstGenerateAC = first
@@ -596,7 +609,7 @@ public struct VirtualCard: Sendable {
         if session.issuerAuthentication == .failed { cvr.set(MastercardCVR.issuerAuthenticationFailed) }
         cvr.pinTryCounter = state.pinTriesRemaining
         // KDI, CVN, CVR, DAC/IDN (left zero: the terminal's ODA result is not fed back to this card), counters (none kept).
-        return [dki, UInt8(app.cvn.rawValue)] + cvr.bytes + [0x00, 0x00] + [UInt8](repeating: 0, count: 8)
+        return [dki, UInt8(cvn.rawValue)] + cvr.bytes + [0x00, 0x00] + [UInt8](repeating: 0, count: 8)
     }
 
     static func twoBytes(_ n: Int) -> [UInt8] { [UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] }

@@ -47,7 +47,8 @@ struct ContactlessCrossCheckTests {
             let outcome = try b.run(amount: amount)
             let app = b.profile.applications[0]
             let contactless = try #require(app.contactless)
-            let visa = app.cvn.isVisa
+            let cvn = contactless.cvn ?? app.cvn
+            let visa = cvn.isVisa
             // Kernel 3 computes over the PDOL data of GPO; Kernel 2 over CDOL1's of GENERATE AC.
             let command = try #require(exchanges.last { $0.command[1] == (visa ? 0xA8 : 0xAE) })
             let body = Array(command.command[5..<(5 + Int(command.command[4]))])
@@ -58,12 +59,12 @@ struct ContactlessCrossCheckTests {
             for (tag, _) in CVN.cryptogramTags where tag != 0x82 && tag != 0x9F36 { tags[tag.description] = Hex.encode(try #require(sent[tag])) }
             tags["82"] = Hex.encode(contactless.aip.bytes)
             tags["9F36"] = Hex.encode(try #require(outcome.atc))
-            let cvr = app.cvn == .visa22 ? Array(iad[4..<8]) : visa ? Array(iad[3..<7]) : Array(iad[2..<8])
-            if app.cvn == .visa22 { #expect(iad.count == 32 && iad[0] == 0x1F && iad[1] == 0x22, "format 2 IAD: \(Hex.encode(iad))") }
+            let cvr = cvn == .visa22 ? Array(iad[4..<8]) : visa ? Array(iad[3..<7]) : Array(iad[2..<8])
+            if cvn == .visa22 { #expect(iad.count == 32 && iad[0] == 0x1F && iad[1] == 0x22, "format 2 IAD: \(Hex.encode(iad))") }
             // The key as the profile gives it (TDESKey keeps its bytes to itself).
             let yaml = try String(contentsOf: cards.appendingPathComponent(file), encoding: .utf8)
             let imk = try #require(yaml.split(separator: "\n").first { $0.contains("issuerMasterKey:") }?.split(separator: "\"").dropFirst().first)
-            cases.append(Case(cvn: app.cvn.rawValue, imk: String(imk), pan: b.profile.pan, psn: b.profile.psn, tags: tags,
+            cases.append(Case(cvn: cvn.rawValue, imk: String(imk), pan: b.profile.pan, psn: b.profile.psn, tags: tags,
                               cvr: Hex.encode(cvr), iad: Hex.encode(iad), counters: visa ? "" : Hex.encode(Array(iad[10..<18])),
                               label: "\(file) \(amount): \(outcome.entry.outcome ?? "") \(outcome.responseCode)"))
             ours.append(Hex.encode(try #require(outcome.arqc)))

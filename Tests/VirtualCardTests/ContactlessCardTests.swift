@@ -29,6 +29,24 @@ struct ContactlessCardTests {
         #expect(contact.send(.selectPSE).status.isSuccess)
     }
 
+    @Test("the contactless interface's own CVN: CVN 18's IAD on a tap, CVN 10's in the chip slot")
+    func perInterfaceCVN() throws {
+        var card = try VirtualCard(profile: try loadProfile("visa-debit-contactless.yaml"))
+        _ = card.powerOn(.contactless)
+        var t = TestTerminal(card)
+        t.send(.select(name: hex("A0000000031010")))
+        let iad = try #require(try TLV.parse(t.send(.getProcessingOptions(pdolData: Self.pdolData("36804080"))).data).first(0x9F10)?.value)
+        #expect(iad[2] == 18)
+        card = t.card
+        _ = card.powerOn(.contact)
+        var c = TestTerminal(card)
+        c.send(.select(name: hex("A0000000031010")))
+        c.send(.getProcessingOptions(pdolData: []))
+        let ac = c.send(.generateAC(.arqc, cdolData: card.profile.applications[0].cdol1.fill { TestTerminal.terminalData[$0] }))
+        #expect(ac.status.isSuccess)
+        #expect(ac.data.count > 13 && ac.data[2 + 11 + 2] == 10, "\(Hex.encode(ac.data))")  // format 1: 80 L CID ATC AC(8) IAD(06 DKI CVN …)
+    }
+
     @Test("qVSDC: GPO returns the cryptogram, CTQ, track 2 and FFI in a 77; a GENERATE AC after it is refused")
     func qualifiedGPO() throws {
         var card = try VirtualCard(profile: try loadProfile("visa-debit-contactless.yaml"))
@@ -98,6 +116,8 @@ struct ContactlessCardTests {
         #expect(error("interfaces: [contact, contactless, magstripe]", "interfaces: [contact, magstripe]").contains("interfaces"))
         #expect(error("interfaces: [contact, contactless, magstripe]", "interfaces: [contact, bluetooth]").contains("bluetooth"))
         #expect(error("      records: none", "      records: none\n      offlineApproval: true").contains("records"))
+        #expect(error("      cvn: 18\n", "      cvn: 16\n").contains("scheme"))
+        #expect(error("      cvn: 18\n", "      cvn: 11\n").contains("cvn"))
         #expect(error("      ctq: \"2000\"", "      ctq: \"2000\"\n      pdol: \"9F02069F03069F1A0295055F2A029A039C019F3704\"").contains("9F66"))
         #expect(error("interfaces: [contact, contactless, magstripe]", "interfaces: [contact, contactless, magstripe]\ncdcvm: performed").contains("cdcvm"))
         #expect(error("interfaces: [contact, contactless, magstripe]", "interfaces: [contact, contactless, magstripe]\nformFactor: phone").contains("interfaces"))

@@ -39,6 +39,11 @@ struct TestTerminal {
 struct ShippedProfileTests {
     static let files = (try? FileManager.default.contentsOfDirectory(atPath: cardsDirectory.path))?.filter { $0.hasSuffix(".yaml") }.sorted() ?? []
 
+    /// The profiles a contact terminal can read through the PSE: not stripe-only, not a phone, not a chip without a PSE.
+    static let contactFiles = files.filter { file in
+        (try? loadProfile(file)).map { $0.interfaces.contains(.contact) && $0.hasPSE && !$0.applications.isEmpty } ?? false
+    }
+
     @Test func atLeastTheTenTheIssueNames() {
         #expect(Self.files.count >= 10)
     }
@@ -50,13 +55,17 @@ struct ShippedProfileTests {
         let brand = try #require(profile.brand)
         // The PAN's brand is the scheme of the card's application (its RID).
         let rids: [String: CardBrand] = ["A000000003": .visa, "A000000004": .mastercard, "A000000025": .americanExpress, "A000000672": .carnet]
-        #expect(brand == rids[Hex.encode(profile.applications[0].aid.prefix(5))])
+        // (A stripe-only card has no application: its PAN alone says its brand.)
+        // The unreadable-chip cards (for fallback) carry an AID of no scheme on purpose.
+        if let app = profile.applications.first {
+            if let scheme = rids[Hex.encode(app.aid.prefix(5))] { #expect(brand == scheme) } else { #expect(app.label == "PROPRIETARY", "\(file)") }
+        }
     }
 
     /// The whole contact flow against each profile that can complete one, with an issuer check
     /// of every cryptogram.
     @Test("PSE, SELECT, GPO, READ RECORD, VERIFY, GENERATE AC, issuer authentication, TC",
-          arguments: files.filter { !$0.contains("blocked") && !$0.contains("t0-get-response") })
+          arguments: contactFiles.filter { !$0.contains("blocked") && !$0.contains("t0-get-response") })
     func fullTransaction(file: String) throws {
         let profile = try loadProfile(file)
         var t = TestTerminal(try VirtualCard(profile: profile))
