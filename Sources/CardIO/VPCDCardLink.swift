@@ -173,7 +173,8 @@ public final class VPCDCardLink: @unchecked Sendable {
     }
 
     /// Serves an in-process card over the link: power events go to it, and once it has left by
-    /// itself (`hasLeft`, after answering a given command) the link closes after that answer.
+    /// itself (`hasLeft`, after answering a given command, or powered off after a tap) the link
+    /// closes after that answer.
     public func serve(_ card: any InProcessCard) throws(CardIOError) {
         var atr = card.powerOn(warm: false)
         try serve(atr: atr, respond: { command in
@@ -184,7 +185,10 @@ public final class VPCDCardLink: @unchecked Sendable {
             switch event {
             case .powerOn: atr = card.powerOn(warm: false)
             case .reset: atr = card.powerOn(warm: true)
-            case .powerOff: card.powerOff()
+            case .powerOff:
+                card.powerOff()
+                // A tap or a swipe is over when the reader powers the card off: it leaves.
+                if card.hasLeft { close() }
             }
         })
     }

@@ -76,9 +76,6 @@ final class InsertedVirtualCard: InProcessCard, @unchecked Sendable {
         }
     }
 
-    /// The presentation in progress.
-    var interface: CardInterface { lock.withLock { presentations[0] } }
-
     /// The response with one bit of its application cryptogram flipped: in format 1 (80 …) the
     /// AC follows CID and ATC; in format 2 (77 …) it is the value of 9F26.
     static func corrupted(_ response: [UInt8]) -> [UInt8] {

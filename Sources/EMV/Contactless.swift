@@ -55,9 +55,7 @@ public enum TTQ {
     public static let fDDAVersion01Supported = EMVBit(byte: 4, bit: 8, "fDDA version 01 supported")
 
     /// Whether `bit` is set in the 4-byte value.
-    public static func has(_ ttq: [UInt8], _ bit: EMVBit) -> Bool {
-        ttq.count > bit.byte - 1 && ttq[bit.byte - 1] & bit.mask != 0
-    }
+    public static func has(_ ttq: [UInt8], _ bit: EMVBit) -> Bool { bit.isSet(in: ttq) }
 }
 
 /// Card Transaction Qualifiers (9F6C), Book C-3 Annex A.2.
@@ -70,9 +68,13 @@ public enum CTQ {
     public static let switchInterfaceForCash = EMVBit(byte: 1, bit: 3, "Switch interface for cash transactions")
     public static let consumerDeviceCVMPerformed = EMVBit(byte: 2, bit: 8, "Consumer device CVM performed")
 
-    public static func has(_ ctq: [UInt8], _ bit: EMVBit) -> Bool {
-        ctq.count > bit.byte - 1 && ctq[bit.byte - 1] & bit.mask != 0
-    }
+    /// Whether `bit` is set in the 2-byte value.
+    public static func has(_ ctq: [UInt8], _ bit: EMVBit) -> Bool { bit.isSet(in: ctq) }
+}
+
+extension EMVBit {
+    /// Whether the bit is set in `bytes` (false when they are too short to hold it).
+    public func isSet(in bytes: [UInt8]) -> Bool { bytes.count >= byte && bytes[byte - 1] & mask != 0 }
 }
 
 /// The two tracks a magnetic-stripe reader returns (ISO/IEC 7813), without sentinels or LRC:

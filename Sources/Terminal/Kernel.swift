@@ -280,7 +280,7 @@ public struct Kernel {
     /// the transaction and a failure is no longer the chip's to fall back from.
     var cryptogramRequested = false
     /// The host's approval while the card has yet to confirm it; reversed if the card never does.
-    var pendingApproval: (request: AuthorisationRequest, response: AuthorisationResponse)? = nil
+    private var pendingApproval: (request: AuthorisationRequest, response: AuthorisationResponse)? = nil
 
     public init(configuration: TerminalConfiguration, card: CardLink, keypad: Keypad, host: AuthorisationHost,
                 unpredictableNumber: @escaping () -> [UInt8] = { SecureRandom.bytes(4) },
@@ -293,7 +293,7 @@ public struct Kernel {
         self.randomPercent = randomPercent
     }
 
-    func exchange(_ command: CommandAPDU, step: String) throws(KernelError) -> ResponseAPDU {
+    private func exchange(_ command: CommandAPDU, step: String) throws(KernelError) -> ResponseAPDU {
         let bytes = try card.transmit(command.bytes)
         do { return try ResponseAPDU(bytes: bytes) } catch { throw .readerError(step: step, detail: error.rule) }
     }

@@ -120,9 +120,9 @@ struct PCSCEndToEndTests {
 
     @Test("a tap through pcscd: the PC/SC part 3 ATR makes it contactless, T=1, Kernel 3 runs, the card leaves the field after")
     func tap() async throws {
-        let bench = try await PCSCBench()
+        let bench = try await PCSCBench(vpcd: true)
         defer { bench.tearDown() }
-        let card = try InsertedCard("visa-debit-contactless.yaml", reader: bench.vpcdEndpoint, verb: "tap", extra: ["--trace"])
+        let external = try InsertedCard("visa-debit-contactless.yaml", reader: bench.vpcdEndpoint, verb: "tap", extra: ["--trace"])
         let ready = try await bench.waitFor("ready", card: true)
         #expect(ready.kind == "pcsc", "\(ready)")
         let viva = try #require(try await bench.daemon.open(saleURL(amount: 15_000, tip: 0, reference: "pcsc-tap"), terminal: "usb").result,
@@ -134,9 +134,20 @@ struct PCSCEndToEndTests {
         #expect(shown.contains("entry: tap (POS entry mode 07), kernel 3: online request"), "\(shown)")
         #expect(shown.contains("00A404000E325041592E5359532E444446303100  SELECT"), "\(shown)")
         // No T=0 layer under a contactless card: whole APDUs, no GET RESPONSE; the reader let go of it, so it left.
-        let wire = card.transcript()
+        let wire = external.transcript()
         #expect(!wire.contains("GET RESPONSE") && !wire.contains("< 61"), "\(wire.prefix(600))")
         #expect(wire.contains("80A80000"), "\(wire.prefix(600))")
+
+        // The daemon's own card, tapped through vpcd (terminal.usb.vpcd): it leaves the field once
+        // the reader powers it off after the sale, so the reader is empty again.
+        let tapped = try cli(["card", "tap", "--terminal", "usb", "--profile", card("mastercard-paypass-cvn16.yaml")], socket: bench.daemon.socket)
+        #expect(tapped.status == 0, "\(tapped.stderr)")
+        _ = try await bench.waitFor("ready", card: true)
+        let mc = try #require(try await bench.daemon.open(saleURL(amount: 15_000, tip: 0, reference: "pcsc-tap-2"), terminal: "usb").result)
+        #expect(mc.status == "success", "\(mc.message) \(bench.daemon.logText)")
+        #expect(mc.transaction?.entryMode == "contactless")
+        let empty = try await bench.waitFor("ready", card: false)
+        #expect(!empty.cardPresent, "\(empty)")
     }
 
     @Test("the scenario library's card-removal folder through pcscd: a card pulled out at every step, reversals after approval")
