@@ -177,17 +177,24 @@ public final class VPCDCardLink: @unchecked Sendable {
     /// closes after that answer.
     public func serve(_ card: any InProcessCard) throws(CardIOError) {
         var atr = card.powerOn(warm: false)
+        // Whether a terminal has talked to the card since it was powered: pcscd powers a new
+        // card on to read its ATR and off again when no one uses it, which is no tap ending.
+        var used = false
         try serve(atr: atr, respond: { command in
+            used = true
             let answer = card.respond(to: command)
             if card.hasLeft { leaveAfterReply() }
             return answer
         }, onPower: { event in
             switch event {
-            case .powerOn: atr = card.powerOn(warm: false)
+            case .powerOn:
+                atr = card.powerOn(warm: false)
+                used = false
             case .reset: atr = card.powerOn(warm: true)
             case .powerOff:
+                guard used else { return }
                 card.powerOff()
-                // A tap or a swipe is over when the reader powers the card off: it leaves.
+                // A tap is over when the terminal that used it powers it off: it leaves.
                 if card.hasLeft { close() }
             }
         })

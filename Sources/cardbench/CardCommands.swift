@@ -109,12 +109,15 @@ struct CardPresentation: ParsableArguments {
             DispatchQueue.global().asyncAfter(deadline: .now() + removeSeconds) { link.close() }
         }
         var seen: [String: Int] = [:]
-        var powered = false
+        // Whether a terminal has talked to the card since it was powered: pcscd powers a new card
+        // on to read its ATR and off again while no one uses it, which is no tap ending.
+        var used = false
 
         var persisted = card.state
         let atr = interface == .contactless ? cardProfile.contactlessATR : cardProfile.atr
         do {
             try link.serve(atr: atr, respond: { command in
+                used = true
                 let response = card.respond(to: command)
                 if trace {
                     let c = TraceRedaction.command(command)
@@ -135,8 +138,8 @@ struct CardPresentation: ParsableArguments {
             }, onPower: { event in
                 if event != .powerOff {
                     _ = card.powerOn(interface)
-                    powered = true
-                } else if interface == .contactless, powered {
+                    if event == .powerOn { used = false }
+                } else if interface == .contactless, used {
                     // The tap is over: the card leaves the field.
                     link.close()
                 }

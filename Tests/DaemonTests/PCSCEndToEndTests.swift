@@ -125,6 +125,9 @@ struct PCSCEndToEndTests {
         let external = try InsertedCard("visa-debit-contactless.yaml", reader: bench.vpcdEndpoint, verb: "tap", extra: ["--trace"])
         let ready = try await bench.waitFor("ready", card: true)
         #expect(ready.kind == "pcsc", "\(ready)")
+        // pcscd powers a card no one uses off after 5 s (PCSCLITE_POWER_OFF_GRACE_PERIOD): the card
+        // is still in the field then, and the tap only ends when the terminal that used it lets go.
+        try await Task.sleep(for: .seconds(6))
         let viva = try #require(try await bench.daemon.open(saleURL(amount: 15_000, tip: 0, reference: "pcsc-tap"), terminal: "usb").result,
                                 "\(bench.daemon.logText)")
         #expect(viva.status == "success", "\(viva.message) \(bench.daemon.logText)")
