@@ -77,7 +77,7 @@ struct CardPresentation: ParsableArguments {
     }
 
     /// The card answers a reader over vpcd until it is removed; a tapped card leaves the field
-    /// when the reader powers it off.
+    /// when the reader powers it off after a terminal has used it.
     func serveOverVPCD(_ interface: CardInterface) throws {
         let cardProfile = try loadCardProfile(profile)
         guard cardProfile.interfaces.contains(interface) else {
@@ -182,7 +182,7 @@ struct CardInsert: AsyncParsableCommand {
 struct CardTap: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tap",
-        abstract: "Tap a virtual card on a contactless reader: it answers with a PC/SC part 3 ATR and leaves the field when the reader powers it off.",
+        abstract: "Tap a virtual card on a contactless reader: it answers with a PC/SC part 3 ATR and leaves the field when a terminal that used it powers it off.",
         discussion: """
         The card must list contactless in its profile's interfaces (docs/contactless.md). With --terminal the daemon \
         holds it; --then insert presents it again in the chip slot when the tap ends "try another interface".
