@@ -207,9 +207,11 @@ struct DeliveryTests {
         #expect(http.status == "success")
         let app = try #require(try await daemon.open(saleURL(reference: "app-1")).result)
         let blocked = try #require(try await daemon.open(saleURL(reference: "web-2", callback: "http://192.0.2.1/cb")).result)
-        var delivered = false, failed = false, commanded = false
-        for _ in 0..<100 where !(delivered && failed && commanded) {
+        var delivered = false, failed = false, commanded = false, requested = false
+        // The webhook's server records the request after answering it: wait for that too.
+        for _ in 0..<200 where !(delivered && failed && commanded && requested) {
             try await Task.sleep(for: .milliseconds(50))
+            requested = collected.items.contains { $0.contains("GET /cb?status=success&message=Transaction%20successful.&action=sale") }
             let (_, a) = try await daemon.json("GET", "/v1/transactions/\(http.transaction?.id ?? 0)")
             delivered = ((a as? [String: Any])?["callbacks"] as? [[String: Any]])?.first?["status"] as? String == "delivered"
             let (_, b) = try await daemon.json("GET", "/v1/transactions/\(blocked.transaction?.id ?? 0)")
@@ -224,7 +226,7 @@ struct DeliveryTests {
         #expect(failed, "the disallowed host was given up after 2 attempts: \(String(describing: blockedState))")
         #expect(delivered, "\(String(describing: httpState))")
         #expect(commanded, "the command got the app callback as its argument")
-        #expect(collected.items.contains { $0.contains("GET /cb?status=success&message=Transaction%20successful.&action=sale") })
+        #expect(requested, "\(collected.items)")
     }
 
     @Test("/metrics counts transactions by status and API requests by route")
