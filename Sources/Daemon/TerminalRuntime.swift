@@ -56,7 +56,8 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
     public var tid: String { settings.tid }
     public var terminalData: TerminalData {
         var data = TerminalData(countryCode: settings.countryCode, currencyCode: settings.currencyCode, tacDefault: settings.tacDefault, oda: oda)
-        data.fallback = settings.fallback
+        // Fallback needs a stripe reader to fall back to.
+        data.fallback = settings.fallback && settings.interfaces.contains(.magstripe)
         for i in data.contactless.combinations.indices {
             if let limit = settings.contactlessTransactionLimit { data.contactless.combinations[i].transactionLimit = limit }
             if let limit = settings.contactlessFloorLimit { data.contactless.combinations[i].floorLimit = limit }
