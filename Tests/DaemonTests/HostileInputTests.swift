@@ -159,7 +159,7 @@ struct HostileInputTests {
         defer { daemon.remove() }
         var slowIDs: [Int64] = []
         for i in 0..<4 {
-            let result = try #require(try await daemon.open(saleURL(reference: "slow-\(i)", callback: encoded("\(slow.base)/slow/3000/cb"))).result)
+            let result = try #require(try await daemon.open(saleURL(reference: "slow-\(i)", callback: encoded("\(slow.base)/slow/6000/cb"))).result)
             slowIDs.append(try #require(result.transaction?.id))
         }
         _ = try await daemon.waitUntil(seconds: 5) { slow.requests.items.count >= 1 }
@@ -174,7 +174,8 @@ struct HostileInputTests {
         }
         #expect(delivered)
         #expect(slowDelivered == 0, "the other target's callback waited for \(slowDelivered) slow ones")
-        #expect(try await daemon.waitUntil(seconds: 30) {
+        // Each slow answer takes 6 s (time enough for the other sale on a loaded machine: 3 s was not).
+        #expect(try await daemon.waitUntil(seconds: 60) {
             var all = true
             for id in slowIDs where try await daemon.callbacks(of: id).first?["status"] as? String != "delivered" { all = false }
             return all
