@@ -52,7 +52,9 @@ extension Kernel {
             entry.path.append("tap: no PPSE (\(ppse.status))")
             throw .endApplication("the card has no PPSE (SELECT 2PAY.SYS.DDF01 answered \(ppse.status))")
         }
-        var (list, blocked) = candidates(ppse: fci, combinations: combinations)
+        let found = candidates(ppse: fci, combinations: combinations)
+        var list = found.candidates
+        let blocked = found.blockedByAmount
         guard !list.isEmpty else {
             if let first = blocked.first {
                 entry.outcome = "try another interface"

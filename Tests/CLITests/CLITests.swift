@@ -99,6 +99,15 @@ struct BadInputTests {
         (["emv", "arqc", "--cvn", "10"], "", "Missing expected argument"),
         (["sale", "--card", "Scenarios/cards/visa-credit-cvn10.yaml", "--amount", "1.00", "--ledger", "/nonexistent/l.sqlite", "--pin"]
             + Array(repeating: "1234", count: 16), "--pin", "at most 15 PINs"),
+        (["sale", "--card", "Scenarios/cards/visa-credit-cvn10.yaml", "--amount", "1.00", "--ledger", "/nonexistent/l.sqlite", "--tap", "--swipe"],
+            "--tap and --swipe", "give one"),
+        (["sale", "--card", "Scenarios/cards/visa-credit-cvn10.yaml", "--amount", "1.00", "--ledger", "/nonexistent/l.sqlite", "--then", "wave"],
+            "--then", "insert, tap or swipe"),
+        (["sale", "--card", "Scenarios/cards/visa-credit-cvn10.yaml", "--amount", "1.00", "--ledger", "/nonexistent/l.sqlite", "--tap"],
+            "--card", "cannot be presented by tap"),
+        (["card", "swipe", "--profile", "Scenarios/cards/magstripe-only-101.yaml", "--reader", "/nonexistent/reader.sock"],
+            "--reader", "a swipe reaches a daemon terminal only"),
+        (["card", "tap", "--profile", "Scenarios/cards/visa-debit-contactless.yaml"], "give exactly one of", "--reader and --terminal"),
     ])
     func rejects(arguments: [String], option: String, rule: String) throws {
         let r = try run(arguments)

@@ -45,6 +45,36 @@ struct ConfigurationTests {
         #expect(kind.rule.contains("pcsc:<pattern>"), "\(kind)")
     }
 
+    @Test("terminal interfaces, fallback and contactless limits, demo.interface: parsed, and refused by key and rule")
+    func tapAndSwipeKeys() async throws {
+        let good = try await DaemonConfiguration.load(file: try file("""
+            terminals: [a]
+            terminal:
+              a:
+                interfaces: [contactless, magstripe]
+                fallback: true
+                contactless: {transaction_limit: "5000.00", floor_limit: "0", cvm_limit: "100.50"}
+            demo:
+              interface: tap
+            """), environment: [:])
+        let a = good.terminals[0]
+        #expect(a.interfaces == [.contactless, .magstripe] && a.fallback)
+        #expect(a.contactlessTransactionLimit == 500_000 && a.contactlessFloorLimit == 0 && a.contactlessCVMLimit == 10_050)
+        #expect(good.demoInterface == .contactless)
+        func refused(_ yaml: String) async throws -> ConfigurationError {
+            do { _ = try await DaemonConfiguration.load(file: try file(yaml), environment: [:]) } catch let error as ConfigurationError { return error }
+            throw HarnessFailure("accepted: \(yaml)")
+        }
+        let interface = try await refused("terminals: [a]\nterminal:\n  a:\n    interfaces: [contact, nfc]\n")
+        #expect(interface.key == "terminal.a.interfaces" && interface.rule.contains("nfc"), "\(interface)")
+        let amount = try await refused("terminals: [a]\nterminal:\n  a:\n    contactless: {cvm_limit: \"1.5\"}\n")
+        #expect(amount.key == "terminal.a.contactless.cvm_limit" && amount.rule.contains("400.00"), "\(amount)")
+        let flag = try await refused("terminals: [a]\nterminal:\n  a:\n    fallback: maybe\n")
+        #expect(flag.key == "terminal.a.fallback", "\(flag)")
+        let demo = try await refused("demo:\n  interface: wave\n")
+        #expect(demo.key == "demo.interface" && demo.rule.contains("insert, tap or swipe"), "\(demo)")
+    }
+
     @Test("no file and no environment: the embedded default")
     func embeddedDefault() async throws {
         let c = try await DaemonConfiguration.load(file: nil, environment: [:])

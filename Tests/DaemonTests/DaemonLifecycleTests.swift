@@ -95,6 +95,14 @@ struct DaemonLifecycleTests {
             #expect(value(callbackFields(sale.callback ?? "").fields, "verificationMethod") == "CONTACTLESS - NO CVM")
             #expect(sale.transaction?.entryMode == "contactless")
         }
+        // The card API refuses a presentation the card or the reader cannot make, naming the field.
+        for (body, field) in [(CardBody(profile: "visa-credit-cvn10", interface: "tap"), "interface"),
+                              (CardBody(profile: "visa-debit-contactless", interface: "tap", then: ["wave"]), "then[0]"),
+                              (CardBody(profile: "visa-wearable", interface: "swipe"), "interface")] {
+            let reply = try await daemon.client.send(method: "POST", "/v1/terminals/bench1/card", json: body)
+            let object = try JSONSerialization.jsonObject(with: reply.body) as? [String: Any]
+            #expect(reply.status == 400 && object?["field"] as? String == field, "\(reply.status) \(String(describing: object))")
+        }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cbd-demo-tap-\(UUID().uuidString.prefix(8))").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let refused = try runDaemonToExit(["--demo-card", card("visa-credit-cvn10.yaml"), "--demo-interface", "tap",
