@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "Ledger", targets: ["Ledger"]),
         .library(name: "Fronts", targets: ["Fronts"]),
         .library(name: "Workflows", targets: ["Workflows"]),
+        .library(name: "Defaults", targets: ["Defaults"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
@@ -29,6 +30,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", exact: "2.4.1"),
         .package(url: "https://github.com/apple/swift-system.git", exact: "1.8.1"),
+        // Socket activation: NIO's server channel around a descriptor systemd passed, with its
+        // quiescing helper (both already in the graph through Hummingbird).
+        .package(url: "https://github.com/apple/swift-nio.git", exact: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", exact: "1.35.2"),
     ],
     targets: [
         // What tests share: the repository root, a temporary ledger, in-process virtual cards, test
@@ -52,6 +57,11 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        // The embedded default: the shipped card profiles and CA public keys, compiled in by the
+        // EmbedDefaults plugin so the binaries need no files (docs/operations.md).
+        .target(name: "Defaults", plugins: ["EmbedDefaults"]),
+        .plugin(name: "EmbedDefaults", capability: .buildTool(), dependencies: ["cardbench-embed"]),
+        .executableTarget(name: "cardbench-embed"),
         // A profile-driven emulated EMV card answering APDUs; pure (profiles are parsed from text).
         .target(
             name: "VirtualCard",
@@ -114,7 +124,7 @@ let package = Package(
         .target(
             name: "Daemon",
             dependencies: [
-                "EMV", "VirtualCard", "CardIO", "Terminal", "Ledger", "Fronts", "Workflows", "CGlibcMalloc",
+                "EMV", "VirtualCard", "CardIO", "Terminal", "Ledger", "Fronts", "Workflows", "CGlibcMalloc", "Defaults",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
@@ -126,6 +136,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
             ]
         ),
         // Scenario files and their runner: the language (docs/scenarios.md), run through the API of a
@@ -143,6 +156,7 @@ let package = Package(
             name: "cardbenchd",
             dependencies: [
                 "Daemon",
+                "Defaults",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -159,6 +173,7 @@ let package = Package(
                 "Workflows",
                 "Daemon",
                 "Scenario",
+                "Defaults",
                 "CLibCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -197,7 +212,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DaemonTests",
-            dependencies: ["Daemon", "Fronts", "Ledger", "Terminal", "EMV", "CardIO", "VirtualCard", "Workflows", "TestSupport",
+            dependencies: ["Daemon", "Defaults", "Fronts", "Ledger", "Terminal", "EMV", "CardIO", "VirtualCard", "Workflows", "TestSupport",
                            .product(name: "HummingbirdTesting", package: "hummingbird"),
                            .product(name: "AsyncHTTPClient", package: "async-http-client"),
                            .product(name: "Crypto", package: "swift-crypto"),

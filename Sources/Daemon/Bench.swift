@@ -1,4 +1,5 @@
 import CardIO
+import Defaults
 import EMV
 import Foundation
 import Fronts
@@ -30,8 +31,8 @@ public final class Bench: @unchecked Sendable {
     private var udev: UdevReaders?
     /// The issuer's card profiles by PAN: installments and other card facts a front asks about.
     private let profiles: [String: CardProfile]
-    /// Profile files a request may name, by name (`Bench.profileLibrary`).
-    let profileLibrary: [String: String]
+    /// Profiles a request may name, by name (`Bench.profileLibrary`).
+    let profileLibrary: [String: ProfileEntry]
     /// Transactions found `in_progress` at start (the daemon had stopped mid-transaction).
     public private(set) var recovered: [StoredTransaction] = []
     /// What every workflow runs against: this bench's ledger, host, clock, events and terminals.
@@ -64,25 +65,36 @@ public final class Bench: @unchecked Sendable {
                                     outboxMaxAttempts: configuration.callbacks.maxAttempts)
         // The PIN key of online PIN blocks between this terminal and this host: a fixed test key.
         host = EmulatedHost(pinKey: try TDESKey(Hex.decode("0123456789ABCDEFFEDCBA9876543210")), amountTable: .none)
+        // The embedded profiles, then the configured ones (a name given again replaces the
+        // embedded profile; a PAN given again, the account the issuer holds).
+        var library = try Self.profileLibrary(configuration.cardProfiles)
         var profiles: [String: CardProfile] = [:]
-        for path in try Self.profilePaths(configuration.cardProfiles) {
-            let profile = try Self.loadProfile(path)
-            try host.register(profile)
+        let ordered = library.filter(\.value.isEmbedded).keys.sorted() + library.filter { !$0.value.isEmbedded }.keys.sorted()
+        for name in ordered {
+            let profile = try Self.loadProfile(library[name]!, key: "host.cards")
+            do { try host.register(profile) } catch { throw ConfigurationError(key: "host.cards", rule: "\(library[name]!): \(error)") }
             profiles[profile.pan] = profile
         }
         self.profiles = profiles
-        profileLibrary = Self.profileLibrary(configuration.cardProfiles, demoCard: configuration.demoCard)
-        let demo = try configuration.demoCard.map(Self.loadProfile)
-        if let demo, profiles[demo.pan] == nil { try host.register(demo) }
+        var demo: CardProfile?
+        if let demoCard = configuration.demoCard {
+            let (name, entry) = try Self.demoEntry(demoCard, library: library)
+            demo = try Self.loadProfile(entry, key: "demo.card")
+            if library[name] == nil { library[name] = entry }
+        }
+        profileLibrary = library
+        if let demo, profiles[demo.pan] == nil {
+            do { try host.register(demo) } catch { throw ConfigurationError(key: "demo.card", rule: "\(demo.name): \(error)") }
+        }
         if let demo, !demo.interfaces.contains(configuration.demoInterface) {
             throw ConfigurationError(key: "demo.interface", rule: "the demo card \(demo.name) cannot be presented by \(configuration.demoInterface.verb): its interfaces are \(demo.interfaces.map(\.rawValue).sorted().joined(separator: ", "))")
         }
         let runtime = configuration.effectiveRuntimeDirectory
         let feed = EventFeed(hub: events, clock: clock, metrics: metrics)
         let revoked = try CAPKStore.revoked(configuration.revokedCertificates, key: "emv.revoked")
-        let sharedKeys = try CAPKStore.load(configuration.capkFiles, key: "emv.capk")
+        let sharedKeys = try CAPKStore.loadWithEmbedded(configuration.capkFiles, key: "emv.capk")
         terminals = try configuration.terminals.map { settings in
-            let keys = try settings.capkFiles.map { files in try CAPKStore.load(files, key: "terminal.\(settings.name).capk") } ?? sharedKeys
+            let keys = try settings.capkFiles.map { files in try CAPKStore.loadWithEmbedded(files, key: "terminal.\(settings.name).capk") } ?? sharedKeys
             return try TerminalRuntime(settings: settings, runtimeDirectory: runtime, demoCard: demo, demoInterface: configuration.demoInterface,
                                        events: feed, logger: logger, oda: ODAConfiguration(caKeys: keys, revoked: revoked))
         }
@@ -188,13 +200,20 @@ public final class Bench: @unchecked Sendable {
 
     // MARK: Loading
 
-    static func profilePaths(_ entries: [String]) throws -> [String] {
+    /// The files of `host.cards`: each entry a `.yaml`/`.yml` file or a directory of them. An entry
+    /// that does not exist or cannot be listed is a configuration error naming it.
+    static func profilePaths(_ entries: [String], key: String = "host.cards") throws(ConfigurationError) -> [String] {
         var paths: [String] = []
         for entry in entries {
             var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: entry, isDirectory: &isDirectory) else { continue }
+            guard FileManager.default.fileExists(atPath: entry, isDirectory: &isDirectory) else {
+                throw ConfigurationError(key: key, rule: "\(entry): no such file or directory (the embedded profiles need no entry: \(key) adds to them)")
+            }
             if isDirectory.boolValue {
-                let names = try FileManager.default.contentsOfDirectory(atPath: entry).filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") }
+                let names: [String]
+                do { names = try FileManager.default.contentsOfDirectory(atPath: entry).filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") } } catch {
+                    throw ConfigurationError(key: key, rule: "cannot list \(entry): \(error.localizedDescription)")
+                }
                 paths += names.sorted().map { (entry as NSString).appendingPathComponent($0) }
             } else {
                 paths.append(entry)
@@ -203,13 +222,34 @@ public final class Bench: @unchecked Sendable {
         return paths
     }
 
-    static func loadProfile(_ path: String) throws -> CardProfile {
+    static func loadProfile(_ entry: ProfileEntry, key: String) throws(ConfigurationError) -> CardProfile {
         let text: String
-        do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
-            throw ConfigurationError(key: "host.cards", rule: "cannot read \(path): \(error.localizedDescription)")
+        switch entry {
+        case .embedded(let name):
+            text = EmbeddedDefaults.cardProfiles[name]!
+        case .file(let path):
+            do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+                throw ConfigurationError(key: key, rule: "cannot read \(path): \(error.localizedDescription)")
+            }
         }
-        do { return try CardProfile.parse(yaml: text, file: path) } catch {
-            throw ConfigurationError(key: "host.cards", rule: "\(error)")
+        do { return try CardProfile.parse(yaml: text, file: entry.description) } catch {
+            throw ConfigurationError(key: key, rule: "\(error)")
+        }
+    }
+}
+
+/// A card profile the daemon knows by name: compiled in, or a file of the configured card
+/// directories.
+enum ProfileEntry: Sendable, Equatable, CustomStringConvertible {
+    case embedded(String)
+    case file(String)
+
+    var isEmbedded: Bool { if case .embedded = self { true } else { false } }
+
+    var description: String {
+        switch self {
+        case .embedded(let name): EmbeddedDefaults.displayName(name)
+        case .file(let path): path
         }
     }
 }

@@ -1,3 +1,4 @@
+import Defaults
 import EMV
 import Foundation
 import Terminal
@@ -6,8 +7,24 @@ import VirtualCard
 /// Reads CAPK files and revocation entries into a terminal's offline data authentication
 /// settings: the file I/O behind `emv.capk`, `terminal.<name>.capk` and `cardbench --capk`.
 public enum CAPKStore {
-    /// The CAPK file shipped with cardbench: the bench CA's keys and the schemes' published test keys.
+    /// The CAPK file shipped with cardbench (the bench CA's keys and the schemes' published test
+    /// keys), as it sits in the source tree; the binaries carry it embedded (`embedded()`).
     public static let defaultFile = "Scenarios/ca/capk.yaml"
+
+    /// The embedded CAPK file's keys.
+    public static func embedded() throws(ConfigurationError) -> [CAPublicKey] {
+        do { return try CAPKFile.parse(yaml: EmbeddedDefaults.capk, file: EmbeddedDefaults.capkName) } catch {
+            throw ConfigurationError(key: "emv.capk", rule: "the embedded CAPK file: \(error)")
+        }
+    }
+
+    /// The embedded keys and those of `paths`: a file's key replaces an embedded one of the same
+    /// RID and index (a scheme's key updated on the bench), while two files giving the same key
+    /// stay an error.
+    public static func loadWithEmbedded(_ paths: [String], key: String) throws(ConfigurationError) -> [CAPublicKey] {
+        let files = try load(paths, key: key)
+        return try embedded().filter { e in !files.contains { $0.rid == e.rid && $0.index == e.index } } + files
+    }
 
     /// The keys of every file, in order; a RID and index given twice is an error naming both files.
     public static func load(_ paths: [String], key: String) throws(ConfigurationError) -> [CAPublicKey] {

@@ -82,7 +82,8 @@ struct CallbackDelivery: Service {
             let updated = try? bench.ledger.markAttemptFailed(id: entry.id, error: error.description, nextAttemptAt: Self.wallNow() + backoff)
             bench.metrics.recordDelivery(kind: entry.kind.rawValue, delivered: false)
             if updated?.status == .failed {
-                logger.warning("callback \(entry.id) of transaction \(entry.transactionID) given up after \(entry.attempts + 1) attempts: \(error)")
+                logger.warning("callback \(entry.id) of transaction \(entry.transactionID) given up after \(entry.attempts + 1) attempts: \(error)",
+                               metadata: ["callback": "\(entry.id)", "transaction": "\(entry.transactionID)", "attempts": "\(entry.attempts + 1)"])
             }
         }
     }
@@ -90,7 +91,7 @@ struct CallbackDelivery: Service {
     /// Who a delivery waits on: an http(s) callback's host and port, else the program it is handed to.
     static func targetKey(_ url: String, _ settings: CallbackSettings) -> String {
         if let (scheme, host, port) = CallbackTarget.parse(url) { return "\(scheme)://\(host):\(port)" }
-        return settings.command.map { "command:\($0)" } ?? (settings.xdgOpen ? "xdg-open" : "reply")
+        return settings.command.map { "command:\($0[0])" } ?? (settings.xdgOpen ? "xdg-open" : "reply")
     }
 
     struct DeliveryError: Error, CustomStringConvertible {
@@ -129,7 +130,7 @@ struct CallbackDelivery: Service {
             }
         }
         if let command = settings.command {
-            if let error = await Self.runProgram(command, [url]) { return .failure(error) }
+            if let error = await Self.runProgram(command[0], CallbackSettings.commandArguments(command, url: url)) { return .failure(error) }
         }
         if settings.xdgOpen {
             if let error = await Self.runProgram("xdg-open", [url]) { return .failure(error) }

@@ -1,4 +1,5 @@
 import CardIO
+import Defaults
 import EMV
 import Foundation
 import Logging
@@ -169,19 +170,32 @@ public enum ProfileSource: Sendable, Equatable {
 }
 
 extension Bench {
-    /// The card profiles a request may name: every `.yaml`/`.yml` file of the configured card
-    /// directories (and files) by its name without the extension, and the demo card's.
-    static func profileLibrary(_ entries: [String], demoCard: String?) -> [String: String] {
-        var library: [String: String] = [:]
-        for path in (try? profilePaths(entries)) ?? [] {
+    /// The card profiles a request may name: the embedded ones, and every `.yaml`/`.yml` file of
+    /// the configured card directories (and files) by its name without the extension, a
+    /// configured file replacing an embedded profile of the same name.
+    static func profileLibrary(_ entries: [String]) throws(ConfigurationError) -> [String: ProfileEntry] {
+        var library: [String: ProfileEntry] = [:]
+        for name in EmbeddedDefaults.cardProfileNames { library[name] = .embedded(name) }
+        var configured: Set<String> = []
+        for path in try profilePaths(entries) {
             let name = ((path as NSString).lastPathComponent as NSString).deletingPathExtension
-            if library[name] == nil { library[name] = path }
-        }
-        if let demoCard {
-            let name = ((demoCard as NSString).lastPathComponent as NSString).deletingPathExtension
-            if library[name] == nil { library[name] = demoCard }
+            // The first file of a name wins among the configured ones, as the entries are ordered.
+            if configured.insert(name).inserted { library[name] = .file(path) }
         }
         return library
+    }
+
+    /// The demo card: a profile name of the library (`visa-credit-cvn10`, `.yaml` allowed), or a
+    /// path to a profile file, which then joins the library under its file name.
+    static func demoEntry(_ given: String, library: [String: ProfileEntry]) throws(ConfigurationError) -> (name: String, entry: ProfileEntry) {
+        var name = given
+        for ext in [".yaml", ".yml"] where name.hasSuffix(ext) { name = String(name.dropLast(ext.count)) }
+        if !given.contains("/"), let entry = library[name] { return (name, entry) }
+        if FileManager.default.fileExists(atPath: given) {
+            return (((given as NSString).lastPathComponent as NSString).deletingPathExtension, .file(given))
+        }
+        let shown = given.count > 80 ? String(given.prefix(80)).debugDescription + "…" : given.debugDescription
+        throw ConfigurationError(key: "demo.card", rule: "must name a card profile (embedded or in host.cards, e.g. \(EmbeddedDefaults.demoCard)) or a profile file; no profile and no file \(shown)")
     }
 
     /// The profile a request means. A name may carry its `.yaml` extension; it must be one of the
@@ -191,13 +205,13 @@ extension Bench {
         case .named(let given):
             var name = given
             for ext in [".yaml", ".yml"] where name.hasSuffix(ext) { name = String(name.dropLast(ext.count)) }
-            guard let path = profileLibrary[name] else {
+            guard let entry = profileLibrary[name] else {
                 let known = profileLibrary.keys.sorted()
                 let list = known.count > 40 ? known.prefix(40).joined(separator: ", ") + ", …" : known.joined(separator: ", ")
                 let shown = given.count > 80 ? String(given.prefix(80)).debugDescription + "…" : given.debugDescription
-                throw .badRequest(field: "profile", rule: "must name a profile of the configured card directories (\(list)), or give the profile itself as profileYAML; no such profile \(shown) (paths are not read)")
+                throw .badRequest(field: "profile", rule: "must name an embedded profile or one of the configured card directories (\(list)), or give the profile itself as profileYAML; no such profile \(shown) (paths are not read)")
             }
-            do { return try Self.loadProfile(path) } catch { throw .badRequest(field: "profile", rule: "\(error)") }
+            do throws(ConfigurationError) { return try Self.loadProfile(entry, key: "profile") } catch { throw .badRequest(field: "profile", rule: error.rule) }
         case .inline(let yaml):
             guard yaml.utf8.count <= ProfileSource.maximumYAMLBytes else {
                 throw .badRequest(field: "profileYAML", rule: "must be at most \(ProfileSource.maximumYAMLBytes) bytes")

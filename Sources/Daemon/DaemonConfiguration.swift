@@ -1,4 +1,5 @@
 import CardIO
+import Defaults
 import EMV
 import Configuration
 import Foundation
@@ -137,8 +138,11 @@ public enum ReaderSpec: Sendable, Equatable, CustomStringConvertible {
 public struct CallbackSettings: Sendable, Equatable {
     /// Hosts an http(s) callback may be posted to; loopback only unless more are listed.
     public var allowedHosts: [String] = ["127.0.0.1", "localhost", "::1"]
-    /// Run this program with the callback URL as its only argument (no shell).
-    public var command: String?
+    /// Hand app-scheme callbacks to this command: a program and its arguments, each `{url}` in
+    /// them replaced by the callback URL (which stays one argument; no shell), e.g.
+    /// `adb exec-out am start -a android.intent.action.VIEW -d {url}`. Given as a single program
+    /// name, the URL is its only argument.
+    public var command: [String]?
     /// Hand app-scheme callbacks to `xdg-open`, as a phone hands them to the app.
     public var xdgOpen = false
     /// Attempts before a delivery is given up (the ledger marks it failed).
@@ -148,6 +152,27 @@ public struct CallbackSettings: Sendable, Equatable {
     public var maxBackoff: Duration = .seconds(60)
 
     public init() {}
+
+    /// The placeholder of the callback URL in `callbacks.command`.
+    public static let urlPlaceholder = "{url}"
+
+    /// A checked `callbacks.command`: a program (not itself the URL) and arguments; without a
+    /// `{url}` anywhere the URL becomes the last argument.
+    public static func commandTemplate(_ words: [String]) throws(ConfigurationError) -> [String]? {
+        guard let program = words.first else { return nil }
+        guard !program.isEmpty else {
+            throw ConfigurationError(key: "callbacks.command", rule: "the first word must be the program to run (a name on PATH or an absolute path), got an empty one")
+        }
+        guard !program.contains(urlPlaceholder) else {
+            throw ConfigurationError(key: "callbacks.command", rule: "the first word is the program to run and cannot be \(urlPlaceholder); e.g. [adb, exec-out, am, start, -a, android.intent.action.VIEW, -d, \(urlPlaceholder)]")
+        }
+        return words.contains { $0.contains(urlPlaceholder) } ? words : words + [urlPlaceholder]
+    }
+
+    /// The command's arguments (after the program) for one callback URL.
+    public static func commandArguments(_ template: [String], url: String) -> [String] {
+        template.dropFirst().map { $0.replacingOccurrences(of: urlPlaceholder, with: url) }
+    }
 }
 
 /// Everything `cardbenchd` runs on. With no file and no environment it is the embedded default:
@@ -171,10 +196,12 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var tlsCertificate: String?
     public var tlsKey: String?
     public var terminals = [TerminalSettings(name: "bench1", tid: "10000001", reader: .virtual(name: "bench1"))]
-    /// Card profiles (files or directories of `.yaml`) whose accounts the emulated issuer holds.
-    public var cardProfiles = ["Scenarios/cards"]
-    /// CAPK files (docs/oda.md) every terminal authenticates cards with, unless it names its own.
-    public var capkFiles = [CAPKStore.defaultFile]
+    /// Card profiles (files or directories of `.yaml`) the emulated issuer holds besides the
+    /// embedded ones; a file named like an embedded profile replaces it.
+    public var cardProfiles: [String] = []
+    /// CAPK files (docs/oda.md) every terminal authenticates cards with besides the embedded
+    /// keys, unless it names its own.
+    public var capkFiles: [String] = []
     /// Revoked issuer certificates, `RID:INDEX:SERIAL`.
     public var revokedCertificates: [String] = []
     /// Present this profile automatically when a transaction waits for a card, and enter its PIN.
@@ -319,7 +346,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         }
         if let t = try seconds("timeouts.card_seconds") { cardTimeout = t }
         if let t = try seconds("timeouts.prompt_seconds") { promptTimeout = t }
-        if try flag("demo.enabled") == true { demoCard = text("demo.card") ?? "Scenarios/cards/visa-credit-cvn10.yaml" }
+        if try flag("demo.enabled") == true { demoCard = text("demo.card") ?? EmbeddedDefaults.demoCard }
         if let verb = text("demo.interface") {
             guard let interface = CardInterface(verb: verb) else {
                 throw ConfigurationError(key: "demo.interface", rule: "must be insert, tap or swipe, got \"\(verb)\"")
@@ -407,7 +434,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
             }
         }
         if let hosts = list("callbacks.allowed_hosts") { callbacks.allowedHosts = hosts }
-        if let command = text("callbacks.command"), !command.isEmpty { callbacks.command = command }
+        if let template = list("callbacks.command") ?? text("callbacks.command").map({ [$0] }) {
+            callbacks.command = try CallbackSettings.commandTemplate(template)
+        }
         if let xdg = try flag("callbacks.xdg_open") { callbacks.xdgOpen = xdg }
         if let attempts = try number("callbacks.max_attempts", 1...1000) { callbacks.maxAttempts = attempts }
 

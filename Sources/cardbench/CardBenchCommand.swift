@@ -1,5 +1,6 @@
 import ArgumentParser
 import CardIO
+import Defaults
 import EMV
 import Foundation
 import VirtualCard
@@ -30,7 +31,7 @@ struct CardBench: ParsableCommand {
     var sizes: String = "0,32,128,250"
 
     @Option(help: "Card profile for the virtual-card row: a selected VirtualCard answers READ RECORD with its real record.")
-    var profile: String = "Scenarios/cards/visa-credit-cvn10.yaml"
+    var profile: String = EmbeddedDefaults.demoCard
 
     @Flag(help: "Print the figures as JSON.")
     var json = false

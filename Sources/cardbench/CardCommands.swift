@@ -3,20 +3,39 @@ import CardIO
 import EMV
 import Foundation
 import Daemon
+import Defaults
 import VirtualCard
 
 struct CardCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "card",
-        abstract: "Virtual cards: insert, tap or swipe one at a reader.",
-        subcommands: [CardInsert.self, CardTap.self, CardSwipe.self]
+        abstract: "Virtual cards: insert, tap or swipe one at a reader; list the embedded profiles.",
+        subcommands: [CardInsert.self, CardTap.self, CardSwipe.self, CardList.self]
     )
+}
+
+/// `cardbench card list`: the profiles compiled into the binaries, which every `--profile` and
+/// `--card` option and the daemon know by name.
+struct CardList: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List the embedded card profiles: name, scheme, interfaces, masked card number.",
+        discussion: "The same profiles ship as files in /usr/share/cardbench/cards (Scenarios/cards in the source tree); a file of the same name in a daemon's host.cards replaces one.")
+
+    func run() throws {
+        for name in EmbeddedDefaults.cardProfileNames {
+            let profile = try loadCardProfile(name)
+            let label = profile.applications.first.map { $0.label } ?? "stripe only"
+            let interfaces = profile.interfaces.map(\.rawValue).sorted().joined(separator: ",")
+            print([name, label, interfaces, PAN.masked(profile.pan)].joined(separator: "\t"))
+        }
+    }
 }
 
 /// What `card insert`, `card tap` and `card swipe` share: the profile, and where the card goes —
 /// a reader over the vpcd protocol (`--reader`), or a daemon terminal's reader (`--terminal`).
 struct CardPresentation: ParsableArguments {
-    @Option(help: "Card profile (YAML), e.g. Scenarios/cards/visa-credit-cvn10.yaml; with --terminal also the name of a profile in the daemon's card directories.")
+    @Option(help: "Card profile: a YAML file, or the name of an embedded profile (e.g. visa-credit-cvn10; cardbench card list); with --terminal also a profile of the daemon's card directories.")
     var profile: String
 
     @Option(help: "Reader: a Unix socket path or host:port (the card process answers over vpcd).")
@@ -216,14 +235,22 @@ struct CardSwipe: AsyncParsableCommand {
 
 func flushOutput() { fflush(nil) }
 
-/// Reads and parses a card profile named by an option; failures are one line naming the option,
-/// the file, the field and the rule.
+/// Reads and parses a card profile named by an option: a profile file, or the name of an
+/// embedded profile (`visa-credit-cvn10`) when no such file exists. Failures are one line naming
+/// the option, the file, the field and the rule.
 func loadCardProfile(_ path: String, option: String = "--profile") throws -> CardProfile {
     let text: String
-    do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
-        throw CLIError(message: "\(option): cannot read '\(path)': \(error.localizedDescription)", code: 2)
+    var source = path
+    if !path.contains("/"), !FileManager.default.fileExists(atPath: path), let embedded = EmbeddedDefaults.cardProfile(named: path) {
+        text = embedded
+        source = EmbeddedDefaults.displayName(path)
+    } else {
+        do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+            let hint = path.contains("/") ? "" : " (nor is it an embedded profile: \(EmbeddedDefaults.cardProfileNames.prefix(6).joined(separator: ", ")), …; see cardbench card list)"
+            throw CLIError(message: "\(option): cannot read '\(path)': \(error.localizedDescription)\(hint)", code: 2)
+        }
     }
-    do { return try CardProfile.parse(yaml: text, file: path) } catch {
+    do { return try CardProfile.parse(yaml: text, file: source) } catch {
         throw CLIError(message: "\(option): \(error)", code: 2)
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Daemon
+import Defaults
 import EMV
 import Foundation
 
@@ -23,6 +24,7 @@ struct Cardbench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cardbench",
         abstract: "A payment-terminal test bench: EMV tools, virtual cards, in-process sales, the ledger and a client of the cardbench daemon (cardbenchd).",
+        version: CardbenchVersion.string,
         subcommands: [EMVCommand.self, CardCommand.self, SaleCommand.self, OpenCommand.self, TxCommand.self, TerminalsCommand.self, BillpocketCommand.self, WorldlineCommand.self, CitconCommand.self, ScenarioCommand.self,
                       ReadersCommand.self, PCSCCommand.self, KeypadCommand.self, AbortCommand.self, HostCommand.self, EventsCommand.self, ClockCommand.self,
                       LedgerCommand.self, BenchCommand.self]

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Daemon
+import Defaults
 import EMV
 import Foundation
 import Terminal
@@ -194,7 +195,7 @@ struct CAPKListCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list", abstract: "List the keys of CAPK files, each check value verified (a file that fails to load names the key and field).")
 
-    @Option(help: "CAPK file; repeat for more (default: \(CAPKStore.defaultFile)).")
+    @Option(help: "CAPK file; repeat for more (default: the embedded keys, the same as \(CAPKStore.defaultFile)).")
     var capk: [String] = []
 
     @Option(help: "Only keys under this RID (hex).")
@@ -209,7 +210,7 @@ struct CAPKListCommand: ParsableCommand {
 
     func run() throws {
         let keys: [CAPublicKey]
-        do throws(ConfigurationError) { keys = try CAPKStore.load(capk.isEmpty ? [CAPKStore.defaultFile] : capk, key: "--capk") } catch {
+        do throws(ConfigurationError) { keys = try capk.isEmpty ? CAPKStore.embedded() : CAPKStore.load(capk, key: "--capk") } catch {
             throw CLIError(message: "\(error.key): \(error.rule)", code: 2)
         }
         let rows = keys.filter { rid == nil || Hex.encode($0.rid) == rid!.uppercased() }.map {
@@ -239,7 +240,7 @@ struct ODACommand: ParsableCommand {
             transaction's trace instead.
             """)
 
-    @Option(help: "CAPK file; repeat for more (default: \(CAPKStore.defaultFile)).")
+    @Option(help: "CAPK file, added to the embedded keys; repeat for more.")
     var capk: [String] = []
 
     @Option(help: "The application's AID (its first 5 bytes are the RID), hex.")
@@ -272,7 +273,7 @@ struct ODACommand: ParsableCommand {
     func run() throws {
         let keys: [CAPublicKey], revocations: [RevokedCertificate]
         do throws(ConfigurationError) {
-            keys = try CAPKStore.load(capk.isEmpty ? [CAPKStore.defaultFile] : capk, key: "--capk")
+            keys = try CAPKStore.loadWithEmbedded(capk, key: "--capk")
             revocations = try CAPKStore.revoked(revoked, key: "--revoked")
         } catch {
             throw CLIError(message: "\(error.key): \(error.rule)", code: 2)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Daemon
+import Defaults
 import Foundation
 import Ledger
 
@@ -31,7 +32,7 @@ struct SaleBench: AsyncParsableCommand {
     var count: Int = 2000
 
     @Option(help: "The card profile the terminals present.")
-    var card: String = "Scenarios/cards/visa-credit-cvn10.yaml"
+    var card: String = EmbeddedDefaults.demoCard
 
     @Option(help: "Floor commits to time, and as many do-nothing HTTP round trips.")
     var floorCommits: Int = 500
@@ -54,7 +55,9 @@ struct SaleBench: AsyncParsableCommand {
         guard (1...128).contains(terminals) else { throw CLIError(message: "--terminals: must be 1 to 128", code: 2) }
         guard count >= terminals, count <= 1_000_000 else { throw CLIError(message: "--count: must be --terminals to 1000000", code: 2) }
         guard (10...100_000).contains(floorCommits) else { throw CLIError(message: "--floor-commits: must be 10 to 100000", code: 2) }
-        guard FileManager.default.fileExists(atPath: card) else { throw CLIError(message: "--card: \(card) does not exist", code: 2) }
+        guard FileManager.default.fileExists(atPath: card) || EmbeddedDefaults.cardProfile(named: card) != nil else {
+            throw CLIError(message: "--card: \(card) is neither a file nor an embedded profile", code: 2)
+        }
         guard callgrind == nil || massif == nil else { throw CLIError(message: "--massif: one valgrind tool at a time; drop --callgrind or --massif", code: 2) }
     }
 

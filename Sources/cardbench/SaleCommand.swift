@@ -1,5 +1,6 @@
 import ArgumentParser
 import Daemon
+import Defaults
 import EMV
 import Foundation
 import Ledger
@@ -22,8 +23,8 @@ struct SaleCommand: AsyncParsableCommand {
         """
     )
 
-    @Option(help: "Card profile (YAML), e.g. Scenarios/cards/visa-credit-cvn10.yaml.")
-    var card: String
+    @Option(help: "Card profile: a YAML file, or the name of an embedded profile (cardbench card list).")
+    var card: String = EmbeddedDefaults.demoCard
 
     @Option(help: "Amount in major units with up to 2 decimals, e.g. 100.00.")
     var amount: String
@@ -67,7 +68,7 @@ struct SaleCommand: AsyncParsableCommand {
     @Option(help: "Keep the card's ATC, PIN tries and blocked state in this JSON file across runs.")
     var state: String?
 
-    @Option(help: "CAPK file for offline data authentication; repeat for more (default: \(CAPKStore.defaultFile)).")
+    @Option(help: "CAPK file for offline data authentication, added to the embedded keys; repeat for more.")
     var capk: [String] = []
 
     @Option(help: "A revoked issuer certificate, RID:INDEX:SERIAL in hex; repeat for more.")
@@ -162,7 +163,7 @@ struct SaleCommand: AsyncParsableCommand {
         do { _ = try store.ensureTerminal(name: terminal, tid: tid) } catch { throw CLIError(message: "--tid: \(error)", code: 2) }
         let oda: ODAConfiguration
         do throws(ConfigurationError) {
-            oda = ODAConfiguration(caKeys: try CAPKStore.load(capk.isEmpty ? [CAPKStore.defaultFile] : capk, key: "--capk"),
+            oda = ODAConfiguration(caKeys: try CAPKStore.loadWithEmbedded(capk, key: "--capk"),
                                    revoked: try CAPKStore.revoked(revoked, key: "--revoked"))
         } catch {
             throw CLIError(message: "\(error.key): \(error.rule)", code: 2)

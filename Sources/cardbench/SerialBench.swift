@@ -1,6 +1,7 @@
 import ArgumentParser
 import CardIO
 import Daemon
+import Defaults
 import EMV
 import Foundation
 import Terminal
@@ -34,7 +35,7 @@ struct SerialBench: ParsableCommand {
     var workload: String = "apdu"
 
     @Option(help: "The card profile of --workload sale.")
-    var card: String = "Scenarios/cards/visa-credit-cvn10.yaml"
+    var card: String = EmbeddedDefaults.demoCard
 
     @Flag(help: "Print the figures as JSON.")
     var json = false

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Daemon
+import Defaults
 import EMV
 import Foundation
 import Logging
@@ -29,10 +30,12 @@ struct CardbenchDaemon: AsyncParsableCommand {
         discussion: """
         Runs in the foreground. With no --config and no CARDBENCH_* environment it starts on the \
         embedded default: state (the SQLite ledger) under ./.cardbench, sockets under \
-        ./.cardbench/run, one terminal bench1 (TID 10000001) with a virtual reader, the card \
-        profiles of ./Scenarios/cards known to the emulated issuer, and the API on \
-        .cardbench/run/control.sock and http://127.0.0.1:8780. See docs/daemon.md for every setting.
-        """
+        ./.cardbench/run, one terminal bench1 (TID 10000001) with a virtual reader, the embedded \
+        card profiles (compiled in; host.cards adds more) known to the emulated issuer, and the \
+        API on .cardbench/run/control.sock and http://127.0.0.1:8780. See cardbenchd.yaml(5) \
+        and docs/daemon.md for every setting.
+        """,
+        version: CardbenchVersion.string
     )
 
     @Option(help: "YAML configuration file (environment variables CARDBENCH_<KEY> override it).")
@@ -88,7 +91,7 @@ struct CardbenchDaemon: AsyncParsableCommand {
                 }
             }
             if demo || demoCard != nil || demoInterface != nil {
-                configuration.demoCard = demoCard ?? configuration.demoCard ?? "Scenarios/cards/visa-credit-cvn10.yaml"
+                configuration.demoCard = demoCard ?? configuration.demoCard ?? EmbeddedDefaults.demoCard
             }
             if let demoInterface {
                 guard let interface = CardInterface(verb: demoInterface) else {

@@ -258,4 +258,54 @@ struct DeliveryTests {
         #expect(text.contains(#"cardbench_api_requests_total{route="open",status="400"} 1"#))
         #expect(text.contains(#"cardbench_api_requests_total{route="transaction",status="404"} 1"#))
     }
+
+    @Test("every metric the Grafana dashboard and the Prometheus alerts query is one the daemon exports (packaging/observability/check.py)",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "needs python3"))
+    func observabilityKit() async throws {
+        // Every series once: a sale, a decline, an API error, and a callback delivery attempt
+        // (an app-scheme callback handed to a command).
+        let daemon = try await DaemonProcess(["--demo"], config: "callbacks:\n  command: [/bin/true]\n")
+        defer { daemon.remove() }
+        _ = try await daemon.open(saleURL(reference: "o1"))
+        _ = try await daemon.client.send(method: "POST", "/v1/terminals/bench1/host-queue", json: ["code": "05"])
+        _ = try await daemon.open(saleURL(reference: "o2"))
+        _ = try await daemon.client.send(method: "GET", "/v1/transactions/999999")
+        var text = ""
+        for _ in 0..<100 {
+            text = String(decoding: try await daemon.client.send(method: "GET", "/metrics").body, as: UTF8.self)
+            if text.contains("cardbench_callback_deliveries_total") { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cb-metrics-\(UUID().uuidString.prefix(6))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let metrics = directory.appendingPathComponent("metrics.txt")
+        try text.write(to: metrics, atomically: true, encoding: .utf8)
+        let kit = repositoryRoot.appendingPathComponent("packaging/observability")
+        let check = Process()
+        check.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        check.arguments = [kit.appendingPathComponent("check.py").path, metrics.path,
+                           kit.appendingPathComponent("cardbench-dashboard.json").path, kit.appendingPathComponent("cardbench-alerts.yaml").path]
+        let output = Pipe()
+        check.standardOutput = output
+        check.standardError = output
+        try check.run()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        check.waitUntilExit()
+        #expect(check.terminationStatus == 0, "\(printed)\n/metrics:\n\(text)")
+
+        // The checker can fail: a dashboard querying a metric the daemon does not export.
+        let broken = directory.appendingPathComponent("dashboard.json")
+        let dashboard = try String(contentsOf: kit.appendingPathComponent("cardbench-dashboard.json"), encoding: .utf8)
+        try dashboard.replacingOccurrences(of: "cardbench_transactions_total", with: "cardbench_transactions_count_total")
+            .write(to: broken, atomically: true, encoding: .utf8)
+        let again = Process()
+        again.executableURL = check.executableURL
+        again.arguments = [check.arguments![0], metrics.path, broken.path, check.arguments![3]]
+        again.standardOutput = FileHandle.nullDevice
+        again.standardError = FileHandle.nullDevice
+        try again.run()
+        again.waitUntilExit()
+        #expect(again.terminationStatus == 1)
+    }
 }

@@ -1,0 +1,31 @@
+/// What the binaries carry so that they work from any directory with no files: the shipped card
+/// profiles (`Scenarios/cards`) and the CA public keys (`Scenarios/ca/capk.yaml`), compiled in at
+/// build time by the EmbedDefaults plugin. Pure data: reading and parsing is the caller's.
+public enum EmbeddedDefaults {
+    /// The name an embedded file goes by in messages, where a path would stand.
+    public static let capkName = "(embedded) capk.yaml"
+
+    /// The CAPK file's text.
+    public static var capk: String { generatedCAPK }
+
+    /// The profile the demo card and `cardbench sale` use unless told otherwise.
+    public static let demoCard = "visa-credit-cvn10"
+
+    /// Every embedded profile's YAML by its name: the file name without `.yaml`.
+    public static let cardProfiles: [String: String] = Dictionary(
+        generatedCardProfiles.map { ($0.name, $0.yaml) }, uniquingKeysWith: { first, _ in first })
+
+    /// The embedded profiles' names, sorted.
+    public static var cardProfileNames: [String] { generatedCardProfiles.map(\.name) }
+
+    /// The profile named `name`, which may carry its `.yaml`/`.yml` extension; nil for any other
+    /// name (a path is never a name).
+    public static func cardProfile(named name: String) -> String? {
+        var n = name
+        for ext in [".yaml", ".yml"] where n.hasSuffix(ext) { n = String(n.dropLast(ext.count)) }
+        return cardProfiles[n]
+    }
+
+    /// How an embedded profile is named where a path would be: `(embedded) visa-credit-cvn10`.
+    public static func displayName(_ name: String) -> String { "(embedded) \(name)" }
+}
