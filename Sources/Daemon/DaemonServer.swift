@@ -24,12 +24,16 @@ public enum DaemonServer {
         // The runtime directory keeps other users out of the sockets before their mode is set.
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o750])
-        let control = controlSocket(runtimeDirectory: runtime)
-        try removeStaleSocket(control)
+        // Socket-activated (cardbenchd.socket): systemd owns the control socket's file; the
+        // daemon neither removes a stale one nor sets its mode (SocketMode= does).
+        let activated = try SocketActivation.controlSocket()
+        let control = activated.flatMap(SocketActivation.path(of:)) ?? controlSocket(runtimeDirectory: runtime)
+        if activated == nil { try removeStaleSocket(control) }
 
         let bench = try Bench(configuration: configuration, logger: log)
         for t in bench.recovered {
-            log.warning("recovered transaction \(t.id) (terminal \(t.terminalName), STAN \(t.stan)): it was in progress when the daemon stopped; now failed")
+            log.warning("recovered transaction \(t.id) (terminal \(t.terminalName), STAN \(t.stan)): it was in progress when the daemon stopped; now failed",
+                        metadata: ["transaction": "\(t.id)", "terminal": "\(t.terminalName)", "stan": "\(t.stan)"])
         }
         try bench.start()
         let notify = SDNotify()
@@ -42,7 +46,7 @@ public enum DaemonServer {
             + (configuration.citcon.port == nil ? 0 : 1)
         let worldlinePort = PortBox()
         let readiness = Readiness(expected: listeners) { ports in
-            chmod(control, 0o660)
+            if activated == nil { chmod(control, 0o660) }
             if let port = worldlinePort.value {
                 try? "\(port)\n".write(toFile: (runtime as NSString).appendingPathComponent("worldline.port"), atomically: true, encoding: .utf8)
             }
@@ -59,10 +63,14 @@ public enum DaemonServer {
             notify.send("READY=1\nSTATUS=serving \(bench.terminals.count) terminal(s)")
         }
 
-        var services: [any Service] = [
-            Application(responder: responder, configuration: ApplicationConfiguration(address: .unixDomainSocket(path: control)),
-                        onServerRunning: { _ in await readiness.bound(port: nil) }, logger: logger),
-        ]
+        var services: [any Service] = []
+        if let activated {
+            services.append(ActivatedSocketServer(descriptor: activated, responder: responder, logger: logger,
+                                                  onRunning: { await readiness.bound(port: nil) }))
+        } else {
+            services.append(Application(responder: responder, configuration: ApplicationConfiguration(address: .unixDomainSocket(path: control)),
+                                        onServerRunning: { _ in await readiness.bound(port: nil) }, logger: logger))
+        }
         if let port = configuration.httpPort {
             let token = try APIToken.load(file: configuration.httpTokenFile, runtimeDirectory: runtime)
             let policy = ListenerPolicy.tcp(token: token, hostNames: configuration.httpHostNames + [configuration.httpAddress],
@@ -111,7 +119,7 @@ public enum DaemonServer {
             services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) },
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
-        try? FileManager.default.removeItem(atPath: control)
+        if activated == nil { try? FileManager.default.removeItem(atPath: control) }
     }
 
     /// The TCP listener's TLS: the PEM chain and key (swift-nio-ssl), TLS 1.2 at least.

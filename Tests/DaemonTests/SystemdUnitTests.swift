@@ -310,9 +310,17 @@ final class DaemonUnderTest {
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// `launcher`: a program run first, which then execs the daemon with its arguments.
-    init(watchdogMicroseconds: Int? = 400_000, launcher: [String] = [], extraArguments: [String] = []) throws {
+    /// `unprivileged`: the directory and the notify socket open to every user, for a launcher
+    /// that drops to another user as the unit's User= does.
+    /// `controlPlaceholder`: a launcher argument replaced by the control socket's path.
+    init(watchdogMicroseconds: Int? = 400_000, launcher: [String] = [], extraArguments: [String] = [], unprivileged: Bool = false,
+         controlPlaceholder: String? = nil) throws {
         directory = try TemporaryDirectory()
         notify = try NotifySocket(path: directory.url.appendingPathComponent("notify").path)
+        if unprivileged {
+            chmod(directory.path, 0o777)
+            chmod(notify.path, 0o777)
+        }
         runtime = directory.url.appendingPathComponent("run").path
         state = directory.url.appendingPathComponent("state").path
         var environment = ProcessInfo.processInfo.environment.filter {
@@ -322,8 +330,9 @@ final class DaemonUnderTest {
         environment["WATCHDOG_USEC"] = watchdogMicroseconds.map(String.init)
         let arguments = ["--state-directory", state, "--runtime-directory", runtime, "--http-port", "0"] + extraArguments
         if let first = launcher.first {
+            let control = (runtime as NSString).appendingPathComponent("control.sock")
             process.executableURL = URL(fileURLWithPath: first)
-            process.arguments = Array(launcher.dropFirst()) + [Locations.daemon.path] + arguments
+            process.arguments = launcher.dropFirst().map { $0 == controlPlaceholder ? control : $0 } + [Locations.daemon.path] + arguments
         } else {
             process.executableURL = Locations.daemon
             process.arguments = arguments
@@ -376,8 +385,8 @@ final class DaemonUnderTest {
     }
 
     /// Starts a daemon and waits for READY=1 (the build's first start can be slow).
-    static func ready(launcher: [String] = [], extraArguments: [String] = []) throws -> DaemonUnderTest {
-        let daemon = try DaemonUnderTest(launcher: launcher, extraArguments: extraArguments)
+    static func ready(launcher: [String] = [], extraArguments: [String] = [], unprivileged: Bool = false) throws -> DaemonUnderTest {
+        let daemon = try DaemonUnderTest(launcher: launcher, extraArguments: extraArguments, unprivileged: unprivileged)
         guard daemon.waitFor("READY=1", timeout: .seconds(60)) != nil else {
             throw DaemonStartFailure(log: daemon.log, notifications: daemon.notifications, running: daemon.process.isRunning)
         }
@@ -432,7 +441,7 @@ struct SystemdUnitTests {
     func keySettings() {
         let expected: [(String, String)] = [
             ("Type", "notify"), ("NotifyAccess", "main"), ("WatchdogSec", "30s"),
-            ("ExecStart", "/usr/local/bin/cardbenchd --config /etc/cardbench/cardbenchd.yaml"),
+            ("ExecStart", "/usr/bin/cardbenchd --config /etc/cardbench/cardbenchd.yaml"),
             ("User", "cardbench"), ("Group", "cardbench"), ("SupplementaryGroups", "dialout"),
             ("ConfigurationDirectory", "cardbench"),
             ("StateDirectory", "cardbench"), ("StateDirectoryMode", "0750"),
@@ -443,11 +452,16 @@ struct SystemdUnitTests {
             ("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6 AF_NETLINK"), ("RestrictNamespaces", "yes"),
             ("LockPersonality", "yes"), ("MemoryDenyWriteExecute", "yes"), ("RestrictRealtime", "yes"),
             ("SystemCallArchitectures", "native"), ("PrivateDevices", "no"), ("DevicePolicy", "closed"),
+            ("PrivateMounts", "yes"), ("ProtectProc", "invisible"), ("RemoveIPC", "yes"),
+            ("IPAddressDeny", "any"), ("IPAddressAllow", "localhost"),
         ]
         for (key, value) in expected {
             #expect(values(key) == [value], "\(key)=")
         }
         #expect(Set(values("DeviceAllow")) == ["char-ttyS rw", "char-ttyUSB rw", "char-ttyACM rw"])
+        // The ledger reads /proc/sys/kernel/random/boot_id (STANs after a restart vs. a reboot).
+        #expect(values("ProcSubset").isEmpty)
+        #expect(values("SystemCallFilter") == ["@system-service", "~@privileged @resources", "setpriority"])
         // DynamicUser= cannot be combined with a fixed group like dialout.
         #expect(values("DynamicUser").isEmpty)
         #expect(values("WantedBy") == ["multi-user.target"])
@@ -461,12 +475,13 @@ struct SystemdUnitTests {
         // user is accepted without a message), so nothing else is rewritten.
         #expect(FileManager.default.isExecutableFile(atPath: Locations.daemon.path), "build cardbenchd first")
         let directory = try TemporaryDirectory()
-        let copy = unitText.replacingOccurrences(of: "ExecStart=/usr/local/bin/cardbenchd ",
+        let copy = unitText.replacingOccurrences(of: "ExecStart=/usr/bin/cardbenchd ",
                                                  with: "ExecStart=\(Locations.daemon.path) ")
         #expect(copy != unitText)
         let path = directory.url.appendingPathComponent("cardbenchd.service").path
         try copy.write(toFile: path, atomically: true, encoding: .utf8)
-        let result = try runProgram(systemdAnalyze!, ["verify", path])
+        // --man=no: the man pages Documentation= names are installed by the package, not here.
+        let result = try runProgram(systemdAnalyze!, ["verify", "--man=no", path])
         #expect(result.status == 0, "\(result.stderr)")
         // verify exits 0 even when it ignores a line it cannot parse ("Invalid device rights
         // 'rwx', ignoring."), so any message about our unit fails the test.
@@ -478,11 +493,11 @@ struct SystemdUnitTests {
           .enabled(if: systemdAnalyze != nil, "systemd-analyze is not installed"))
     func verifyCatchesMistakes() throws {
         let directory = try TemporaryDirectory()
-        let broken = unitText.replacingOccurrences(of: "ExecStart=/usr/local/bin/cardbenchd ", with: "ExecStart=\(Locations.daemon.path) ")
+        let broken = unitText.replacingOccurrences(of: "ExecStart=/usr/bin/cardbenchd ", with: "ExecStart=\(Locations.daemon.path) ")
             .replacingOccurrences(of: "DeviceAllow=char-ttyS rw", with: "DeviceAllow=char-ttyS rwx")
         let path = directory.url.appendingPathComponent("cardbenchd.service").path
         try broken.write(toFile: path, atomically: true, encoding: .utf8)
-        let result = try runProgram(systemdAnalyze!, ["verify", path])
+        let result = try runProgram(systemdAnalyze!, ["verify", "--man=no", path])
         #expect(result.stderr.contains("cardbenchd.service"), "\(result.stderr)")
     }
 
@@ -510,12 +525,22 @@ struct SystemdUnitTests {
         #expect(user.flatMap { Int($0[2]) }.map { $0 < 1000 } == true)
     }
 
-    @Test("the example configuration loads, points at the installed profiles and leaves the directories to systemd")
+    @Test("systemd-analyze security rates the unit's exposure at most 2.0",
+          .enabled(if: systemdAnalyze != nil, "systemd-analyze is not installed"))
+    func exposure() throws {
+        let result = try runProgram(systemdAnalyze!, ["security", "--offline=yes", "--no-pager", Locations.file("systemd/cardbenchd.service").path])
+        let line = result.stdout.split(separator: "\n").first { $0.contains("Overall exposure level") }.map(String.init) ?? ""
+        let level = line.split(separator: ":").last?.split(separator: " ").first.flatMap { Double($0) }
+        #expect(level != nil, "no rating in: \(result.stdout.suffix(400)) \(result.stderr)")
+        #expect((level ?? 10) <= 2.0, "\(line)")
+    }
+
+    @Test("the example configuration loads, relies on the embedded profiles and leaves the directories to systemd")
     func exampleConfiguration() async throws {
         let file = Locations.file("systemd/cardbenchd.yaml").path
         let environment = ["STATE_DIRECTORY": "/var/lib/cardbench", "RUNTIME_DIRECTORY": "/run/cardbench"]
         let configuration = try await DaemonConfiguration.load(file: file, environment: environment)
-        #expect(configuration.cardProfiles == ["/usr/local/share/cardbench/cards"])
+        #expect(configuration.cardProfiles.isEmpty && configuration.capkFiles.isEmpty, "the embedded profiles and keys")
         #expect(configuration.stateDirectory == "/var/lib/cardbench")
         #expect(configuration.effectiveRuntimeDirectory == "/run/cardbench")
         #expect(DaemonServer.controlSocket(runtimeDirectory: configuration.effectiveRuntimeDirectory) == "/run/cardbench/control.sock")
@@ -600,6 +625,81 @@ struct NotifyProtocolTests {
         #expect(daemon.process.terminationStatus == 0, "log:\n\(daemon.log)")
     }
 
+    /// The reply to a request made before the daemon was ready, from the thread that made it.
+    final class EarlyReply: @unchecked Sendable {
+        // Unchecked: `value` is only touched under `lock`.
+        private let lock = NSLock()
+        private var value: Result<HTTPReply, any Error>?
+        func withLock<T>(_ body: (inout Result<HTTPReply, any Error>?) -> T) -> T { lock.withLock { body(&value) } }
+    }
+
+    /// What systemd does for cardbenchd.socket: bind and listen on the control socket, pass it
+    /// as descriptor 3 with LISTEN_PID (the same process after exec), LISTEN_FDS and
+    /// LISTEN_FDNAMES, then exec the daemon.
+    static let socketActivationLauncher = """
+    import os, socket, sys
+    path = sys.argv[1]
+    os.makedirs(os.path.dirname(path), mode=0o750, exist_ok=True)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    s.listen(64)
+    os.chmod(path, 0o660)
+    open(path + ".listening", "w").close()
+    if s.fileno() != 3:
+        os.dup2(s.fileno(), 3)
+    os.set_inheritable(3, True)
+    os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS="1", LISTEN_FDNAMES="control")
+    os.execv(sys.argv[2], sys.argv[2:])
+    """
+
+    @Test("socket-activated: the daemon serves the socket systemd passed, a request made before READY=1 is answered, and the socket file stays systemd's",
+          .enabled(if: python != nil, "needs python3 to pass a socket"))
+    func socketActivation() throws {
+        let script = try TemporaryDirectory()
+        let path = script.url.appendingPathComponent("activate.py").path
+        try Self.socketActivationLauncher.write(toFile: path, atomically: true, encoding: .utf8)
+        let daemon = try DaemonUnderTest(launcher: [Self.python!, path, "CONTROL"], extraArguments: ["--demo"], controlPlaceholder: "CONTROL")
+        // Asked as soon as the socket listens, before READY=1: the connection waits in the
+        // backlog until the daemon serves it.
+        let control = daemon.controlSocket
+        let early = EarlyReply()
+        let asked = Thread {
+            for _ in 0..<500 where !FileManager.default.fileExists(atPath: control + ".listening") { usleep(10_000) }
+            let result = Result { try unixHTTP(control, "GET", "/v1/health", timeout: .seconds(60)) }
+            early.withLock { $0 = result }
+        }
+        asked.start()
+        #expect(daemon.waitFor("READY=1", timeout: .seconds(60)) != nil, "log:\n\(daemon.log)")
+        for _ in 0..<500 where early.withLock({ $0 == nil }) { usleep(10_000) }
+        let reply = early.withLock { $0 }
+        #expect((try? reply?.get())?.status == 200, "\(String(describing: reply)) log:\n\(daemon.log)")
+        let url = "vivapayclient://pay/v1?callback=mycallbackscheme://result&merchantKey=K&appId=com.example.app&action=sale&amount=1200&clientTransactionId=activated-1"
+        let sale = try daemon.http("POST", "/v1/open", body: "{\"url\": \"\(url)\"}")
+        #expect(String(decoding: sale.body, as: UTF8.self).contains("status=success"), "\(String(decoding: sale.body, as: UTF8.self))")
+        #expect(daemon.log.contains("control socket \(daemon.controlSocket)"), "\(daemon.log)")
+        let (stopping, exited) = daemon.stop()
+        #expect(stopping && exited, "log:\n\(daemon.log)")
+        #expect(daemon.process.terminationStatus == 0, "log:\n\(daemon.log)")
+        // RemoveOnStop= is systemd's business: the daemon leaves the file alone.
+        var st = stat()
+        #expect(lstat(daemon.controlSocket, &st) == 0 && (st.st_mode & S_IFMT) == S_IFSOCK)
+    }
+
+    @Test("LISTEN_* meant for another process are ignored; a bad LISTEN_FDS is a configuration error")
+    func listenVariables() throws {
+        #expect(try SocketActivation.controlSocket(environment: [:], unsetEnvironment: false) == nil)
+        #expect(try SocketActivation.controlSocket(environment: ["LISTEN_PID": "1", "LISTEN_FDS": "1"], unsetEnvironment: false) == nil)
+        let mine = String(getpid())
+        #expect(throws: ConfigurationError.self) { try SocketActivation.controlSocket(environment: ["LISTEN_PID": mine, "LISTEN_FDS": "x"], unsetEnvironment: false) }
+        #expect(throws: ConfigurationError.self) { try SocketActivation.controlSocket(environment: ["LISTEN_PID": mine, "LISTEN_FDS": "2", "LISTEN_FDNAMES": "a:b"], unsetEnvironment: false) }
+        do {
+            _ = try SocketActivation.controlSocket(environment: ["LISTEN_PID": mine, "LISTEN_FDS": "0"], unsetEnvironment: false)
+            Issue.record("LISTEN_FDS=0 was accepted")
+        } catch {
+            #expect(error.key == "LISTEN_FDS" && error.rule.contains("got \"0\""), "\(error)")
+        }
+    }
+
     /// systemd's MemoryDenyWriteExecute=yes as the seccomp filter it installs
     /// (src/shared/seccomp-util.c: mmap with PROT_WRITE|PROT_EXEC, mprotect and pkey_mprotect
     /// with PROT_EXEC, shmat with SHM_EXEC fail with EPERM), applied through libseccomp by a
@@ -637,6 +737,102 @@ struct NotifyProtocolTests {
     static let libseccomp = ["/usr/lib/x86_64-linux-gnu/libseccomp.so.2", "/usr/lib/aarch64-linux-gnu/libseccomp.so.2",
                              "/lib/x86_64-linux-gnu/libseccomp.so.2", "/usr/lib64/libseccomp.so.2", "/usr/lib/libseccomp.so.2"]
         .contains { FileManager.default.fileExists(atPath: $0) }
+
+    /// The unit's own `SystemCallFilter=` lines as the seccomp filter systemd builds from them:
+    /// the first line an allow list, each `~` line taking calls out of it, every group expanded by
+    /// `systemd-analyze syscall-filter` (the tables of the systemd that will run the unit), and any
+    /// other call killing the process with SIGSYS, as systemd's default action does.
+    static let syscallFilterLauncher = """
+    import ctypes, ctypes.util, os, subprocess, sys
+    unit, analyze = sys.argv[1], sys.argv[2]
+    def expand(name, seen):
+        if not name.startswith("@"):
+            return {name}
+        out = set()
+        text = subprocess.run([analyze, "syscall-filter", name], capture_output=True, text=True, check=True).stdout
+        for line in text.splitlines()[1:]:
+            word = line.strip()
+            if not word or word.startswith("#"):
+                continue
+            if word.startswith("@"):
+                if word not in seen:
+                    seen.add(word)
+                    out |= expand(word, seen)
+            else:
+                out.add(word)
+        if not out:
+            sys.exit("systemd-analyze knows no group " + name)
+        return out
+    allowed = None
+    for line in open(unit):
+        if not line.startswith("SystemCallFilter="):
+            continue
+        value = line.split("=", 1)[1].strip()
+        words = set()
+        for w in value.lstrip("~").split():
+            words |= expand(w, set())
+        if value.startswith("~"):
+            if allowed is None:
+                sys.exit("this launcher only knows an allow list first")
+            allowed -= words
+        else:
+            allowed = words if allowed is None else allowed | words
+    if not allowed:
+        sys.exit("the unit has no SystemCallFilter=")
+    lib = ctypes.CDLL(ctypes.util.find_library("seccomp") or "libseccomp.so.2")
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_rule_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint]
+    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    ctx = lib.seccomp_init(0x80000000)  # SCMP_ACT_KILL_PROCESS
+    added = 0
+    for name in sorted(allowed):
+        nr = lib.seccomp_syscall_resolve_name(name.encode())
+        # A call this architecture does not have (socketcall, _llseek, ...) is left out, as systemd does.
+        if nr != -1 and lib.seccomp_rule_add(ctx, 0x7fff0000, nr, 0) == 0:
+            added += 1
+    if lib.seccomp_load(ctx) != 0:
+        sys.exit("seccomp_load")
+    print("seccomp: %d of %d calls allowed" % (added, len(allowed)), file=sys.stderr, flush=True)
+    os.execv(sys.argv[3], sys.argv[3:])
+    """
+
+    @Test("the daemon sells under the unit's SystemCallFilter, as an unprivileged user, with /proc as ProtectProc=invisible shows it",
+          .enabled(if: python != nil && libseccomp && systemdAnalyze != nil, "needs python3, libseccomp and systemd-analyze"))
+    func systemCallFilter() throws {
+        let script = try TemporaryDirectory()
+        let path = script.url.appendingPathComponent("filter.py").path
+        try Self.syscallFilterLauncher.write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(script.path, 0o755)
+        chmod(path, 0o644)
+        // The system's python: one under root's home (pyenv) is out of the unprivileged user's reach.
+        let python = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : Self.python!
+        var launcher = [python, path, Locations.file("systemd/cardbenchd.service").path, systemdAnalyze!]
+        // As root: a private /proc mounted as the unit's ProtectProc=invisible mounts it, and the daemon run as an
+        // unprivileged user as User= runs it (root takes other paths: SQLite chowns its journal
+        // to the database's owner, a call @privileged leaves out).
+        let (unshare, setpriv) = (Locations.executable("unshare"), Locations.executable("setpriv"))
+        let asRoot = getuid() == 0 && unshare != nil && setpriv != nil
+        if asRoot {
+            launcher = [unshare!, "--mount", "--propagation", "private", "/bin/sh", "-c",
+                        "mount -t proc -o hidepid=invisible proc /proc && exec \"$0\" \"$@\"",
+                        setpriv!, "--reuid=65534", "--regid=65534", "--clear-groups"] + launcher
+        }
+        // The shipped configuration, in demo mode: the embedded profiles, a virtual reader, a sale.
+        let daemon = try DaemonUnderTest.ready(launcher: launcher, extraArguments: ["--config", Locations.file("systemd/cardbenchd.yaml").path, "--demo"],
+                                               unprivileged: asRoot)
+        #expect(daemon.log.contains("seccomp: "), "the filter was loaded: \(daemon.log)")
+        let url = "vivapayclient://pay/v1?callback=mycallbackscheme://result&merchantKey=K&appId=com.example.app&action=sale&amount=1200&clientTransactionId=seccomp-1"
+        let sale = try daemon.http("POST", "/v1/open", body: "{\"url\": \"\(url)\"}")
+        #expect(sale.status == 200, "\(String(decoding: sale.body, as: UTF8.self)) log:\n\(daemon.log)")
+        #expect(String(decoding: sale.body, as: UTF8.self).contains("status=success"), "\(String(decoding: sale.body, as: UTF8.self))")
+        #expect(try daemon.http("GET", "/v1/transactions").status == 200)
+        #expect(try daemon.http("GET", "/metrics").status == 200)
+        let (stopping, exited) = daemon.stop()
+        #expect(stopping && exited, "log:\n\(daemon.log)")
+        #expect(daemon.process.terminationStatus == 0, "killed by the filter? log:\n\(daemon.log)")
+    }
 
     @Test("the daemon runs under MemoryDenyWriteExecute's seccomp filter",
           .enabled(if: python != nil && libseccomp, "needs python3 and libseccomp to apply the filter"))
