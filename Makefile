@@ -17,7 +17,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 INTEROP_APT := pcscd vsmartcard-vpcd python3-pyscard python3-venv
 INTEROP_VENV ?= .venv-interop
 
-.PHONY: all deps venv build run tools test unit-test interop scenarios bench fuzz clean
+.PHONY: all deps venv build run tools test unit-test interop scenarios bench fuzz deb deb-test clean
 
 all: build
 
@@ -179,5 +179,24 @@ fuzz: deps
 	SWIFT=$(SWIFT) Fuzz/build.sh
 	Fuzz/run.sh $(FUZZ_SECONDS)
 
+## deb: the Debian package cardbench_<version>_<arch>.deb in this directory (packaging/deb.sh: a
+## release build with the Swift runtime linked in, staged and packed by dpkg-deb), checked by lintian
+DEB_APT := dpkg-dev binutils lintian
+deb: deps
+	@missing=""; \
+	for p in $(DEB_APT); do dpkg -s $$p 2>/dev/null | grep -q '^Status: install ok installed' || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	packaging/deb.sh .
+	packaging/lintian.sh cardbench_*.deb
+
+## deb-test: install the package on this machine (root), use it as a bench would (a demo sale from
+## /tmp, man pages, completions, the daemon as the unit runs it with a member and a non-member of
+## the cardbench group), then purge it and check nothing is left (packaging/install-test.sh)
+deb-test: deb
+	$(SUDO) packaging/install-test.sh cardbench_*.deb
+
 clean:
-	rm -rf .build $(VENV) $(INTEROP_VENV)
+	rm -rf .build .build-deb $(VENV) $(INTEROP_VENV) cardbench_*.deb

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# The package as a bench uses it, on this machine (root; CI's fresh machine): install it with apt,
+# run a demo sale from /tmp with no files, read the man pages, complete a command, run the daemon
+# as the unit runs it (user cardbench, its runtime and state directories, UMask=0007) and use its
+# control socket as a member and as a non-member of the cardbench group; then purge it and check
+# that nothing it installed or made is left. Without systemd as PID 1 (a container, CI) the unit
+# itself cannot start here: its sandbox is tested by Tests/DaemonTests/SystemdUnitTests.
+#   packaging/install-test.sh cardbench_VERSION_ARCH.deb
+set -euo pipefail
+deb=$(realpath "${1:?usage: packaging/install-test.sh cardbench_VERSION_ARCH.deb}")
+[ "$(id -u)" = 0 ] || { echo "install-test.sh: run as root" >&2; exit 1; }
+export DEBIAN_FRONTEND=noninteractive
+fail() { echo "install-test: FAILED: $*" >&2; exit 1; }
+step() { echo; echo "== $*"; }
+URL='vivapayclient://pay/v1?callback=mycallbackscheme://result&merchantKey=K&appId=com.example.app&action=sale&amount=1200&clientTransactionId=install-'
+
+# What the test needs besides the package: man-db to read pages, bash-completion's loader, and
+# xdg-utils with desktop-file-utils (whose trigger registers the package's scheme handler).
+for p in man-db bash-completion xdg-utils desktop-file-utils; do
+    grep -q '^Status: install ok installed' <<< "$(dpkg -s "$p" 2>/dev/null)" || { apt-get update -qq; apt-get install -y -qq "$p" >/dev/null; }
+done
+if dpkg -s cardbench >/dev/null 2>&1; then apt-get purge -y -qq cardbench >/dev/null; fi
+# A cardbench left by an earlier run (purged, user kept) must not hide a missing step.
+
+step "install $(basename "$deb") ($(du -h "$deb" | cut -f1))"
+apt-get install -y -qq "$deb" >/dev/null
+grep -q '^Status: install ok installed' <<< "$(dpkg -s cardbench)" || fail "not installed"
+installed=$(dpkg -L cardbench)
+for f in /usr/bin/cardbench /usr/bin/cardbenchd /usr/lib/systemd/system/cardbenchd.service /usr/lib/sysusers.d/cardbench.conf \
+         /usr/lib/tmpfiles.d/cardbench.conf /usr/lib/udev/rules.d/70-cardbench.rules /etc/cardbench/cardbenchd.yaml \
+         /usr/share/cardbench/cards/visa-credit-cvn10.yaml /usr/share/cardbench/ca/capk.yaml /usr/share/applications/cardbench-open.desktop \
+         /usr/share/man/man1/cardbench.1.gz /usr/share/man/man8/cardbenchd.8.gz /usr/share/man/man5/cardbenchd.yaml.5.gz \
+         /usr/share/bash-completion/completions/cardbench /usr/share/zsh/vendor-completions/_cardbench \
+         /usr/share/fish/vendor_completions.d/cardbench.fish /usr/share/doc/cardbench/copyright \
+         /usr/share/cardbench/observability/cardbench-dashboard.json; do
+    grep -qxF -- "$f" <<< "$installed" || fail "$f is not in the package"
+    [ -e "$f" ] || fail "$f is not on disk"
+done
+grep -qx /etc/cardbench/cardbenchd.yaml /var/lib/dpkg/info/cardbench.conffiles || fail "the configuration is not a conffile"
+grep -q ':/var/lib/cardbench:/usr/sbin/nologin$' <<< "$(getent passwd cardbench)" || fail "no system user cardbench"
+grep -qx dialout <<< "$(id -nG cardbench | tr ' ' '\n')" || fail "cardbench is not in dialout"
+[ "$(stat -c '%U:%G %a' /var/lib/cardbench)" = "cardbench:cardbench 750" ] || fail "/var/lib/cardbench: $(stat -c '%U:%G %a' /var/lib/cardbench)"
+for b in cardbench cardbenchd; do
+    v=$("$b" --version); echo "$b --version: $v"
+    [ "$(dpkg-query -W -f='${Version}' cardbench)" = "$v" ] || fail "$b --version $v is not the package's version"
+done
+echo "installed: $(dpkg-query -W -f='${Installed-Size}' cardbench) KiB; depends: $(dpkg-query -W -f='${Depends}' cardbench)"
+for unit in cardbenchd.service cardbenchd.socket; do
+    if [ -e "/etc/systemd/system/multi-user.target.wants/$unit" ] || [ -e "/etc/systemd/system/sockets.target.wants/$unit" ]; then
+        fail "the package enabled $unit"
+    fi
+done
+
+step "cardbenchd --demo and cardbench from an empty directory (the embedded default)"
+work=$(mktemp -d /tmp/cardbench-install.XXXXXX)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work" "$work.unit.log"; }
+trap cleanup EXIT
+cd "$work"
+start=$(date +%s%N)
+cardbenchd --demo --http-port off > demo.log 2>&1 &
+pids+=($!)
+for _ in $(seq 1 200); do [ -S .cardbench/run/control.sock ] && break; sleep 0.05; done
+[ -S .cardbench/run/control.sock ] || { cat demo.log; fail "cardbenchd --demo did not start from $work"; }
+echo "control socket after $(( ($(date +%s%N) - start) / 1000000 )) ms"
+reply=$(cardbench open "${URL}demo")
+echo "$reply"
+grep -q '^mycallbackscheme://result?status=success&' <<< "$reply" || fail "the demo sale did not succeed"
+kill "${pids[0]}"; wait "${pids[0]}" || true
+sale=$(cardbench sale --amount 5.00 --ledger "$work/sale.sqlite") || fail "cardbench sale from $work: $sale"
+grep -q 'APPROVED' <<< "$sale" || fail "cardbench sale from $work: $sale"
+grep -q '^visa-credit-cvn10	' <<< "$(cardbench card list)" || fail "cardbench card list"
+cd /
+
+step "man pages"
+for page in cardbench.1 cardbenchd.8 cardbenchd.yaml.5; do
+    name=${page%.*}; section=${page##*.}
+    text=$(MANWIDTH=100 man -P cat "$section" "$name" 2>/dev/null) || fail "man $section $name"
+    sed -n '1,4p' <<< "$text"
+    grep -q "^NAME" <<< "$text" || fail "man $section $name has no NAME"
+done
+grep -q 'callbacks.command' <<< "$(MANWIDTH=100 man -P cat 5 cardbenchd.yaml)" || fail "cardbenchd.yaml(5) does not describe callbacks.command"
+
+step "bash completion"
+completions=$(bash -c 'source /usr/share/bash-completion/bash_completion; source /usr/share/bash-completion/completions/cardbench;
+    COMP_WORDS=(cardbench ca); COMP_CWORD=1; COMP_LINE="cardbench ca"; COMP_POINT=${#COMP_LINE}; _cardbench; echo "${COMPREPLY[*]}"')
+echo "cardbench ca<TAB>: $completions"
+grep -qx card <<< "$(tr ' ' '\n' <<< "$completions")" || fail "bash completion of 'cardbench ca' does not offer card"
+
+step "the daemon as the unit runs it: a member of cardbench sells over the socket, a non-member is refused"
+getent passwd cb-member >/dev/null || useradd --no-create-home --shell /usr/sbin/nologin --groups cardbench cb-member
+getent passwd cb-outsider >/dev/null || useradd --no-create-home --shell /usr/sbin/nologin cb-outsider
+# /run/cardbench, as tmpfiles.d made it at installation (the unit's RuntimeDirectory=).
+runtime=/run/cardbench
+[ "$(stat -c '%U:%G %a' "$runtime")" = "cardbench:cardbench 750" ] || fail "$runtime: $(stat -c '%U:%G %a' "$runtime") (tmpfiles.d)"
+# User=/Group=/SupplementaryGroups=, UMask=, StateDirectory=/RuntimeDirectory= and WorkingDirectory=.
+(cd /var/lib/cardbench && umask 0007 && exec env STATE_DIRECTORY=/var/lib/cardbench RUNTIME_DIRECTORY="$runtime" \
+    setpriv --reuid=cardbench --regid=cardbench --init-groups cardbenchd --config /etc/cardbench/cardbenchd.yaml --demo ) \
+    > "$work.unit.log" 2>&1 &
+daemon=$!
+pids+=("$daemon")
+for _ in $(seq 1 200); do [ -S "$runtime/control.sock" ] && break; sleep 0.05; done
+[ -S "$runtime/control.sock" ] || { cat "$work.unit.log"; fail "the daemon did not start as user cardbench"; }
+ls -l "$runtime/control.sock"
+[ "$(stat -c '%U:%G %a' "$runtime/control.sock")" = "cardbench:cardbench 660" ] || fail "control.sock: $(stat -c '%U:%G %a' "$runtime/control.sock")"
+reply=$(setpriv --reuid=cb-member --regid=cb-member --init-groups cardbench open --socket "$runtime/control.sock" "${URL}member")
+echo "member: $reply"
+grep -q 'status=success' <<< "$reply" || fail "a member of cardbench could not sell"
+if out=$(setpriv --reuid=cb-outsider --regid=cb-outsider --init-groups cardbench open --socket "$runtime/control.sock" "${URL}outsider" 2>&1); then
+    fail "a non-member reached the daemon: $out"
+fi
+echo "non-member: $out"
+
+step "xdg-open hands a vivapayclient:// URL to cardbench open (the desktop entry), which reaches the daemon"
+handler=$(xdg-mime query default x-scheme-handler/vivapayclient)
+echo "x-scheme-handler/vivapayclient: $handler"
+[ "$handler" = cardbench-open.desktop ] || fail "the scheme handler is $handler"
+[ "$(xdg-mime query default x-scheme-handler/billpocket)" = cardbench-open.desktop ] || fail "no billpocket:// handler"
+# A bench desktop's session: xdg-open consults scheme handlers only when there is a display
+# (DISPLAY set; cardbench open itself needs no X server).
+home=$(mktemp -d /tmp/cardbench-home.XXXXXX); chown cb-member "$home"
+setpriv --reuid=cb-member --regid=cb-member --init-groups env -i PATH=/usr/bin:/bin HOME="$home" DISPLAY=:0 xdg-open "${URL}xdg" > /dev/null
+rm -rf "$home"
+for _ in $(seq 1 100); do
+    grep -q 'install-xdg' <<< "$(cardbench tx list --json --socket "$runtime/control.sock")" && break
+    sleep 0.1
+done
+grep -q 'install-xdg' <<< "$(cardbench tx list --json --socket "$runtime/control.sock")" || fail "the sale xdg-open asked for is not in the ledger"
+echo "the sale xdg-open asked for is in the ledger"
+kill "$daemon"; wait "$daemon" || true
+[ -s /var/lib/cardbench/ledger.sqlite ] || fail "no ledger in /var/lib/cardbench"
+userdel cb-member; userdel cb-outsider
+
+step "purge"
+apt-get purge -y -qq cardbench >/dev/null
+if grep -q '^Status: install ok installed' <<< "$(dpkg -s cardbench 2>/dev/null)"; then fail "still installed"; fi
+for f in $installed; do
+    case "$f" in /.|/usr|/usr/*/|/etc|/usr/bin|/usr/lib|/usr/share|/usr/share/man|/usr/share/doc|/usr/lib/systemd|/usr/lib/systemd/system|/usr/lib/udev|/usr/lib/udev/rules.d|/usr/share/applications|/usr/share/man/man?|/usr/share/bash-completion|/usr/share/bash-completion/completions|/usr/share/zsh|/usr/share/zsh/vendor-completions|/usr/share/fish|/usr/share/fish/vendor_completions.d|/usr/lib/sysusers.d|/usr/lib/tmpfiles.d|/usr/share/lintian|/usr/share/lintian/overrides) continue ;; esac
+    if [ -d "$f" ] && [ -n "$(ls -A "$f" 2>/dev/null)" ]; then continue; fi
+    if [ -e "$f" ]; then fail "$f is left after the purge"; fi
+done
+for d in /etc/cardbench /var/lib/cardbench /usr/share/cardbench /usr/share/doc/cardbench; do
+    if [ -e "$d" ]; then fail "$d is left after the purge"; fi
+done
+echo "purged: no file of the package, no /etc/cardbench, no /var/lib/cardbench (the system user cardbench stays, as Debian leaves system users)"
+echo; echo "install-test: passed"
