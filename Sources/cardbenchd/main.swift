@@ -101,13 +101,14 @@ struct CardbenchDaemon: AsyncParsableCommand {
             }
             try configuration.checkListener()
         } catch {
-            FileHandle.standardError.write(Data("cardbenchd: \(error)\n".utf8))
+            // Through the logger: under systemd a critical entry in the journal (PRIORITY=2).
+            Logger(label: "cardbenchd").critical("\(error)")
             throw ExitCode(2)
         }
         do {
             try await DaemonServer.run(configuration: configuration, logger: Logger(label: "cardbenchd"))
         } catch {
-            FileHandle.standardError.write(Data("cardbenchd: \(error)\n".utf8))
+            Logger(label: "cardbenchd").critical("\(error)")
             // A setting found unusable only once used (a card file that cannot be read, a TLS key)
             // is still a configuration error: the unit's RestartPreventExitStatus=2 stops retrying it.
             throw ExitCode(error is ConfigurationError ? 2 : 1)
