@@ -70,6 +70,9 @@ kill "${pids[0]}"; wait "${pids[0]}" || true
 sale=$(cardbench sale --amount 5.00 --ledger "$work/sale.sqlite") || fail "cardbench sale from $work: $sale"
 grep -q 'APPROVED' <<< "$sale" || fail "cardbench sale from $work: $sale"
 grep -q '^visa-credit-cvn10	' <<< "$(cardbench card list)" || fail "cardbench card list"
+# The installed scenario library, which finds its cards in /usr/share/cardbench/cards.
+scenarios=$(cardbench scenario run /usr/share/cardbench/scenarios 2>&1) || { tail -20 <<< "$scenarios"; fail "the installed scenario library"; }
+tail -1 <<< "$scenarios"
 cd /
 
 step "man pages"

@@ -206,6 +206,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var revokedCertificates: [String] = []
     /// Present this profile automatically when a transaction waits for a card, and enter its PIN.
     public var demoCard: String?
+    /// `demo.card` as configured, also when `demo.enabled` is not: the card `--demo` turns on.
+    public var demoCardSetting: String?
     /// How the demo card is presented: inserted (default), tapped or swiped (`demo.interface`).
     public var demoInterface = CardInterface.contact
     /// How long a transaction waits for a card, the cardholder for a prompt, the terminal for the host.
@@ -334,19 +336,20 @@ public struct DaemonConfiguration: Sendable, Equatable {
         if let t = try seconds("host.timeout_seconds") { hostTimeout = t }
         if let table = text("viva.amount_table") {
             guard let t = AmountTable(option: table) else {
-                throw ConfigurationError(key: "viva.amount_table", rule: "must be none, stripe-cents or billpocket, got \"\(table)\"")
+                throw ConfigurationError(key: "viva.amount_table", rule: "must be none, stripe-cents, billpocket or worldline, got \"\(table)\"")
             }
             vivaAmountTable = t
         }
         if let table = text("billpocket.amount_table") {
             guard let t = AmountTable(option: table) else {
-                throw ConfigurationError(key: "billpocket.amount_table", rule: "must be none, stripe-cents or billpocket, got \"\(table)\"")
+                throw ConfigurationError(key: "billpocket.amount_table", rule: "must be none, stripe-cents, billpocket or worldline, got \"\(table)\"")
             }
             billpocketAmountTable = t
         }
         if let t = try seconds("timeouts.card_seconds") { cardTimeout = t }
         if let t = try seconds("timeouts.prompt_seconds") { promptTimeout = t }
-        if try flag("demo.enabled") == true { demoCard = text("demo.card") ?? EmbeddedDefaults.demoCard }
+        demoCardSetting = text("demo.card").flatMap { $0.isEmpty ? nil : $0 }
+        if try flag("demo.enabled") == true { demoCard = demoCardSetting ?? EmbeddedDefaults.demoCard }
         if let verb = text("demo.interface") {
             guard let interface = CardInterface(verb: verb) else {
                 throw ConfigurationError(key: "demo.interface", rule: "must be insert, tap or swipe, got \"\(verb)\"")

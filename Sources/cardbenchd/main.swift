@@ -91,7 +91,7 @@ struct CardbenchDaemon: AsyncParsableCommand {
                 }
             }
             if demo || demoCard != nil || demoInterface != nil {
-                configuration.demoCard = demoCard ?? configuration.demoCard ?? EmbeddedDefaults.demoCard
+                configuration.demoCard = demoCard ?? configuration.demoCard ?? configuration.demoCardSetting ?? EmbeddedDefaults.demoCard
             }
             if let demoInterface {
                 guard let interface = CardInterface(verb: demoInterface) else {

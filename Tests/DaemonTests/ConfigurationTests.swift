@@ -135,7 +135,7 @@ struct ConfigurationTests {
         ("clock:\n  mode: sometimes\n", "clock.mode: must be system or manual"),
         ("clock:\n  start: yesterday\n", "clock.start: must be an ISO 8601"),
         ("timeouts:\n  prompt_seconds: -1\n", "timeouts.prompt_seconds: must be a number of seconds above 0"),
-        ("viva:\n  amount_table: magic\n", "viva.amount_table: must be none, stripe-cents or billpocket"),
+        ("viva:\n  amount_table: magic\n", "viva.amount_table: must be none, stripe-cents, billpocket or worldline"),
         ("callbacks:\n  xdg_open: maybe\n", "callbacks.xdg_open: must be true or false"),
         ("emv:\n  revoked: [\"A000000003:B0\"]\n", "emv.revoked: must be RID:INDEX:SERIAL"),
     ])

@@ -114,6 +114,18 @@ struct EmbeddedDefaultsTests {
         #expect(result.output.contains(message), "\(result.output)")
     }
 
+    @Test("--demo takes demo.card from the file even when demo.enabled is not set; --demo-card wins over it")
+    func demoCardFromTheFile() async throws {
+        let daemon = try await DaemonProcess(["--demo"], config: "demo:\n  card: mastercard-credit-cvn16\n")
+        defer { daemon.remove() }
+        let reply = try #require(try await daemon.open("vivapayclient://pay/v1?callback=cb://r&merchantKey=K&appId=a&action=sale&amount=1200&clientTransactionId=d1").result)
+        #expect(reply.callback?.contains("cardType=MASTERCARD") == true, "\(reply.callback ?? "")")
+        let other = try await DaemonProcess(["--demo-card", "visa-credit-cvn10"], config: "demo:\n  card: mastercard-credit-cvn16\n")
+        defer { other.remove() }
+        let visa = try #require(try await other.open("vivapayclient://pay/v1?callback=cb://r&merchantKey=K&appId=a&action=sale&amount=1200&clientTransactionId=d2").result)
+        #expect(visa.callback?.contains("cardType=VISA") == true, "\(visa.callback ?? "")")
+    }
+
     @Test("host.cards adds profiles and a file named like an embedded profile replaces it; emv.capk's key replaces the embedded one of its RID and index")
     func overrides() async throws {
         let directory = try emptyDirectory()
