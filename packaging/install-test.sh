@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The package as a bench uses it, on this machine (root; CI's fresh machine): install it with apt,
+# The package in a clean Debian root (debootstrap: it installs with only its Depends, sells, and
+# purges), then as a bench uses it, on this machine (root; CI's fresh machine): install it with apt,
 # run a demo sale from /tmp with no files, read the man pages, complete a command, run the daemon
 # as the unit runs it (user cardbench, its runtime and state directories, UMask=0007) and use its
 # control socket as a member and as a non-member of the cardbench group; then purge it and check
@@ -16,13 +17,46 @@ URL='vivapayclient://pay/v1?callback=mycallbackscheme://result&merchantKey=K&app
 
 # What the test needs besides the package: man-db to read pages, bash-completion's loader, and
 # xdg-utils with desktop-file-utils (whose trigger registers the package's scheme handler).
-for p in man-db bash-completion xdg-utils desktop-file-utils; do
+for p in man-db bash-completion xdg-utils desktop-file-utils debootstrap; do
     grep -q '^Status: install ok installed' <<< "$(dpkg -s "$p" 2>/dev/null)" || { apt-get update -qq; apt-get install -y -qq "$p" >/dev/null; }
 done
 if dpkg -s cardbench >/dev/null 2>&1; then apt-get purge -y -qq cardbench >/dev/null; fi
 # A cardbench left by an earlier run (purged, user kept) must not hide a missing step.
 
-step "install $(basename "$deb") ($(du -h "$deb" | cut -f1))"
+step "a clean root: Debian's minimal base (debootstrap --variant=minbase), the package and only what it Depends on"
+. /etc/os-release
+mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\)\/*$/\1/p; s/^deb \(http[^ ]*debian\)\/* .*/\1/p' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null | sed -n 1p || true)
+clean=$(mktemp -d /tmp/cardbench-root.XXXXXX)
+debootstrap --variant=minbase "${VERSION_CODENAME:-bookworm}" "$clean" "${mirror:-http://deb.debian.org/debian}" > "$clean.log" 2>&1 ||
+    { tail -5 "$clean.log"; rm -rf "$clean" "$clean.log"; fail "debootstrap"; }
+cp "$deb" "$clean/tmp/cardbench.deb"
+cat > "$clean/tmp/inside.sh" <<'INSIDE'
+set -eu
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq /tmp/cardbench.deb > /tmp/apt.log 2>&1 || { tail -20 /tmp/apt.log; exit 1; }
+echo "installed in the clean root with: $(dpkg-query -W -f='${Depends}' cardbench)"
+mkdir /tmp/w && cd /tmp/w
+cardbenchd --demo --http-port off > d.log 2>&1 &
+pid=$!
+for _ in $(seq 1 100); do [ -S .cardbench/run/control.sock ] && break; sleep 0.1; done
+reply=$(cardbench open "$1") || { cat d.log; exit 1; }
+echo "$reply"
+case "$reply" in *status=success*) ;; *) cat d.log; exit 1 ;; esac
+kill "$pid"; wait "$pid" || true
+cd /
+# (apt's "Can not write log" without /dev/pts in the chroot is noise: the checks below decide.)
+apt-get purge -y -qq cardbench > /tmp/purge.log 2>&1 || { cat /tmp/purge.log; exit 1; }
+for f in /usr/bin/cardbench /usr/bin/cardbenchd /etc/cardbench /var/lib/cardbench /usr/share/cardbench; do
+    if [ -e "$f" ]; then echo "$f is left after the purge"; exit 1; fi
+done
+echo "purged in the clean root"
+INSIDE
+unshare --mount --propagation private sh -c 'mount -t proc proc "$1/proc" && exec chroot "$1" /bin/sh /tmp/inside.sh "$2"' sh "$clean" "${URL}clean-root" ||
+    { rm -rf "$clean" "$clean.log"; fail "the package in a clean root"; }
+rm -rf "$clean" "$clean.log"
+
+step "install $(basename "$deb") ($(du -h "$deb" | cut -f1)) on this machine"
 apt-get install -y -qq "$deb" >/dev/null
 grep -q '^Status: install ok installed' <<< "$(dpkg -s cardbench)" || fail "not installed"
 installed=$(dpkg -L cardbench)
