@@ -176,6 +176,26 @@ struct CAPKDateTests {
     }
 }
 
+@Suite("CAPK file check values")
+struct CAPKCheckValueTests {
+    /// Found by the capk fuzzer, whose property was wrong: a check value typed in groups, as scheme
+    /// documents print them, loads (hex fields skip spaces), so the property now looks for it in
+    /// the file without spaces.
+    @Test("a check value written with spaces loads, and is still checked")
+    func spacedCheckValue() throws {
+        let text = try String(contentsOf: cardsDirectory.deletingLastPathComponent().appendingPathComponent("ca/capk.yaml"), encoding: .utf8)
+        let start = try #require(text.range(of: "checksum: \"")).upperBound
+        let value = String(text[start...].prefix(40))
+        let spaced = value.prefix(8) + " " + value.dropFirst(8).prefix(8) + "    " + value.dropFirst(16)
+        let keys = try CAPKFile.parse(yaml: text.replacingOccurrences(of: "checksum: \"\(value)\"", with: "checksum: \"\(spaced)\""), file: "capk.yaml")
+        #expect(keys == (try CAPKFile.parse(yaml: text, file: "capk.yaml")))
+        let wrong = spaced.replacingOccurrences(of: String(spaced.prefix(1)), with: spaced.first == "0" ? "1" : "0", options: [], range: spaced.startIndex..<spaced.index(after: spaced.startIndex))
+        #expect(throws: ProfileError.self) {
+            try CAPKFile.parse(yaml: text.replacingOccurrences(of: "checksum: \"\(value)\"", with: "checksum: \"\(wrong)\""), file: "capk.yaml")
+        }
+    }
+}
+
 @Suite("CAPK file text fields")
 struct CAPKTextTests {
     /// Found by the capk fuzzer: a name holding a line break (an escape in a quoted string) was
