@@ -19,7 +19,7 @@ struct CardCommand: ParsableCommand {
 struct CardList: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
-        abstract: "List the embedded card profiles: name, scheme, interfaces, masked card number.",
+        abstract: "List the embedded card profiles: name, first application label, interfaces, masked card number.",
         discussion: "The same profiles ship as files in /usr/share/cardbench/cards (Scenarios/cards in the source tree); a file of the same name in a daemon's host.cards replaces one.")
 
     func run() throws {
