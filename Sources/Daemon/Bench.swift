@@ -202,7 +202,8 @@ public final class Bench: @unchecked Sendable {
 
     /// The files of `host.cards`: each entry a `.yaml`/`.yml` file or a directory of them. An entry
     /// that does not exist or cannot be listed is a configuration error naming it.
-    static func profilePaths(_ entries: [String], key: String = "host.cards") throws(ConfigurationError) -> [String] {
+    static func profilePaths(_ entries: [String]) throws(ConfigurationError) -> [String] {
+        let key = "host.cards"
         var paths: [String] = []
         for entry in entries {
             var isDirectory: ObjCBool = false

@@ -188,8 +188,7 @@ extension Bench {
     /// The demo card: a profile name of the library (`visa-credit-cvn10`, `.yaml` allowed), or a
     /// path to a profile file, which then joins the library under its file name.
     static func demoEntry(_ given: String, library: [String: ProfileEntry]) throws(ConfigurationError) -> (name: String, entry: ProfileEntry) {
-        var name = given
-        for ext in [".yaml", ".yml"] where name.hasSuffix(ext) { name = String(name.dropLast(ext.count)) }
+        let name = EmbeddedDefaults.profileName(given)
         if !given.contains("/"), let entry = library[name] { return (name, entry) }
         if FileManager.default.fileExists(atPath: given) {
             return (((given as NSString).lastPathComponent as NSString).deletingPathExtension, .file(given))
@@ -203,9 +202,7 @@ extension Bench {
     func profile(from source: ProfileSource) throws(DaemonError) -> CardProfile {
         switch source {
         case .named(let given):
-            var name = given
-            for ext in [".yaml", ".yml"] where name.hasSuffix(ext) { name = String(name.dropLast(ext.count)) }
-            guard let entry = profileLibrary[name] else {
+            guard let entry = profileLibrary[EmbeddedDefaults.profileName(given)] else {
                 let known = profileLibrary.keys.sorted()
                 let list = known.count > 40 ? known.prefix(40).joined(separator: ", ") + ", …" : known.joined(separator: ", ")
                 let shown = given.count > 80 ? String(given.prefix(80)).debugDescription + "…" : given.debugDescription

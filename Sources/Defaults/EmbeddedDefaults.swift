@@ -21,9 +21,14 @@ public enum EmbeddedDefaults {
     /// The profile named `name`, which may carry its `.yaml`/`.yml` extension; nil for any other
     /// name (a path is never a name).
     public static func cardProfile(named name: String) -> String? {
-        var n = name
-        for ext in [".yaml", ".yml"] where n.hasSuffix(ext) { n = String(n.dropLast(ext.count)) }
-        return cardProfiles[n]
+        cardProfiles[profileName(name)]
+    }
+
+    /// The name a profile goes by: `name` without a `.yaml`/`.yml` extension, as embedded and
+    /// configured profiles are named after their files.
+    public static func profileName(_ name: String) -> String {
+        for ext in [".yaml", ".yml"] where name.hasSuffix(ext) { return String(name.dropLast(ext.count)) }
+        return name
     }
 
     /// How an embedded profile is named where a path would be: `(embedded) visa-credit-cvn10`.

@@ -685,6 +685,27 @@ struct NotifyProtocolTests {
         #expect(lstat(daemon.controlSocket, &st) == 0 && (st.st_mode & S_IFMT) == S_IFSOCK)
     }
 
+    @Test("a descriptor that is not a listening Unix socket (a unit with the wrong ListenStream=) stops the daemon with exit 2 naming LISTEN_FDS",
+          .enabled(if: python != nil, "needs python3 to pass a descriptor"))
+    func socketActivationWrongDescriptor() throws {
+        let directory = try TemporaryDirectory()
+        let script = directory.url.appendingPathComponent("pass-file.py").path
+        try """
+        import os, sys
+        fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+        if fd != 3:
+            os.dup2(fd, 3)
+        os.set_inheritable(3, True)
+        os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS="1")
+        os.execv(sys.argv[2], sys.argv[2:])
+        """.write(toFile: script, atomically: true, encoding: .utf8)
+        let result = try runProgram(Self.python!, [script, directory.url.appendingPathComponent("not-a-socket").path, Locations.daemon.path,
+                                                   "--state-directory", directory.path + "/state", "--runtime-directory", directory.path + "/run",
+                                                   "--http-port", "off"])
+        #expect(result.status == 2, "\(result.stderr)")
+        #expect(result.stderr.contains("LISTEN_FDS: descriptor 3 is not a listening Unix stream socket"), "\(result.stderr)")
+    }
+
     @Test("LISTEN_* meant for another process are ignored; a bad LISTEN_FDS is a configuration error")
     func listenVariables() throws {
         #expect(try SocketActivation.controlSocket(environment: [:], unsetEnvironment: false) == nil)
