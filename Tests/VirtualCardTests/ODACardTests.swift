@@ -196,6 +196,32 @@ struct CAPKCheckValueTests {
     }
 }
 
+extension CAPKCheckValueTests {
+    /// Found by the capk fuzzer in CI, whose property searched the file's text: a quoted check value
+    /// wrapped onto a second line is folded by YAML into one space (which hex fields skip), and an
+    /// escape is expanded, so both load; the property now reads the field with Yams on its own.
+    @Test("a check value wrapped across lines or written with escapes loads, and is still checked")
+    func foldedCheckValue() throws {
+        let text = try String(contentsOf: cardsDirectory.deletingLastPathComponent().appendingPathComponent("ca/capk.yaml"), encoding: .utf8)
+        let start = try #require(text.range(of: "checksum: \"")).upperBound
+        let value = String(text[start...].prefix(40))
+        let original = try CAPKFile.parse(yaml: text, file: "capk.yaml")
+        let folded = value.prefix(20) + "\n      " + value.dropFirst(20)
+        let escaped = value.prefix(20) + "\\x" + String(value.dropFirst(20).prefix(1)).unicodeScalars.first!.value.hexString + value.dropFirst(21)
+        for form in [String(folded), String(escaped)] {
+            #expect(try CAPKFile.parse(yaml: text.replacingOccurrences(of: "checksum: \"\(value)\"", with: "checksum: \"\(form)\""), file: "capk.yaml") == original, "\(form)")
+        }
+        let wrongFolded = (value.first == "0" ? "1" : "0") + value.dropFirst().prefix(19) + "\n      " + value.dropFirst(20)
+        #expect(throws: ProfileError.self) {
+            try CAPKFile.parse(yaml: text.replacingOccurrences(of: "checksum: \"\(value)\"", with: "checksum: \"\(wrongFolded)\""), file: "capk.yaml")
+        }
+    }
+}
+
+private extension UInt32 {
+    var hexString: String { String(self, radix: 16, uppercase: true) }
+}
+
 @Suite("CAPK file text fields")
 struct CAPKTextTests {
     /// Found by the capk fuzzer: a name holding a line break (an escape in a quoted string) was
