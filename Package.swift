@@ -157,6 +157,7 @@ let package = Package(
             dependencies: [
                 "Daemon",
                 "Defaults",
+                "Scenario",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

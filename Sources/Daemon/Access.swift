@@ -52,8 +52,10 @@ public struct ListenerPolicy: Sendable {
     }
 
     /// Paths anyone reaching the TCP listener may GET without the token: a voucher's UUID is its
-    /// capability, and the Billpocket callback hands its URL to a browser.
-    static let tokenFreePrefixes = ["/v1/vouchers/"]
+    /// capability, and the Billpocket callback hands its URL to a browser; the console's files
+    /// hold no data (the page asks for the token before it fetches any).
+    static let tokenFreePrefixes = ["/v1/vouchers/", ConsoleRoutes.prefix]
+    static let tokenFreePaths: Set<String> = ["/", "/console"]
 
     /// The path as the router matches it: empty segments do not count (`/v1//x` is `/v1/x`).
     static func routedPath(_ path: String) -> String {
@@ -106,7 +108,8 @@ public struct ListenerPolicy: Sendable {
         }
         let path = Self.routedPath(request.uri.path)
         if kind == .tcp, let tokenHash {
-            let free = request.method == .get && Self.tokenFreePrefixes.contains { path.hasPrefix($0) }
+            let free = request.method == .get
+                && (Self.tokenFreePaths.contains(path) || Self.tokenFreePrefixes.contains { path.hasPrefix($0) })
             if !free {
                 guard let bearer = headers.bearer else {
                     return .unauthorized("this listener needs the API token: Authorization: Bearer <token> (the daemon's api.token file in its runtime directory; cardbench reads it)")

@@ -8,7 +8,8 @@ import Workflows
 
 extension Bench {
     /// The newest transactions of one terminal (or of all), `limit` at a time, older than `before`.
-    public func transactions(terminal name: String?, limit: Int, before: Int64?) throws(DaemonError) -> [StoredTransaction] {
+    public func transactions(terminal name: String?, limit: Int, before: Int64?,
+                             filter: TransactionFilter = TransactionFilter()) throws(DaemonError) -> [StoredTransaction] {
         // The platforms' merchants have ledger terminals of their own (`worldline.<merchantId>`).
         let platform: [String]
         do {
@@ -18,7 +19,7 @@ extension Bench {
         if let name { names = platform.contains(name) ? [name] : [try terminal(name).settings.name] }
         var rows: [StoredTransaction] = []
         do {
-            for name in names { rows += try ledger.transactions(terminal: name, limit: limit, beforeID: before) }
+            for name in names { rows += try ledger.transactions(terminal: name, limit: limit, beforeID: before, filter: filter) }
         } catch { throw DaemonError(ledger: error, "ledger") }
         rows.sort { $0.id > $1.id }
         return Array(rows.prefix(limit))

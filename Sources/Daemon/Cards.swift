@@ -68,6 +68,11 @@ final class InsertedVirtualCard: InProcessCard, @unchecked Sendable {
 
     private let initialPresentations: [CardInterface]
 
+    /// What the console shows of the card: its counters, PIN tries and how it is presented now.
+    var snapshot: (state: CardState, interface: CardInterface, left: Bool, pan: String) {
+        lock.withLock { (card.state, presentations[0], left, card.profile.pan) }
+    }
+
     /// The cardholder presents the card again, the first way: after a tap or a swipe it had left.
     func presentAgain() {
         lock.withLock {
@@ -154,6 +159,14 @@ final class InsertedVirtualCard: InProcessCard, @unchecked Sendable {
 public enum ProfileSource: Sendable, Equatable {
     case named(String)
     case inline(String)
+
+    /// How the console names the card: the profile's name, or "inline profile".
+    var shownName: String {
+        switch self {
+        case .named(let name): EmbeddedDefaults.profileName(name)
+        case .inline: "inline profile"
+        }
+    }
 
     /// From a body's `profile` (a name) and `profileYAML` (the text): exactly one of them.
     public init(name: String?, yaml: String?) throws(DaemonError) {
@@ -255,6 +268,7 @@ extension Bench {
         }
         if let reader = terminal.virtualReader {
             do { try reader.insert(card) } catch { throw .conflict("\(error)") }
+            terminal.lastAPICard.withLock { $0 = (source.shownName, card) }
         } else if let vpcd = terminal.settings.vpcd {
             try terminal.attach(card, to: vpcd, logger: logger)
         }

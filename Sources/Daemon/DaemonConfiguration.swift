@@ -225,6 +225,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     /// The zone `transactionDate` is shown in, as an offset from UTC in seconds (default: the
     /// system's at start).
     public var utcOffsetSeconds: Int = TimeZone.current.secondsFromGMT()
+    /// Scenario files the console may run (`scenarios.directory`); nil: none.
+    public var scenariosDirectory: String?
     public var callbacks = CallbackSettings()
     public var worldline = WorldlineConfiguration()
     public var citcon = CitconConfiguration()
@@ -348,6 +350,14 @@ public struct DaemonConfiguration: Sendable, Equatable {
         }
         if let t = try seconds("timeouts.card_seconds") { cardTimeout = t }
         if let t = try seconds("timeouts.prompt_seconds") { promptTimeout = t }
+        if let directory = text("scenarios.directory"), !directory.isEmpty {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw ConfigurationError(key: "scenarios.directory", rule: "\(directory): no such directory (the scenario files the console runs)")
+            }
+            // Absolute, so a run's files are named the same wherever the daemon's working directory is.
+            scenariosDirectory = URL(fileURLWithPath: directory).standardizedFileURL.path
+        }
         demoCardSetting = text("demo.card").flatMap { $0.isEmpty ? nil : $0 }
         if try flag("demo.enabled") == true { demoCard = demoCardSetting ?? EmbeddedDefaults.demoCard }
         if let verb = text("demo.interface") {

@@ -19,7 +19,8 @@ public enum DaemonServer {
     }
 
     /// Runs the daemon until it is told to stop; `logger` gets what an operator should read.
-    public static func run(configuration: DaemonConfiguration, logger log: Logger) async throws {
+    /// `scenarios` runs the console's scenario runs.
+    public static func run(configuration: DaemonConfiguration, logger log: Logger, scenarios: (any ScenarioService)? = nil) async throws {
         let runtime = configuration.effectiveRuntimeDirectory
         // The runtime directory keeps other users out of the sockets before their mode is set.
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true,
@@ -37,7 +38,7 @@ public enum DaemonServer {
         }
         try bench.start()
         let notify = SDNotify()
-        let api = API(bench: bench)
+        let api = API(bench: bench, scenarios: scenarios)
         let responder = api.router(policy: .socket).buildResponder()
         var logger = Logger(label: "cardbenchd")
         logger.logLevel = .warning

@@ -3,6 +3,7 @@ import EMV
 import Ledger
 import Logging
 import Foundation
+import Synchronization
 import Terminal
 import VirtualCard
 import Workflows
@@ -101,6 +102,7 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
         // The demo card keeps its counters (ATC, PIN tries) across transactions, as the one
         // physical card a demo would use.
         demo = try demoCard.map { try InsertedVirtualCard(profile: $0, removeAfter: nil, pinTries: nil, presentations: [demoInterface]) }
+        if let demo, let demoCard { lastAPICard.withLock { $0 = ("demo card: \(demoCard.name)", demo) } }
         reader.addObserver { event in
             switch event {
             case .cardInserted: events.publish(.cardInserted, terminal: terminal)
@@ -115,6 +117,9 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
 
     /// What the terminal is doing, or nil when idle.
     public var currentActivity: String? { activity.current }
+    /// The card the API last put in this terminal's reader (kept after it leaves, so the console
+    /// can show the counters a tap or a transaction left on it), with the profile's name.
+    let lastAPICard = Mutex<(profile: String, card: InsertedVirtualCard)?>(nil)
 
     /// Takes the terminal for one transaction; a second caller gets "terminal busy".
     public func acquire(_ what: String) throws(WorkflowError) { try activity.acquire(what) }

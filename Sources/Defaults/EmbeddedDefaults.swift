@@ -34,3 +34,22 @@ public enum EmbeddedDefaults {
     /// How an embedded profile is named where a path would be: `(embedded) visa-credit-cvn10`.
     public static func displayName(_ name: String) -> String { "(embedded) \(name)" }
 }
+
+/// The bench console's files (`Console/`: the page, its style sheet, its JavaScript modules),
+/// compiled in like the profiles so the daemon serves them with no files installed.
+public enum EmbeddedConsole {
+    /// Each file's text by its name (`index.html`, `console.js`).
+    public static let files: [String: String] = Dictionary(
+        EmbeddedDefaults.generatedConsoleFiles.map { ($0.name, $0.text) }, uniquingKeysWith: { first, _ in first })
+
+    /// The media type a file is served with, by its extension.
+    public static func contentType(_ name: String) -> String {
+        switch name.split(separator: ".").last.map(String.init) ?? "" {
+        case "html": "text/html; charset=utf-8"
+        case "css": "text/css; charset=utf-8"
+        case "js": "text/javascript; charset=utf-8"
+        case "svg": "image/svg+xml"
+        default: "application/octet-stream"
+        }
+    }
+}

@@ -27,7 +27,7 @@ extension TLV {
 }
 
 /// The JSON shape of one TLV node, as `cardbench emv tlv --json` prints it.
-public struct TLVJSON: Encodable, Sendable, Equatable {
+public struct TLVJSON: Codable, Sendable, Equatable {
     public let tag: String
     public let name: String?
     public let length: Int

@@ -13,7 +13,10 @@ extension Completion {
                   arqc: outcome.arqc.map(Hex.encode), atc: outcome.atc.map(Hex.encode), tvr: Hex.encode(outcome.tvr.bytes),
                   cvm: outcome.cvm.map { "\($0)" }, entryMode: outcome.entryMode, completedAt: completedAt,
                   reversal: outcome.reversal != nil, oda: outcome.entry.interface == .magstripe ? nil : Self.json(outcome.oda))
-        cardEntry = Self.json(outcome.entry)
+        var entry = outcome.entry
+        entry.tsi = Hex.encode(outcome.tsi.bytes)
+        entry.cvmResults = Hex.encode(outcome.cvmResults.bytes)
+        cardEntry = Self.json(entry)
     }
 
     /// A report as the ledger's JSON columns hold it (keys sorted, so rows compare).

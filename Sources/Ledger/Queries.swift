@@ -137,14 +137,24 @@ extension Ledger {
     }
 
     /// A terminal's transactions newest first, `limit` at a time: pass the last id of a page as
-    /// `beforeID` to get the next.
-    public func transactions(terminal: String, limit: Int = 50, beforeID: Int64? = nil) throws -> [StoredTransaction] {
+    /// `beforeID` to get the next. `filter` keeps only the rows of a provider, a status, or a span
+    /// of creation times; it applies before the limit, so a page is full whenever enough rows match.
+    public func transactions(terminal: String, limit: Int = 50, beforeID: Int64? = nil,
+                             filter: TransactionFilter = TransactionFilter()) throws -> [StoredTransaction] {
         try read("list transactions of terminal \(terminal)") { db in
             let terminalID = try Self.terminal(db, name: terminal).id
-            return try Self.fetch(db, """
+            var sql = """
                 SELECT \(Self.columns) FROM txn JOIN terminal ON terminal.id = txn.terminal_id
-                WHERE txn.terminal_id = ? AND txn.id < ? ORDER BY txn.id DESC LIMIT ?
-                """, [terminalID, beforeID ?? Int64.max, limit])
+                WHERE txn.terminal_id = ? AND txn.id < ?
+                """
+            var arguments: [any DatabaseValueConvertible] = [terminalID, beforeID ?? Int64.max]
+            if let provider = filter.provider { sql += " AND txn.provider = ?"; arguments.append(provider.rawValue) }
+            if let status = filter.status { sql += " AND txn.status = ?"; arguments.append(status.rawValue) }
+            if let since = filter.createdSince { sql += " AND txn.created_at >= ?"; arguments.append(since) }
+            if let until = filter.createdBefore { sql += " AND txn.created_at < ?"; arguments.append(until) }
+            sql += " ORDER BY txn.id DESC LIMIT ?"
+            arguments.append(limit)
+            return try Self.fetch(db, sql, StatementArguments(arguments))
         }
     }
 
@@ -226,5 +236,22 @@ extension Ledger {
         return try read("explain") { db in
             try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + lookup.sql, arguments: arguments).map { $0["detail"] }
         }
+    }
+}
+
+/// Which of a terminal's transactions a listing keeps (`Ledger.transactions(terminal:…)`).
+public struct TransactionFilter: Sendable, Equatable {
+    public var provider: Provider?
+    public var status: TransactionStatus?
+    /// Microseconds since 1970: created at or after.
+    public var createdSince: Int64?
+    /// Microseconds since 1970: created before.
+    public var createdBefore: Int64?
+
+    public init(provider: Provider? = nil, status: TransactionStatus? = nil, createdSince: Int64? = nil, createdBefore: Int64? = nil) {
+        self.provider = provider
+        self.status = status
+        self.createdSince = createdSince
+        self.createdBefore = createdBefore
     }
 }

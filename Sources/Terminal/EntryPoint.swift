@@ -22,6 +22,10 @@ public struct EntryReport: Sendable, Equatable, Codable {
     public var cvm: String? = nil
     /// The combination's limits, minor units (nil: not set), and what the amount crossed.
     public var limits: ContactlessLimits? = nil
+    /// The Transaction Status Information (9B) and CVM Results (9F34) the terminal ended with, hex:
+    /// filled in when the ledger records the outcome, so a trace can be explained later.
+    public var tsi: String? = nil
+    public var cvmResults: String? = nil
 
     public init() {}
 

@@ -68,7 +68,8 @@ extension WorkflowContext {
             do { started = try store.begin(plan.new) } catch {
                 return .failure(WorkflowError(ledger: error, "the ledger could not record the transaction"))
             }
-            publish(.transactionStarted(stan: started.stan, action: plan.new.action), terminal: terminal.name)
+            publish(.transactionStarted(stan: started.stan, action: plan.new.action, amount: plan.new.amount, currency: plan.new.currency),
+                    terminal: terminal.name)
             let run = runKernel(on: terminal, plan, started: started)
             let callback = render(run)
             do {

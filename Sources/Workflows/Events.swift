@@ -15,7 +15,7 @@ public enum BenchEvent: Sendable, Equatable {
     case promptAnswered(KeypadInput)
     /// An input came while no prompt was up: it waits for the next one.
     case keypadQueued(KeypadInput)
-    case transactionStarted(stan: STAN, action: TransactionAction)
+    case transactionStarted(stan: STAN, action: TransactionAction, amount: Int64? = nil, currency: Int? = nil)
     /// A card transaction's outcome, with the host's response code and message, and how long it
     /// took from begin to commit (for the daemon's metrics; not streamed).
     case outcome(stan: STAN, status: TransactionStatus, responseCode: String, message: String, microseconds: Int64?)
@@ -86,12 +86,14 @@ public enum BenchEvent: Sendable, Equatable {
         case .waitingForCard(let stan): stan.map { ["stan": $0.description] } ?? [:]
         case .prompt(let kind):
             switch kind {
-            case .pin(_, let tries?): ["prompt": kind.name, "triesLeft": String(tries)]
-            case .pin(_, nil), .confirm, .photo: ["prompt": kind.name]
-            case .select(_, let options): ["prompt": kind.name, "options": options.joined(separator: "\n")]
+            case .pin(_, let tries?): ["prompt": kind.name, "kind": kind.kind, "triesLeft": String(tries)]
+            case .pin(_, nil), .confirm, .photo: ["prompt": kind.name, "kind": kind.kind]
+            case .select(_, let options): ["prompt": kind.name, "kind": kind.kind, "options": options.joined(separator: "\n")]
             }
         case .promptAnswered(let input), .keypadQueued(let input): ["input": input.description]
-        case .transactionStarted(let stan, let action): ["stan": stan.description, "action": action.rawValue]
+        case .transactionStarted(let stan, let action, let amount, let currency):
+            ["stan": stan.description, "action": action.rawValue].merging(
+                [amount.map { ("amount", String($0)) }, currency.map { ("currency", String($0)) }].compactMap { $0 }) { a, _ in a }
         case .outcome(let stan, let status, let code, let message, _):
             ["stan": stan.description, "status": status.rawValue, "responseCode": code, "message": message]
         case .recorded(let stan, let status, let action): ["stan": stan.description, "status": status.rawValue, "action": action.rawValue]

@@ -12,6 +12,21 @@ public enum PromptKind: Sendable, Equatable {
     /// Billpocket's photo button: confirm when a photo was taken, cancel when none was.
     case photo(mandatory: Bool)
 
+    /// What kind of answer the prompt wants: `pin`, `select`, `confirm` or `photo`.
+    public var kind: String {
+        switch self {
+        case .pin: "pin"
+        case .select: "select"
+        case .confirm: "confirm"
+        case .photo: "photo"
+        }
+    }
+
+    /// The options of a selection, in order (numbered from 1); nil for other prompts.
+    public var options: [String]? {
+        if case .select(_, let options) = self { options } else { nil }
+    }
+
     /// The prompt's name in events, errors and the API.
     public var name: String {
         switch self {

@@ -44,7 +44,17 @@ public struct TimedHost: AuthorisationHost {
 }
 
 extension AmountTable {
-    /// The command-line spelling: none, billpocket, stripe-cents.
+    /// The word a configuration uses for the table (`stripe-cents`).
+    public var option: String {
+        switch self {
+        case .none: "none"
+        case .billpocket: "billpocket"
+        case .stripeCents: "stripe-cents"
+        case .worldline: "worldline"
+        }
+    }
+
+    /// The command-line spelling: none, billpocket, stripe-cents, worldline.
     public init?(option: String) {
         switch option {
         case "none": self = .none

@@ -1,5 +1,5 @@
 // The build tool of the EmbedDefaults plugin: writes a Swift file holding the text of each file
-// given. Usage: cardbench-embed OUTPUT.swift CAPK.yaml PROFILE.yaml...
+// given. Usage: cardbench-embed OUTPUT.swift CAPK.yaml PROFILE.yaml... [--console FILE...]
 import Foundation
 
 let arguments = CommandLine.arguments.dropFirst()
@@ -9,7 +9,11 @@ guard arguments.count >= 2 else {
 }
 let output = arguments.first!
 let capk = arguments.dropFirst().first!
-let profiles = arguments.dropFirst(2)
+// Profiles, then after `--console` the console's files (HTML, CSS, JavaScript, SVG).
+let rest = Array(arguments.dropFirst(2))
+let split = rest.firstIndex(of: "--console") ?? rest.endIndex
+let profiles = rest[..<split]
+let consoleFiles = split < rest.endIndex ? Array(rest[(split + 1)...]) : []
 
 func read(_ path: String) -> String {
     guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
@@ -33,7 +37,7 @@ func stem(_ path: String) -> String { ((path as NSString).lastPathComponent as N
 
 var swift = """
 // Generated at build time by the EmbedDefaults plugin (Plugins/EmbedDefaults) from
-// Scenarios/ca/capk.yaml and Scenarios/cards/*.yaml. Not in git; edit those files instead.
+// Scenarios/ca/capk.yaml, Scenarios/cards/*.yaml and Console/*. Not in git; edit those files instead.
 
 extension EmbeddedDefaults {
     static let generatedCAPK: String = \(literal(read(capk)))
@@ -43,6 +47,10 @@ extension EmbeddedDefaults {
 """
 for path in profiles {
     swift += "        (\(String(reflecting: stem(path))), \(literal(read(path)))),\n"
+}
+swift += "    ]\n\n    static let generatedConsoleFiles: [(name: String, text: String)] = [\n"
+for path in consoleFiles {
+    swift += "        (\(String(reflecting: (path as NSString).lastPathComponent)), \(literal(read(path)))),\n"
 }
 swift += "    ]\n}\n"
 do { try swift.write(toFile: output, atomically: true, encoding: .utf8) } catch {

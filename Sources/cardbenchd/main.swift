@@ -4,6 +4,7 @@ import Defaults
 import EMV
 import Foundation
 import Logging
+import Scenario
 
 /// The process's entry point: runs `CardbenchDaemon` on the global executor while the main thread
 /// waits. An `async` main would hand the main thread to `dispatch_main()`, which valgrind (3.19
@@ -106,7 +107,7 @@ struct CardbenchDaemon: AsyncParsableCommand {
             throw ExitCode(2)
         }
         do {
-            try await DaemonServer.run(configuration: configuration, logger: Logger(label: "cardbenchd"))
+            try await DaemonServer.run(configuration: configuration, logger: Logger(label: "cardbenchd"), scenarios: ConsoleScenarioService())
         } catch {
             Logger(label: "cardbenchd").critical("\(error)")
             // A setting found unusable only once used (a card file that cannot be read, a TLS key)

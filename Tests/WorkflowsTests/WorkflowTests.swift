@@ -141,10 +141,10 @@ enum VivaCardFixture {
 struct BenchEventTests {
     @Test("a prompt's data: its name, the PIN tries when known, a selection's options one per line")
     func promptData() {
-        #expect(BenchEvent.prompt(.pin(online: false, triesLeft: 2)).data == ["prompt": "PIN", "triesLeft": "2"])
-        #expect(BenchEvent.prompt(.pin(online: true, triesLeft: nil)).data == ["prompt": "online PIN"])
-        #expect(BenchEvent.prompt(.select(title: "installments", options: ["2", "3"])).data == ["prompt": "installments", "options": "2\n3"])
-        #expect(BenchEvent.prompt(.photo(mandatory: true)).data == ["prompt": "photo (mandatory)"])
+        #expect(BenchEvent.prompt(.pin(online: false, triesLeft: 2)).data == ["prompt": "PIN", "kind": "pin", "triesLeft": "2"])
+        #expect(BenchEvent.prompt(.pin(online: true, triesLeft: nil)).data == ["prompt": "online PIN", "kind": "pin"])
+        #expect(BenchEvent.prompt(.select(title: "installments", options: ["2", "3"])).data == ["prompt": "installments", "kind": "select", "options": "2\n3"])
+        #expect(BenchEvent.prompt(.photo(mandatory: true)).data == ["prompt": "photo (mandatory)", "kind": "photo"])
         #expect(BenchEvent.prompt(.photo(mandatory: true)).name == .prompt)
     }
 

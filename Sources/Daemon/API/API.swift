@@ -7,10 +7,15 @@ import Hummingbird
 public struct API: Sendable {
     let bench: Bench
     let requests: OpenRequests
+    let scenarioRuns: ScenarioRuns
 
-    public init(bench: Bench) {
+    /// `scenarios` runs the console's scenario runs (nil: the routes say it cannot).
+    public init(bench: Bench, scenarios: (any ScenarioService)? = nil) {
         self.bench = bench
         requests = OpenRequests()
+        let clock = bench.clock
+        scenarioRuns = ScenarioRuns(directory: bench.configuration.scenariosDirectory, service: scenarios, events: bench.events,
+                                    clock: { clock.nowMicroseconds() })
     }
 
     /// The routes, behind `policy`'s access check (`.socket` for the control socket).
@@ -23,6 +28,9 @@ public struct API: Sendable {
         router.addRoutes(TerminalRoutes(bench: bench).collection)
         router.addRoutes(HostRoutes(bench: bench).collection)
         router.addRoutes(EventRoutes(bench: bench).collection)
+        router.addRoutes(CardRoutes(bench: bench).collection)
+        router.addRoutes(ScenarioRoutes(runs: scenarioRuns).collection)
+        router.addRoutes(ConsoleRoutes().collection)
         for case let front as any FrontRoutes in bench.fronts { router.addRoutes(front.routes(on: bench)) }
         router.addRoutes(WorldlineAdminRoutes(bench: bench).collection)
         router.addRoutes(CitconAdminRoutes(bench: bench).collection)
@@ -78,5 +86,8 @@ struct RequestMetricsMiddleware: RouterMiddleware {
         "/v1/worldline/payments/{id}": "worldline-payment", "/v1/citcon/merchants": "citcon-merchants",
         "/v1/citcon/merchants/{id}/host-queue": "citcon-host-queue", "/v1/citcon/charges/{id}/payer": "citcon-payer",
         "/v1/citcon/charges/{id}/challenge": "citcon-challenge", "/v1/citcon/charges/{id}": "citcon-charge", "/v1/citcon/requests": "citcon-requests",
+        "/v1/cards": "cards", "/v1/host": "host", "/v1/scenarios": "scenarios", "/v1/scenario-runs": "scenario-runs",
+        "/v1/scenario-runs/{id}": "scenario-runs", "/v1/scenario-runs/{id}/junit": "scenario-runs", "/": "console", "/console": "console",
+        "/console/{file}": "console",
     ]
 }

@@ -1,6 +1,7 @@
 import EMV
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Ledger
 import NIOCore
 import Terminal
@@ -47,4 +48,35 @@ func intParameter(_ text: String, _ name: String, _ range: ClosedRange<Int>) thr
 
 extension String {
     var nonEmpty: String? { isEmpty ? nil : self }
+}
+
+/// The filters of `GET /v1/transactions`: `provider`, `status`, `from` and `to` (a day,
+/// `2026-11-24`, or an ISO 8601 time with a zone; `to` is exclusive, a day's `to` the next day's start).
+func transactionFilter(_ q: FlatDictionary<Substring, Substring>) throws -> TransactionFilter {
+    var filter = TransactionFilter()
+    if let p = q.get("provider").map({ String($0) }), !p.isEmpty {
+        guard let provider = Provider(rawValue: p) else {
+            throw DaemonError.badRequest(field: "provider", rule: "must be one of \(Provider.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(p.prefix(40))\"")
+        }
+        filter.provider = provider
+    }
+    if let s = q.get("status").map({ String($0) }), !s.isEmpty {
+        guard let status = TransactionStatus(rawValue: s) else {
+            throw DaemonError.badRequest(field: "status", rule: "must be one of \(TransactionStatus.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(s.prefix(40))\"")
+        }
+        filter.status = status
+    }
+    func time(_ name: String, dayEnd: Bool) throws -> Int64? {
+        guard let text = q.get(name).map({ String($0) }), !text.isEmpty else { return nil }
+        if text.count == 10, let start = ISO8601.microseconds(text + "T00:00:00Z") {
+            return dayEnd ? start + 86_400_000_000 : start
+        }
+        guard let micros = ISO8601.microseconds(text) else {
+            throw DaemonError.badRequest(field: name, rule: "must be a day (2026-11-24, UTC) or an ISO 8601 time with a zone, got \"\(text.prefix(40))\"")
+        }
+        return micros
+    }
+    filter.createdSince = try time("from", dayEnd: false)
+    filter.createdBefore = try time("to", dayEnd: true)
+    return filter
 }

@@ -1,3 +1,4 @@
+import EMV
 import Foundation
 import Hummingbird
 import Ledger
@@ -63,16 +64,18 @@ struct TransactionRoutes {
             let limit = try q.get("limit").map { try intParameter(String($0), "limit", 1...1000) } ?? 50
             let before = try q.get("before").map { Int64(try intParameter(String($0), "before", 1...Int.max)) }
             let terminal = q.get("terminal").map { String($0) }
-            return json(try bench.transactions(terminal: terminal, limit: limit, before: before).map { TransactionView($0) })
+            return json(try bench.transactions(terminal: terminal, limit: limit, before: before, filter: try transactionFilter(q)).map { TransactionView($0) })
         }
-        routes.get("/v1/transactions/:id") { _, context in
+        routes.get("/v1/transactions/:id") { request, context in
             let key = context.parameters.get("id") ?? ""
+            let decode = request.uri.queryParameters.get("decode").map { $0 == "true" || $0 == "1" } ?? false
             guard let (t, trace, outbox) = try bench.transaction(key) else {
                 throw DaemonError.notFound("no transaction with id or transactionId \"\(key)\"")
             }
             var view = TransactionView(t)
             view.trace = trace.map(TraceView.init)
             view.callbacks = outbox.map(OutboxView.init)
+            if decode { view.decoded = DecodedTrace(t, trace: trace) }
             return json(view)
         }
         return routes

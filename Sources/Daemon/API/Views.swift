@@ -44,6 +44,8 @@ public struct TransactionView: Codable, Sendable, Equatable {
     public let entry: EntryReport?
     public var trace: [TraceView]?
     public var callbacks: [OutboxView]?
+    /// With `?decode=true`: the trace decoded, the bit strings explained, the cryptograms.
+    public var decoded: DecodedTrace?
 
     public init(_ t: StoredTransaction) {
         id = t.id; transactionId = t.uuid; terminal = t.terminalName; tid = t.tid; provider = t.provider.rawValue
@@ -143,6 +145,9 @@ public struct TerminalView: Codable, Sendable {
     public let cardPresent: Bool
     public let activity: String?
     public let prompt: String?
+    /// The prompt's kind (`pin`, `select`, `confirm`, `photo`) and a selection's options.
+    public let promptKind: String?
+    public let promptOptions: [String]?
     public let queuedKeypadInputs: Int
     public let lastSTAN: String?
     public let batchNumber: Int
@@ -155,6 +160,7 @@ public struct TerminalView: Codable, Sendable {
         let keypad = t.keypad.snapshot
         name = t.settings.name; tid = t.settings.tid; reader = t.settings.reader.description
         cardPresent = t.reader.isCardPresent; activity = t.currentActivity; prompt = keypad.prompt?.name
+        promptKind = keypad.prompt?.kind; promptOptions = keypad.prompt?.options
         queuedKeypadInputs = keypad.queued.count; lastSTAN = record?.lastSTAN?.description
         batchNumber = record?.batchNumber ?? 1; batchOpen = record?.batchOpen ?? true
         batchCount = record?.batchCount ?? 0; batchAmount = record?.batchAmount ?? 0
@@ -223,5 +229,15 @@ extension TraceView {
         command = e.command
         response = e.response
         name = (try? CommandAPDU(bytes: Hex.decode(e.command.replacingOccurrences(of: "*", with: "0"))).instructionName) ?? ""
+    }
+}
+
+extension DecodedTrace {
+    /// A stored transaction's trace decoded with what the terminal recorded beside it.
+    init(_ t: StoredTransaction, trace: [TraceEntry]) {
+        let entry = t.cardEntry.flatMap { try? JSONDecoder().decode(EntryReport.self, from: Data($0.utf8)) }
+        self = TraceDecoding.decode(trace.map { TraceDecoding.Exchange(command: $0.command, response: $0.response) },
+                                    TraceDecoding.TerminalData(tvr: t.tvr, tsi: entry?.tsi, cvmResults: entry?.cvmResults, aid: t.aid,
+                                                               responseCode: t.responseCode))
     }
 }

@@ -1,0 +1,144 @@
+// The ledger: a filtered list, and one transaction with its callback, deliveries, cryptograms,
+// bit strings explained and the APDU trace decoded (all PAN-masked, as the ledger keeps them).
+import { get } from "/console/api.js";
+import { announce, badge, fill, h, money, when } from "/console/dom.js";
+import { onEvent } from "/console/hub.js";
+
+const providers = ["", "viva", "billpocket", "worldline", "citcon", "cli"];
+const statuses = ["", "approved", "declined", "failed", "cancelled", "refunded", "reversed", "in_progress"];
+
+export class TransactionsView {
+  constructor() {
+    const select = (id, label, values) => [h("label", { for: id }, label),
+      h("select", { id, name: id }, values.map((v) => h("option", { value: v }, v === "" ? "any" : v.replace("_", " "))))];
+    this.form = h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); this.load(); } },
+      h("div", { class: "field" }, select("f-terminal", "Terminal", [""])),
+      h("div", { class: "field" }, select("f-provider", "Front", providers)),
+      h("div", { class: "field" }, select("f-status", "Status", statuses)),
+      h("div", { class: "field" }, h("label", { for: "f-from" }, "From"), h("input", { id: "f-from", type: "date" })),
+      h("div", { class: "field" }, h("label", { for: "f-to" }, "To"), h("input", { id: "f-to", type: "date" })),
+      h("button", { type: "submit", class: "primary" }, "Filter"));
+    this.table = h("div", { class: "scroll" });
+    this.element = h("section", { "aria-labelledby": "tx-heading" }, h("h2", { id: "tx-heading" }, "Transactions"), this.form, this.table);
+  }
+
+  async open() {
+    const terminals = await get("/v1/terminals");
+    const select = this.form.querySelector("#f-terminal");
+    for (const t of terminals) select.append(h("option", { value: t.name }, t.name));
+    await this.load();
+    this.off = onEvent((e) => { if (e.type === "outcome") { clearTimeout(this.timer); this.timer = setTimeout(() => this.load(), 300); } });
+  }
+
+  close() { this.off?.(); clearTimeout(this.timer); }
+
+  async load() {
+    const q = new URLSearchParams({ limit: "100" });
+    for (const [id, key] of [["f-terminal", "terminal"], ["f-provider", "provider"], ["f-status", "status"], ["f-from", "from"], ["f-to", "to"]]) {
+      const v = this.form.querySelector(`#${id}`).value;
+      if (v) q.set(key, v);
+    }
+    try {
+      const rows = await get(`/v1/transactions?${q}`);
+      fill(this.table, rows.length === 0 ? h("p", {}, "No transactions match.") : h("table", { class: "list" },
+        h("caption", { class: "visually-hidden" }, "Transactions, newest first"),
+        h("thead", {}, h("tr", {}, ["#", "When", "Terminal", "Front", "Action", "Amount", "Status", "Code", "Card", "STAN"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, rows.map((t) => h("tr", {},
+          h("td", {}, h("a", { href: `#/transactions/${t.id}` }, String(t.id))),
+          h("td", {}, when(t.createdAt)), h("td", {}, t.terminal), h("td", {}, t.provider), h("td", {}, t.action.replace("_", " ")),
+          h("td", { class: "num" }, money(t.amount, t.currency)), h("td", {}, badge(t.status)), h("td", {}, t.responseCode ?? ""),
+          h("td", {}, t.maskedPAN ? `${t.brand ?? ""} ${t.maskedPAN}` : ""), h("td", {}, t.stan))))));
+    } catch (e) { announce(e.message, "error"); }
+  }
+}
+
+/** The fields of a callback URL, in order, decoded. */
+export function callbackFields(url) {
+  const query = url.includes("?") ? url.slice(url.indexOf("?") + 1) : url.replace(/^[a-z][a-z0-9+.-]*:\/\//i, "");
+  return query.split("&").filter(Boolean).map((pair) => {
+    const i = pair.indexOf("=");
+    const decode = (s) => { try { return decodeURIComponent(s.replace(/\+/g, "%20")); } catch { return s; } };
+    return i < 0 ? [decode(pair), ""] : [decode(pair.slice(0, i)), decode(pair.slice(i + 1))];
+  });
+}
+
+export function fieldsTable(fields, caption) {
+  return h("table", { class: "fields" }, h("caption", {}, caption),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Field"), h("th", { scope: "col" }, "Value"))),
+    h("tbody", {}, fields.map(([name, value]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, h("code", {}, value))))));
+}
+
+function dl(pairs) {
+  return h("dl", { class: "facts" }, pairs.filter(([, v]) => v !== undefined && v !== null && v !== "")
+    .map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+}
+
+function tlvTree(nodes) {
+  return h("ul", { class: "tlv" }, nodes.map((n) => h("li", {},
+    h("code", { class: "tag" }, n.tag), " ", h("span", { class: "tagname" }, n.name ?? "(unknown tag)"), ` [${n.length}]`,
+    n.value !== undefined ? [": ", h("code", { class: "value" }, n.value)] : null,
+    n.text ? [" ", h("span", { class: "text" }, `"${n.text}"`)] : null,
+    n.children ? tlvTree(n.children) : null)));
+}
+
+export class TransactionView {
+  constructor(id) {
+    this.id = id;
+    this.body = h("div", {}, h("p", {}, "Loading…"));
+    this.element = h("section", { "aria-labelledby": "txd-heading" },
+      h("p", {}, h("a", { href: "#/transactions" }, "← All transactions")),
+      h("h2", { id: "txd-heading" }, `Transaction ${id}`), this.body);
+  }
+
+  async open() {
+    const t = await get(`/v1/transactions/${encodeURIComponent(this.id)}?decode=true`);
+    const d = t.decoded;
+    const sections = [];
+    sections.push(h("section", { class: "card" }, h("h3", {}, badge(t.status), " ", `${t.provider} ${t.action.replace("_", " ")} of ${money(t.amount, t.currency)}`),
+      t.message ? h("p", {}, t.message) : null,
+      dl([["Terminal", `${t.terminal} (TID ${t.tid})`], ["Tip", t.tipAmount ? money(t.tipAmount, t.currency) : ""],
+        ["Response code", t.responseCode], ["Authorisation code", t.authorisationCode], ["STAN", t.stan], ["RRN", t.rrn],
+        ["Card", t.maskedPAN ? `${t.brand ?? ""} ${t.maskedPAN} ${t.cardholderName ?? ""}` : ""],
+        ["Application", t.aid ? `${t.aid} ${t.applicationLabel ?? ""}` : ""], ["Entry", t.entry ? [t.entry.interface, " (POS entry mode ", t.entry.posEntryMode, ")", t.entry.kernel ? `, kernel ${t.entry.kernel}` : "", t.entry.outcome ? `: ${t.entry.outcome}` : ""].join("") : ""],
+        ["Entry path", t.entry?.path?.join(" → ")], ["CVM", t.cvm], ["Installments", t.installments],
+        ["Client reference", t.clientReference], ["Original", t.originalId ? h("a", { href: `#/transactions/${t.originalId}` }, `#${t.originalId}`) : ""],
+        ["Started", when(t.createdAt)], ["Completed", when(t.completedAt)], ["transactionId", h("code", {}, t.transactionId)]])));
+    for (const c of t.callbacks ?? []) {
+      sections.push(h("section", { class: "card" }, h("h3", {}, "Callback"),
+        h("p", { class: "url" }, h("code", {}, c.payload)),
+        fieldsTable(callbackFields(c.payload), "The callback's fields"),
+        dl([["Delivery", `${c.kind} to ${c.target}`], ["Status", badge(c.status)], ["Attempts", String(c.attempts)], ["Last error", c.lastError]])));
+    }
+    if (d?.cryptograms) {
+      const c = d.cryptograms;
+      sections.push(h("section", { class: "card" }, h("h3", {}, "Cryptograms"),
+        dl([["ARQC", c.firstCryptogram ? h("code", {}, c.firstCryptogram) : ""], ["CID", c.firstCID], ["ATC", c.atc], ["CVN", c.cvn],
+          ["IAD (9F10)", c.issuerApplicationData ? h("code", {}, c.issuerApplicationData) : ""],
+          ["ARPC", c.arpc ? h("code", {}, c.arpc) : ""], ["Issuer authentication data (91)", c.issuerAuthenticationData ? h("code", {}, c.issuerAuthenticationData) : ""],
+          ["ARC (8A)", c.authorisationResponseCode], ["Second cryptogram", c.secondCryptogram ? h("code", {}, c.secondCryptogram) : ""],
+          ["Second CID", c.secondCID]]),
+        h("p", { class: "verdict" }, c.verdict)));
+    }
+    if (d?.bits?.length) {
+      sections.push(h("section", { class: "card" }, h("h3", {}, "Bits explained"),
+        d.bits.map((b) => h("div", { class: "bits" }, h("h4", {}, `${b.field} (${b.tag}) `, h("code", {}, b.hex), b.note ? h("span", { class: "muted" }, ` ${b.note}`) : null),
+          b.set.length ? h("ul", {}, b.set.map((s) => h("li", {}, s))) : h("p", { class: "muted" }, "no bit set")))));
+    }
+    if (t.oda && t.oda.method !== "none") {
+      sections.push(h("section", { class: "card" }, h("h3", {}, "Offline data authentication"),
+        dl(Object.entries(t.oda).map(([k, v]) => [k, String(v)]))));
+    }
+    if (d?.steps?.length) {
+      sections.push(h("section", { class: "card" }, h("h3", {}, `APDU trace (${d.steps.length} commands)`),
+        h("ol", { class: "trace" }, d.steps.map((s) => h("li", {},
+          h("details", {},
+            h("summary", {}, h("strong", {}, s.name), s.detail ? ` — ${s.detail}` : "", " → ",
+              h("span", { class: s.status === "9000" ? "ok" : "warn" }, `${s.status} ${s.statusMeaning}`)),
+            h("p", {}, "C-APDU ", h("code", { class: "hex" }, s.command)),
+            s.commandData ? tlvTree(s.commandData) : null,
+            h("p", {}, "R-APDU ", h("code", { class: "hex" }, s.response)),
+            s.tlv ? tlvTree(s.tlv) : null))))));
+    }
+    fill(this.body, sections);
+  }
+}

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""The bench console in a real browser: Debian's Chromium, headless, driven by Selenium through
+Debian's chromedriver, against a real cardbenchd (docs/console.md).
+
+Usage: console_test.py --cardbenchd PATH --scenarios DIR --screenshots DIR
+
+It starts the daemon on a temporary state directory with its TCP API on a free loopback port,
+signs in with the token, inserts a card on the terminal's slot, opens a Viva sale URL, types
+the PIN on the on-screen keypad, checks the approved outcome and the decoded trace, runs a
+scenario folder and checks its count and JUnit report, exercises the host controls and the
+transaction filters, refuses a wrong token, checks every control has a label, and saves a
+screenshot of each page (desktop and phone sized) into the screenshots folder.
+"""
+import argparse
+import glob
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+FAILURES = []
+
+
+def check(condition, what):
+    print(("ok   " if condition else "FAIL ") + what, flush=True)
+    if not condition:
+        FAILURES.append(what)
+
+
+def start_daemon(binary, scenarios, work):
+    config = work / "cardbenchd.yaml"
+    config.write_text(
+        "http:\n  port: 0\n"
+        f"scenarios:\n  directory: {scenarios}\n"
+        "terminals: [bench1, bench2]\n"
+        "callbacks:\n  allowed_hosts: []\n")
+    log = open(work / "cardbenchd.log", "wb")
+    proc = subprocess.Popen([binary, "--config", str(config), "--state-directory", str(work / "state"),
+                             "--runtime-directory", str(work / "run")], stdout=log, stderr=subprocess.STDOUT)
+    port_file, token_file = work / "run" / "http.port", work / "run" / "api.token"
+    for _ in range(300):
+        if port_file.exists() and token_file.exists() and port_file.read_text().strip():
+            return proc, int(port_file.read_text()), token_file.read_text().strip()
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.kill()
+    sys.exit("cardbenchd did not start:\n" + (work / "cardbenchd.log").read_text())
+
+
+def browser(downloads):
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1366,1000",
+                "--lang=en-GB"]:
+        options.add_argument(arg)
+    options.add_experimental_option("prefs", {"download.default_directory": str(downloads), "download.prompt_for_download": False})
+    return webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cardbenchd", required=True)
+    parser.add_argument("--scenarios", required=True)
+    parser.add_argument("--folder", default="magstripe", help="the scenario folder to run")
+    parser.add_argument("--screenshots", required=True)
+    args = parser.parse_args()
+    shots = pathlib.Path(args.screenshots)
+    shots.mkdir(parents=True, exist_ok=True)
+    work = pathlib.Path(tempfile.mkdtemp(prefix="cardbench-console-"))
+    downloads = work / "downloads"
+    downloads.mkdir()
+    proc, port, token = start_daemon(args.cardbenchd, os.path.abspath(args.scenarios), work)
+    base = f"http://127.0.0.1:{port}"
+    driver = browser(downloads)
+    wait = WebDriverWait(driver, 30)
+
+    def text():
+        return driver.find_element(By.TAG_NAME, "body").text
+
+    def shot(name):
+        driver.save_screenshot(str(shots / f"{name}.png"))
+
+    def wait_text(what, timeout=30):
+        try:
+            WebDriverWait(driver, timeout).until(lambda d: what in d.find_element(By.TAG_NAME, "body").text)
+            return True
+        except TimeoutException:
+            return False
+
+    try:
+        # Without a token the page asks for one; a wrong token is refused with a message.
+        driver.get(base + "/console/")
+        wait.until(EC.presence_of_element_located((By.ID, "token")))
+        check("Sign in" in text(), "without a token the console asks for it")
+        driver.find_element(By.ID, "token").send_keys("not-the-token-" + "x" * 30)
+        driver.find_element(By.CSS_SELECTOR, "form.signin button[type=submit]").click()
+        check(wait_text("not this daemon's"), "a wrong token is refused, and the page says so")
+        shot("01-sign-in")
+
+        # The link `cardbench console` prints signs in; the token leaves the address bar.
+        driver.get(base + f"/console/#token={token}")
+        wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "article.terminal[data-terminal=bench1]")))
+        check("token=" not in driver.current_url, "the token is taken out of the address bar")
+        check(wait_text("live"), "the event stream is live")
+        panel = driver.find_element(By.CSS_SELECTOR, "article.terminal[data-terminal=bench1]")
+        check("TID 10000001" in panel.text, "the terminal panel shows the TID")
+
+        # Card slot: insert the demo card's profile.
+        Select(panel.find_element(By.CSS_SELECTOR, "select[id$=-profile]")).select_by_value("visa-credit-cvn10")
+        panel.find_element(By.CSS_SELECTOR, "button[data-verb=insert]").click()
+        check(wait_text("visa-credit-cvn10 (inserted)"), "the card slot shows the inserted card")
+        check(wait_text("PIN tries 3"), "the card slot shows the card's PIN tries")
+        shot("02-terminals")
+
+        # Open a sale URL; the terminal panel beside the form takes the PIN.
+        driver.get(base + "/console/#/open")
+        wait.until(EC.presence_of_element_located((By.ID, "open-url")))
+        url = ("vivapayclient://pay/v1?callback=mycallbackscheme://result&merchantKey=SG23323424EXS3&appId=com.example.myapp"
+               "&action=sale&amount=1234&tipAmount=0&clientTransactionId=console-test-1")
+        driver.find_element(By.ID, "open-url").send_keys(url)
+        driver.find_element(By.CSS_SELECTOR, "form.card button[type=submit]").click()
+        check(wait_text("Enter PIN"), "the terminal's screen asks for the PIN")
+        check(wait_text("SALE 12.34 EUR"), "the terminal's screen shows the amount")
+        shot("03-pin-prompt")
+        pad = driver.find_element(By.CSS_SELECTOR, ".open-terminal .keypad")
+        for digit in "1234":
+            pad.find_element(By.CSS_SELECTOR, f"button[aria-label='{digit}']").click()
+        check("••••" in driver.find_element(By.CSS_SELECTOR, ".open-terminal .entry").text, "the typed PIN shows as dots")
+        pad.find_element(By.CSS_SELECTOR, "button[aria-label=OK]").click()
+        check(wait_text("Transaction successful."), "the sale is approved")
+        check(wait_text("APPROVED 00"), "the terminal's screen shows the approved outcome")
+        body = text()
+        check("mycallbackscheme://result?status=success" in body, "the callback URL is shown")
+        check("accountNumber" in body and "476173******0010" in body, "the callback's fields are a table, the PAN masked")
+        shot("04-open-approved")
+
+        # The transaction: decoded trace, TLV names, bits, cryptograms.
+        driver.find_element(By.PARTIAL_LINK_TEXT, "trace and cryptograms").click()
+        check(wait_text("APDU trace"), "the transaction page shows the trace")
+        for detail in driver.find_elements(By.CSS_SELECTOR, "ol.trace details"):
+            driver.execute_script("arguments[0].open = true", detail)
+        body = text()
+        for expected in ["GENERATE AC", "asks for ARQC", "READ RECORD", "record 1 of SFI 2", "Application Primary Account Number (PAN)",
+                         "476173******0010", "Track 2 Equivalent Data", "PIN block withheld", "TVR (95)", "TSI (9B)",
+                         "CVM Results (9F34)", "Plaintext PIN verification performed by ICC", "CVR (Visa)", "Visa CVN 10",
+                         "verified the ARQC", "ARPC", "Normal processing"]:
+            check(expected in body, f"the decoded trace shows {expected!r}")
+        check("4761739001010010" not in driver.page_source, "the full PAN appears nowhere in the page")
+        shot("05-transaction")
+
+        # The list, filtered.
+        driver.get(base + "/console/#/transactions")
+        check(wait_text("console-test") or wait_text("12.34 EUR"), "the transactions list shows the sale")
+        Select(driver.find_element(By.ID, "f-status")).select_by_value("declined")
+        driver.find_element(By.CSS_SELECTOR, "form.filters button[type=submit]").click()
+        check(wait_text("No transactions match."), "filtering by status declined leaves none")
+        Select(driver.find_element(By.ID, "f-status")).select_by_value("approved")
+        driver.find_element(By.CSS_SELECTOR, "form.filters button[type=submit]").click()
+        check(wait_text("12.34 EUR"), "filtering by status approved shows the sale")
+        shot("06-transactions")
+
+        # Host: queue a decline, see it queued.
+        driver.get(base + "/console/#/host")
+        check(wait_text("Amount tables in force"), "the host page shows the amount tables")
+        check("stripe-cents" in text(), "the host page shows Viva's table")
+        code = driver.find_element(By.ID, "q-bench1-code")
+        code.send_keys("51")
+        code.submit()
+        check(wait_text("answer 51"), "a queued answer code is listed")
+        shot("07-host")
+
+        # Scenarios: run a folder, see its count, download the JUnit report.
+        expected = len([f for f in glob.glob(os.path.join(args.scenarios, args.folder, "**", "*.yaml"), recursive=True)
+                        if "/cards/" not in f])
+        driver.get(base + "/console/#/scenarios")
+        wait.until(EC.presence_of_element_located((By.ID, "sc-path")))
+        Select(driver.find_element(By.ID, "sc-path")).select_by_value(args.folder)
+        driver.find_element(By.CSS_SELECTOR, "form.card button[type=submit]").click()
+        check(wait_text(f"{expected} of {expected} run: {expected} passed, 0 failed", timeout=240),
+              f"the {args.folder} folder runs: {expected} of {expected} passed")
+        check(len(driver.find_elements(By.CSS_SELECTOR, "ol.results li.pass")) == expected, "each scenario is listed as passed")
+        driver.find_element(By.XPATH, "//button[contains(., 'JUnit')]").click()
+        report = None
+        for _ in range(100):
+            found = [f for f in glob.glob(str(downloads / "scenarios-*.xml"))]
+            if found:
+                report = found[0]
+                break
+            time.sleep(0.1)
+        check(report is not None, "the JUnit report downloads")
+        if report:
+            root = ET.parse(report).getroot()
+            suite = root if root.tag == "testsuite" else root.find("testsuite")
+            tests = int(suite.get("tests")) if suite is not None else -1
+            check(tests == expected, f"the JUnit report counts {expected} tests (got {tests})")
+        shot("08-scenarios")
+
+        # Every control has a label; every button a name.
+        unlabeled = driver.execute_script("""
+            const out = [];
+            for (const page of ['#/terminals', '#/open', '#/transactions', '#/host', '#/scenarios']) {}
+            for (const e of document.querySelectorAll('input, select, textarea')) {
+              const labelled = (e.id && document.querySelector(`label[for="${e.id}"]`)) || e.getAttribute('aria-label');
+              if (!labelled) out.push(e.outerHTML.slice(0, 80));
+            }
+            for (const b of document.querySelectorAll('button')) {
+              if (!(b.textContent.trim() || b.getAttribute('aria-label'))) out.push(b.outerHTML.slice(0, 80));
+            }
+            return out;""")
+        for page in ["#/terminals", "#/open", "#/transactions", "#/host"]:
+            driver.get(base + "/console/" + page)
+            time.sleep(1)
+            unlabeled += driver.execute_script("""
+                const out = [];
+                for (const e of document.querySelectorAll('input, select, textarea')) {
+                  const labelled = (e.id && document.querySelector(`label[for="${e.id}"]`)) || e.getAttribute('aria-label');
+                  if (!labelled) out.push(location.hash + ' ' + e.outerHTML.slice(0, 80));
+                }
+                for (const b of document.querySelectorAll('button')) {
+                  if (!(b.textContent.trim() || b.getAttribute('aria-label'))) out.push(location.hash + ' ' + b.outerHTML.slice(0, 80));
+                }
+                return out;""")
+        check(unlabeled == [], f"every control has a label and every button a name {unlabeled[:3]}")
+
+        # The keypad by keyboard: digits and Enter on a focused panel queue a PIN for the next prompt.
+        driver.get(base + "/console/#/terminals")
+        wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "article.terminal[data-terminal=bench2] .key")))
+        key5 = driver.find_element(By.CSS_SELECTOR, "article.terminal[data-terminal=bench2] button[aria-label='5']")
+        key5.send_keys("4321")
+        check(driver.find_element(By.CSS_SELECTOR, "article.terminal[data-terminal=bench2] .entry").text == "••••",
+              "digits typed with the keyboard go to the keypad")
+
+        # A phone-sized screen: one column, nothing wider than the screen.
+        driver.set_window_size(390, 844)
+        driver.get(base + "/console/#/terminals")
+        wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "article.terminal")))
+        time.sleep(0.5)
+        overflow = driver.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        check(overflow <= 0, f"on a 390 px screen nothing scrolls sideways (overflow {overflow} px)")
+        shot("09-phone-terminals")
+        driver.get(base + "/console/#/open")
+        time.sleep(0.5)
+        shot("10-phone-open")
+    finally:
+        driver.quit()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        if FAILURES:
+            print((work / "cardbenchd.log").read_text()[-3000:])
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"console: {len(FAILURES)} failure(s); screenshots in {shots}")
+    sys.exit(1 if FAILURES else 0)
+
+
+if __name__ == "__main__":
+    main()
