@@ -216,6 +216,17 @@ def citcon_seeds():
     return seeds
 
 
+def trace_seeds():
+    """The traces of the decoding tests, one exchange per line."""
+    text = read("Tests/EMVTests/TraceDecodingTests.swift")
+    pairs = []
+    for m in re.finditer(r'X\(command: ((?:"[^"]*"(?: \+ )?)+), response: ((?:"[^"]*"(?: \+ )?)+)', text):
+        join = lambda group: "".join(re.findall(r'"([^"]*)"', group)).replace(" ", "")
+        pairs.append(join(m.group(1)) + " " + join(m.group(2)))
+    seeds = ["\n".join(pairs).encode()] + [p.encode() for p in pairs]
+    return seeds
+
+
 def write(target, seeds):
     directory = os.path.join(CORPUS, target)
     os.makedirs(directory, exist_ok=True)
@@ -253,6 +264,7 @@ def main():
     write("json", json_seeds([u for u in urls if "{{" not in u]))
     write("worldline", worldline_seeds())
     write("citcon", citcon_seeds())
+    write("trace", trace_seeds())
 
 
 if __name__ == "__main__":

@@ -41,7 +41,8 @@ public enum TraceDecoding {
             let name = header.flatMap { try? CommandAPDU(bytes: $0).instructionName } ?? "?"
             let data = command.bytes.count > 5 ? command.slice(5, command.bytes.count - 5 - (lcLeExtra(command.bytes))) : nil
             let body = response.bytes.count >= 2 ? response.slice(0, response.bytes.count - 2) : Redacted("")
-            let sw = response.bytes.count >= 2 ? StatusWord(response.bytes[response.bytes.count - 2], response.bytes[response.bytes.count - 1]) : nil
+            let swText = response.bytes.count >= 2 ? response.slice(response.bytes.count - 2, 2) : nil
+            let sw = swText.flatMap { $0.isMasked ? nil : StatusWord($0.bytes[0], $0.bytes[1]) }
             var detail = header.map { describe(name: name, header: $0, data: data) } ?? ""
             var commandTLV: [TLVJSON]? = nil
             if let data, name == "GET PROCESSING OPTIONS" || name == "SELECT" && data.bytes.first == 0x4F {
@@ -50,6 +51,11 @@ public enum TraceDecoding {
             if name == "VERIFY" { detail += detail.isEmpty ? "PIN block withheld" : ", PIN block withheld" }
             let tlv = body.bytes.isEmpty ? nil : tree(body)
             if tlv != nil { collect(body, into: &primitives) }
+            // GET PROCESSING OPTIONS in format 1 (tag 80) gives the AIP and the AFL untagged.
+            if name == "GET PROCESSING OPTIONS", let top = try? TLV.parse(body.bytes).first, top.tag.value == 0x80, top.value.count >= 2,
+               let at = place([top], in: body, from: 0).first?.value {
+                primitives[0x82] = body.slice(at, 2)
+            }
             if name == "GENERATE AC" {
                 generateACs += 1
                 // The second GENERATE AC carries the host's answer where CDOL2 asks for it.
@@ -71,8 +77,8 @@ public enum TraceDecoding {
             }
             if name == "EXTERNAL AUTHENTICATE", let data { cryptograms.issuerAuthenticationData = data.hex }
             steps.append(DecodedStep(index: i + 1, name: name, detail: detail, command: e.command, response: e.response,
-                                     status: sw.map { Hex.encode([$0.sw1, $0.sw2]) } ?? "",
-                                     statusMeaning: sw?.meaning ?? "no status word", commandData: commandTLV, tlv: tlv))
+                                     status: swText?.hex ?? "",
+                                     statusMeaning: sw?.meaning ?? (swText == nil ? "no status word" : "withheld"), commandData: commandTLV, tlv: tlv))
         }
         var bits: [ExplainedBits] = []
         if let tvr = terminal.tvr, let v = try? TVR(hex: tvr) { bits.append(ExplainedBits(field: "TVR", tag: "95", hex: tvr, set: v.setBitNames, note: nil)) }
@@ -104,8 +110,11 @@ public enum TraceDecoding {
     struct Redacted {
         let text: [UInt8]
         let bytes: [UInt8]
+        /// Hex digits and `*` only (spaces skipped); anything else is not a recorded APDU and
+        /// decodes to nothing.
         init(_ hex: String) {
             var t = Array(hex.utf8.filter { $0 != UInt8(ascii: " ") })
+            if !t.allSatisfy({ Hex.nibble($0) != nil || $0 == UInt8(ascii: "*") }) { t = [] }
             if t.count % 2 == 1 { t.removeLast() }
             text = t
             var out: [UInt8] = []
@@ -145,57 +154,59 @@ public enum TraceDecoding {
     /// A TLV tree in the JSON shape `cardbench emv tlv --json` prints, values keeping their masks.
     static func tree(_ data: Redacted) -> [TLVJSON]? {
         guard let nodes = try? TLV.parse(data.bytes), !nodes.isEmpty else { return nil }
-        var offset = 0
-        return nodes.map { node in
-            defer { offset += node.encoded().count }
-            return json(node, data, at: offset)
-        }
+        return place(nodes, in: data, from: 0).map { json($0.node, data, at: $0.value) }
     }
 
-    /// One node, its value read from `data` at the value's place (so a masked digit stays `*`).
-    static func json(_ node: TLV, _ data: Redacted, at offset: Int) -> TLVJSON {
-        let header = node.encoded().count - node.value.count
-        let value = data.slice(offset + header, node.value.count)
-        // A node re-encodes to its original length unless its length field was not minimal: then
-        // the value is read from the parsed bytes (the masks of that node are lost, its digits are 0).
-        let exact = value.bytes == node.value
-        var children: [TLVJSON]? = nil
-        if node.tag.isConstructed {
-            var childOffset = offset + header
-            children = node.children.map { child in
-                defer { childOffset += child.encoded().count }
-                return json(child, data, at: childOffset)
+    /// Where each of `nodes` (parsed from `data` starting at `start`) has its value: found by
+    /// reading the headers as the parser did (padding bytes 00/FF skipped, long-form lengths kept),
+    /// so a value is always shown from the recorded text, masks and all.
+    static func place(_ nodes: [TLV], in data: Redacted, from start: Int) -> [(node: TLV, value: Int)] {
+        let b = data.bytes
+        var o = start
+        var out: [(node: TLV, value: Int)] = []
+        for node in nodes {
+            while o < b.count, b[o] == 0x00 || b[o] == 0xFF { o += 1 }
+            guard o < b.count else { break }
+            var tagLength = 1
+            if b[o] & 0x1F == 0x1F {
+                while o + tagLength < b.count, b[o + tagLength] & 0x80 != 0 { tagLength += 1 }
+                tagLength += 1
             }
+            guard o + tagLength < b.count else { break }
+            let first = b[o + tagLength]
+            let lengthLength = first < 0x80 ? 1 : 1 + Int(first & 0x7F)
+            let value = o + tagLength + lengthLength
+            out.append((node, value))
+            o = value + node.value.count
         }
-        let shown = exact ? value : Redacted(text: Array(Hex.encode(node.value).utf8), bytes: node.value)
+        return out
+    }
+
+    /// One node, its value read from `data` at `offset` (so a masked digit stays `*`).
+    static func json(_ node: TLV, _ data: Redacted, at offset: Int) -> TLVJSON {
+        let value = data.slice(offset, node.value.count)
+        let children = node.tag.isConstructed ? place(node.children, in: data, from: offset).map { json($0.node, data, at: $0.value) } : nil
         let textValue: String? = {
             guard let format = TagDictionary.info(node.tag.value)?.format, [.a, .an, .ans].contains(format) else { return nil }
-            return shown.textValue
+            return value.textValue
         }()
         return TLVJSON(tag: node.tag.description, name: node.tag.name, length: node.value.count,
-                       value: node.tag.isConstructed ? nil : shown.hex, text: textValue, children: children)
+                       value: node.tag.isConstructed ? nil : value.hex, text: textValue, children: children)
     }
 
-    /// Every primitive of a response, by tag, with its redacted value.
+    /// Every primitive of a response, by tag (the first of each), with its redacted value.
     static func collect(_ data: Redacted, into out: inout [UInt32: Redacted]) {
         guard let nodes = try? TLV.parse(data.bytes) else { return }
-        var offset = 0
-        func walk(_ node: TLV, at offset: Int) {
-            let header = node.encoded().count - node.value.count
-            if node.tag.isConstructed {
-                var o = offset + header
-                for c in node.children {
-                    walk(c, at: o)
-                    o += c.encoded().count
+        func walk(_ placed: [(node: TLV, value: Int)]) {
+            for (node, value) in placed {
+                if node.tag.isConstructed {
+                    walk(place(node.children, in: data, from: value))
+                } else if out[node.tag.value] == nil {
+                    out[node.tag.value] = data.slice(value, node.value.count)
                 }
-            } else if out[node.tag.value] == nil {
-                out[node.tag.value] = data.slice(offset + header, node.value.count)
             }
         }
-        for n in nodes {
-            walk(n, at: offset)
-            offset += n.encoded().count
-        }
+        walk(place(nodes, in: data, from: 0))
     }
 
     /// CDOL-ordered command data split by tag.
@@ -213,8 +224,8 @@ public enum TraceDecoding {
     /// A GENERATE AC answer's CID, ATC, cryptogram and IAD, in format 1 (tag 80) or 2 (tag 77).
     static func generateACFields(_ body: Redacted) -> (cid: UInt8?, atc: Redacted?, ac: Redacted?, iad: Redacted?) {
         guard let nodes = try? TLV.parse(body.bytes), let top = nodes.first else { return (nil, nil, nil, nil) }
-        if top.tag.value == 0x80 {
-            let v = body.slice(top.encoded().count - top.value.count, top.value.count)
+        if top.tag.value == 0x80, let at = place([top], in: body, from: 0).first?.value {
+            let v = body.slice(at, top.value.count)
             guard v.bytes.count >= 11 else { return (nil, nil, nil, nil) }
             return (v.bytes[0], v.slice(1, 2), v.slice(3, 8), v.bytes.count > 11 ? v.slice(11, v.bytes.count - 11) : nil)
         }
@@ -237,14 +248,15 @@ public enum TraceDecoding {
     static func cvnAndCVR(iad: [UInt8], aid: String?) -> (CVN?, ExplainedBits?) {
         let rid = aid.map { String($0.uppercased().prefix(10)) }
         if rid == "A000000003", iad.count >= 7 {
-            let cvn = CVN(rawValue: Int(iad[2] >> 4) * 10 + Int(iad[2] & 0x0F)) ?? CVN(rawValue: Int(iad[2]))
+            // The CVN byte is the number in binary: 0A is CVN 10, 12 is CVN 18.
+            let cvn = CVN(rawValue: Int(iad[2])).flatMap { $0.isVisa ? $0 : nil }
             let cvr = VisaCVR(uncheckedBytes: Array(iad[3..<7]))
             var set = cvr.setBitNames
             set.insert("First GENERATE AC: \(cvr.firstGenerateAC), second: \(cvr.secondGenerateAC)", at: 0)
             return (cvn, ExplainedBits(field: "CVR (Visa)", tag: "9F10", hex: Hex.encode(cvr.bytes), set: set, note: "IAD bytes 4–7"))
         }
         if rid == "A000000004", iad.count >= 8 {
-            let cvn = CVN(rawValue: Int(iad[1] >> 4) * 10 + Int(iad[1] & 0x0F))
+            let cvn = CVN(rawValue: Int(iad[1])).flatMap { $0.isVisa ? nil : $0 }
             let cvr = MastercardCVR(uncheckedBytes: Array(iad[2..<8]))
             return (cvn, ExplainedBits(field: "CVR (Mastercard)", tag: "9F10", hex: Hex.encode(cvr.bytes), set: cvr.setBitNames, note: "IAD bytes 3–8"))
         }

@@ -27,7 +27,7 @@ struct Cardbench: AsyncParsableCommand {
         version: CardbenchVersion.string,
         subcommands: [EMVCommand.self, CardCommand.self, SaleCommand.self, OpenCommand.self, TxCommand.self, TerminalsCommand.self, BillpocketCommand.self, WorldlineCommand.self, CitconCommand.self, ScenarioCommand.self,
                       ReadersCommand.self, PCSCCommand.self, KeypadCommand.self, AbortCommand.self, HostCommand.self, EventsCommand.self, ClockCommand.self,
-                      LedgerCommand.self, BenchCommand.self]
+                      LedgerCommand.self, BenchCommand.self, ConsoleCommand.self]
     )
 
     /// Bad input gets one line on stderr naming the argument and the rule, and exit status 2 —

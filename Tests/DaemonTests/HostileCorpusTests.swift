@@ -24,13 +24,13 @@ struct HostileCorpusTests {
         }
     }
 
-    @Test("every one of 1,598 hostile URLs and API bodies gets a clear error or a correct outcome, and the daemon stays healthy with no PAN stored")
+    @Test("every one of 1,623 hostile URLs and API bodies gets a clear error or a correct outcome, and the daemon stays healthy with no PAN stored")
     func replay() async throws {
         let corpus = try JSONDecoder().decode([Entry].self, from: Data(contentsOf: repositoryRoot.appendingPathComponent("Tests/DaemonTests/Hostile/corpus.json")))
         #expect(corpus.count >= 500)
         let daemon = try await DaemonProcess(["--demo"], config: "callbacks:\n  allowed_hosts: []\n")
         defer { daemon.remove() }
-        // 1,598 blocking exchanges: on a thread of their own, not a cooperative one.
+        // 1,623 blocking exchanges: on a thread of their own, not a cooperative one.
         let socket = daemon.socket
         let (problems, statuses) = try await onOwnThread { () throws -> ([String], [Int: Int]) in
             var problems: [String] = []

@@ -1,3 +1,4 @@
+import EMV
 import Foundation
 import Ledger
 import Terminal
@@ -203,6 +204,11 @@ struct OpenAPIDocument {
             if case .int(let low)? = s["minimum"], n < low { return ["\(path): \(n) is below \(low)"] }
             if case .int(let high)? = s["maximum"], n > high { return ["\(path): \(n) is above \(high)"] }
             return []
+        case "number":
+            switch value {
+            case .int, .double: return []
+            default: return ["\(path): expected a number, got \(value)"]
+            }
         case "boolean":
             guard case .bool = value else { return ["\(path): expected a boolean, got \(value)"] }
             return []
@@ -215,20 +221,22 @@ struct OpenAPIDocument {
 
     /// An instance of `schema` with every property present (enums take their first value,
     /// numbers their minimum or 1, strings "x").
-    func sample(_ schema: JSONValue) -> JSONValue {
+    /// A recursive schema (a TLV node's children) is sampled a few levels deep, then its arrays are empty.
+    func sample(_ schema: JSONValue, depth: Int = 0) -> JSONValue {
         let s = dereference(schema)
         if let shape = objectShape(s) {
             var object: [String: JSONValue] = [:]
-            for (name, property) in shape.properties { object[name] = sample(property) }
+            for (name, property) in shape.properties { object[name] = sample(property, depth: depth + 1) }
             if object.isEmpty, let additional = shape.additional, additional != .bool(false) {
-                object["key"] = additional == .bool(true) ? .string("x") : sample(additional)
+                object["key"] = additional == .bool(true) ? .string("x") : sample(additional, depth: depth + 1)
             }
             return .object(object)
         }
         if let first = s["enum"]?.array?.first { return first }
         switch s["type"]?.string {
-        case "array": return .array(s["items"].map { [sample($0)] } ?? [])
+        case "array": return .array(depth > 8 ? [] : s["items"].map { [sample($0, depth: depth + 1)] } ?? [])
         case "integer": return s["minimum"] ?? .int(1)
+        case "number": return .double(1.5)
         case "boolean": return .bool(true)
         case "string":
             if s["pattern"]?.string == "^[0-9]{6}$" { return .string("000001") }
@@ -298,6 +306,20 @@ let schemaBindings: [String: SchemaBinding] = [
     "CitconMerchantView": .of(CitconMerchantView.self),
     "CitconAnswerBody": .of(CitconAnswerBody.self),
     "CitconRequestBody": .of(CitconRequestBody.self),
+    "DecodedTrace": .of(DecodedTrace.self),
+    "DecodedStep": .of(DecodedStep.self),
+    "TLVNode": .of(TLVJSON.self),
+    "ExplainedBits": .of(ExplainedBits.self),
+    "CryptogramSummary": .of(CryptogramSummary.self),
+    "CardProfileView": .of(CardProfileView.self),
+    "AccountView": .of(AccountView.self),
+    "CardSlotView": .of(CardSlotView.self),
+    "HostView": .of(HostView.self),
+    "ScenarioListView": .of(ScenarioListView.self),
+    "ScenarioFolder": .of(ScenarioListView.Folder.self),
+    "ScenarioRunBody": .of(ScenarioRunBody.self),
+    "ScenarioRunView": .of(ScenarioRunView.self),
+    "ScenarioRunResult": .of(ScenarioRunView.Result.self),
 ]
 
 /// Bodies the routes write as dictionary literals (`json(["result": …])`): checked against a
@@ -315,7 +337,8 @@ struct OpenAPITests {
     /// `routes.get("/v1/terminals/:name")` (or `admin.get`, the admin routes' group) →
     /// "GET /v1/terminals/{name}", from the route collections' text.
     static func routesInSource() throws -> Set<String> {
-        let source = try ["API/Routes.swift", "BillpocketAPI.swift", "Worldline/WorldlineAdmin.swift", "Citcon/CitconAdmin.swift"].map {
+        let source = try ["API/Routes.swift", "API/CardRoutes.swift", "API/ScenarioRuns.swift", "API/ConsoleRoutes.swift", "BillpocketAPI.swift",
+                          "Worldline/WorldlineAdmin.swift", "Citcon/CitconAdmin.swift"].map {
             try String(contentsOf: Locations.file("Sources/Daemon/\($0)"), encoding: .utf8)
         }.joined(separator: "\n")
         var routes = Set<String>()
@@ -396,6 +419,7 @@ struct OpenAPITests {
         var view = TransactionView(stored)
         view.trace = try ledger.trace(transactionID: stored.id).map(TraceView.init)
         view.callbacks = try ledger.outbox(transactionID: stored.id).map(OutboxView.init)
+        view.decoded = DecodedTrace(stored, trace: try ledger.trace(transactionID: stored.id))
         let detailSchema = try #require(document.responseSchema("GET", "/v1/transactions/{id}", status: 200))
         let detail = try apiJSON(view)
         let detailProblems = document.problems(detail, detailSchema)
@@ -583,6 +607,26 @@ struct OpenAPILiveTests {
         let badLimit = try call("GET", "/v1/transactions?limit=0", expect: 400)
         #expect(badLimit?["field"] == .string("limit"))
         try call("GET", "/v1/transactions?terminal=nope", expect: 404)
+        try call("GET", "/v1/transactions?provider=viva&status=approved&from=2026-01-01&to=2026-12-31T00:00:00Z", expect: 200)
+        let badStatus = try call("GET", "/v1/transactions?status=ok", expect: 400)
+        #expect(badStatus?["field"] == .string("status"))
+
+        // The console's data: profiles, the card slot, the host, scenarios (none configured here).
+        let cards = try call("GET", "/v1/cards", expect: 200)
+        #expect((cards?.array?.count ?? 0) > 10)
+        try call("GET", "/v1/terminals/bench1/card", "/v1/terminals/{name}/card", expect: 200)
+        try call("GET", "/v1/terminals/nope/card", "/v1/terminals/{name}/card", expect: 404)
+        try call("GET", "/v1/host", expect: 200)
+        try call("GET", "/v1/scenarios", expect: 200)
+        try call("GET", "/v1/scenario-runs", expect: 200)
+        try call("POST", "/v1/scenario-runs", body: #"{"path": "."}"#, expect: 409)
+        try call("GET", "/v1/scenario-runs/nope", "/v1/scenario-runs/{id}", expect: 404)
+        try call("GET", "/v1/scenario-runs/nope/junit", "/v1/scenario-runs/{id}/junit", expect: 404)
+        let page = try daemon.http("GET", "/console/")
+        #expect(page.status == 200 && page.headers["content-type"] == "text/html; charset=utf-8")
+        let module = try daemon.http("GET", "/console/console.js")
+        #expect(module.status == 200 && module.headers["content-type"] == "text/javascript; charset=utf-8")
+        try call("GET", "/console/nope.css", "/console/{file}", expect: 404)
         try call("GET", "/v1/transactions/999", "/v1/transactions/{id}", expect: 404)
         try call("GET", "/v1/terminals/nope", "/v1/terminals/{name}", expect: 404)
         try call("GET", "/v1/requests/nope", "/v1/requests/{id}", expect: 404)
@@ -708,6 +752,8 @@ struct OpenAPILiveTests {
         let idle = try call("POST", "/v1/terminals/bench1/abort", "/v1/terminals/{name}/abort", expect: 200)
         #expect(idle?["result"] == .string("idle"))
 
+        let decoded = try call("GET", "/v1/transactions/\(transactionId)?decode=true", "/v1/transactions/{id}", expect: 200)
+        #expect(decoded?["decoded"]?["steps"]?.array != nil, "an aborted sale read no card: no steps, but the field")
         let detail = try call("GET", "/v1/transactions/\(transactionId.uppercased())", "/v1/transactions/{id}", expect: 200)
         #expect(detail?["callbacks"]?.array?.count == 1)
         if case .int(let rowID)? = detail?["id"] {

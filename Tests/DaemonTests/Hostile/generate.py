@@ -1223,7 +1223,7 @@ def methods_paths(c):
         ("PUT", "/v1/billpocket/users"), ("DELETE", "/v1/billpocket/users"), ("GET", "/v1/billpocket/users/1/rotate"),
         ("DELETE", "/v1/billpocket/users/1/invalidate"), ("PATCH", "/v1/billpocket/device-tokens"), ("POST", "/v1/vouchers/x"),
         ("POST", "/metrics"), ("DELETE", "/metrics"), ("POST", "/v1/readers"), ("POST", "/v1/requests/x"),
-        ("POST", "/"), ("DELETE", "/"), ("GET", "/"),
+        ("POST", "/"), ("DELETE", "/"), ("PUT", "/console"),
     ]
     for m, p in wrong:
         c.http(cat, "wrong-method", m, p, "%s %s: not a route (405 or 404 with a JSON body)" % (m, p), body="{}")
@@ -1247,6 +1247,16 @@ def methods_paths(c):
                content_type=None)
     for p in ["/v1/terminals/nosuch/host-queue", "/v1/terminals/..%2Fbench1/host-queue"]:
         c.http(cat, "host-queue-delete", "DELETE", p, "DELETE %s" % p, content_type=None)
+    # The console's routes (docs/console.md): its files, the list's filters, the card slot, scenario runs.
+    for p in ["/console/..%2F..%2Fetc%2Fpasswd", "/console/%00", "/console/index.html%00", "/console/../v1/cards", "/console/" + "c" * 5000,
+              "/console/.%2Findex.html", "/v1/transactions?provider=%00", "/v1/transactions?status=APPROVED", "/v1/transactions?from=2026-02-30",
+              "/v1/transactions?to=99999-01-01", "/v1/transactions?from=" + "9" * 400, "/v1/transactions?provider=viva&provider=cli",
+              "/v1/transactions/1?decode=%00", "/v1/terminals/nosuch/card", "/v1/terminals/..%2Fbench1/card", "/v1/scenario-runs/..%2F..",
+              "/v1/scenario-runs/x/junit", "/v1/scenario-runs/" + "r" * 5000]:
+        c.http(cat, "console-get", "GET", p, "GET %s" % (p if len(p) < 80 else p[:60] + "…"), content_type=None)
+    for body in ['{"path": "../../etc/passwd"}', '{"path": "/etc"}', '{"path": 5}', '{}', '{"path": "\\u0000"}', '{"path": "' + "p" * 5000 + '"}',
+                 '{"path": ".", "path": "x"}']:
+        c.http(cat, "scenario-run", "POST", "/v1/scenario-runs", "POST /v1/scenario-runs %s" % body[:60], body=body)
 
 
 def unbounded(c):
