@@ -17,7 +17,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 INTEROP_APT := pcscd vsmartcard-vpcd python3-pyscard python3-venv
 INTEROP_VENV ?= .venv-interop
 
-.PHONY: all deps venv build run tools test unit-test interop scenarios bench fuzz deb deb-test clean
+.PHONY: all deps venv build run tools test unit-test interop console scenarios bench fuzz deb deb-test clean
 
 all: build
 
@@ -34,8 +34,8 @@ deps:
 
 ## venv: a Python venv with pyemv, the oracle of the cross-check and the floor of bench crypto
 venv: deps
-	@$(VENV)/bin/python -c 'import pyemv, onlinepayments.sdk, jwcrypto' 2>/dev/null || { \
-		echo "creating $(VENV) with pyemv, the Worldline SDK and jwcrypto"; \
+	@$(VENV)/bin/python -c 'import pyemv, onlinepayments.sdk, jwcrypto, selenium' 2>/dev/null || { \
+		echo "creating $(VENV) with pyemv, the Worldline SDK, jwcrypto and selenium"; \
 		$(PYTHON) -m venv $(VENV) && $(VENV)/bin/pip install -q --disable-pip-version-check -r Tests/Oracle/requirements.txt; }
 
 build: deps
@@ -90,8 +90,8 @@ tools: build
 	@echo '$$ cardbench emv pinblock --format 0 --pin 1234 --pan 4111111111111111'
 	@$(SWIFT) run -q cardbench emv pinblock --format 0 --pin 1234 --pan 4111111111111111
 
-## test: every test — the Swift suites (with 700 random cases against pyemv), then PC/SC interop
-test: unit-test interop
+## test: every test — the Swift suites (with 700 random cases against pyemv), PC/SC interop, the console in a browser
+test: unit-test interop console
 
 ## the daemon tests check the systemd unit with systemd-analyze and systemd-sysusers, run the
 ## daemon under systemd's MemoryDenyWriteExecute filter through libseccomp, and (as root) try the
@@ -109,6 +109,22 @@ unit-test: deps venv
 	fi
 	$(SWIFT) build --build-tests
 	CARDBENCH_REQUIRE_PCSC=$$([ "$$(id -u)" = 0 ] && echo 1 || echo 0) CARDBENCH_PYTHON=$(abspath $(VENV))/bin/python $(SWIFT) test --skip-build
+
+## console: the bench console in a real browser — Debian's chromium, headless, driven by selenium
+## through Debian's chromedriver — against a real cardbenchd (docs/console.md); a screenshot of
+## each page lands in $(CI_ARTIFACTS)/console
+CONSOLE_APT := chromium chromium-driver
+CI_ARTIFACTS ?= ci-artifacts
+console: deps venv
+	@missing=""; \
+	for p in $(CONSOLE_APT); do dpkg -s $$p 2>/dev/null | grep -q '^Status: install ok installed' || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	$(SWIFT) build --product cardbenchd
+	$(VENV)/bin/python Tests/Console/console_test.py --cardbenchd "$$($(SWIFT) build --show-bin-path)/cardbenchd" \
+		--scenarios Scenarios --screenshots $(CI_ARTIFACTS)/console
 
 ## interop: a virtual card behind real pcscd + vpcd, driven by pyscard, its ARQC checked by pyemv
 interop: deps

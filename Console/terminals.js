@@ -215,13 +215,14 @@ export class TerminalPanel {
     const d = e.data ?? {};
     switch (e.type) {
       case "transaction-started":
+        this.busy = true;
         this.amountLine.textContent = d.amount ? `${d.action.replace("_", " ").toUpperCase()} ${money(d.amount, d.currency)}` : d.action;
         this.outcomeLine.textContent = "";
         this.outcomeLine.className = "outcome";
         this.status("Processing…");
         break;
       case "waiting-for-card": this.status("Insert, tap or swipe a card"); break;
-      case "card-inserted": this.status("Card read…"); this.refreshSlot(); break;
+      case "card-inserted": this.status(this.busy ? "Card read…" : "Card in the reader"); this.refreshSlot(); break;
       case "card-removed": this.status("Card removed"); this.refreshSlot(); break;
       case "prompt":
         this.prompt = { name: d.prompt, kind: d.kind, options: d.options ? d.options.split("\n") : null, triesLeft: d.triesLeft };
@@ -238,6 +239,7 @@ export class TerminalPanel {
         break;
       case "outcome":
         if (!d.responseCode && !d.message) break;
+        this.busy = false;
         this.prompt = null;
         this.entry = "";
         this.render();

@@ -92,14 +92,28 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 cd "$work"
 start=$(date +%s%N)
-cardbenchd --demo --http-port off > demo.log 2>&1 &
+CARDBENCH_SCENARIOS_DIRECTORY=/usr/share/cardbench/scenarios cardbenchd --demo --http-port 0 > demo.log 2>&1 &
 pids+=($!)
-for _ in $(seq 1 200); do [ -S .cardbench/run/control.sock ] && break; sleep 0.05; done
+for _ in $(seq 1 200); do [ -S .cardbench/run/control.sock ] && [ -s .cardbench/run/http.port ] && break; sleep 0.05; done
 [ -S .cardbench/run/control.sock ] || { cat demo.log; fail "cardbenchd --demo did not start from $work"; }
 echo "control socket after $(( ($(date +%s%N) - start) / 1000000 )) ms"
 reply=$(cardbench open "${URL}demo")
 echo "$reply"
 grep -q '^mycallbackscheme://result?status=success&' <<< "$reply" || fail "the demo sale did not succeed"
+# The bench console, compiled into the release build: the page without the token, its data with it.
+link=$(cardbench console) || fail "cardbench console"
+grep -Eq '^http://127\.0\.0\.1:[0-9]+/console/#token=[0-9a-f]{64}$' <<< "$link" || fail "cardbench console printed $link"
+python3 - "$link" <<'PY' || fail "the installed daemon's console"
+import json, sys, urllib.request
+base, token = sys.argv[1].split("/console/#token=")
+page = urllib.request.urlopen(base + "/console/")
+assert page.headers["Content-Type"].startswith("text/html") and b"/console/console.js" in page.read(), "the page"
+assert urllib.request.urlopen(base + "/console/console.js").status == 200, "a module"
+request = urllib.request.Request(base + "/v1/scenarios", headers={"Authorization": "Bearer " + token})
+listing = json.load(urllib.request.urlopen(request))
+assert len(listing["files"]) > 200, listing["directory"]
+print("console: page and modules served;", len(listing["files"]), "scenarios in", listing["directory"])
+PY
 kill "${pids[0]}"; wait "${pids[0]}" || true
 sale=$(cardbench sale --amount 5.00 --ledger "$work/sale.sqlite") || fail "cardbench sale from $work: $sale"
 grep -q 'APPROVED' <<< "$sale" || fail "cardbench sale from $work: $sale"
