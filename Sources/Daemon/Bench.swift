@@ -2,6 +2,7 @@ import CardIO
 import Defaults
 import EMV
 import Foundation
+import Synchronization
 import Fronts
 import Ledger
 import Logging
@@ -31,6 +32,8 @@ public final class Bench: @unchecked Sendable {
     private var udev: UdevReaders?
     /// The issuer's card profiles by PAN: installments and other card facts a front asks about.
     private let profiles: [String: CardProfile]
+    /// The loaded profiles' names by the ledger's hash of their card numbers, made on first use.
+    private let profileNamesByPANHash = Mutex<[String: String]?>(nil)
     /// Profiles a request may name, by name (`Bench.profileLibrary`).
     let profileLibrary: [String: ProfileEntry]
     /// Transactions found `in_progress` at start (the daemon had stopped mid-transaction).
@@ -172,6 +175,20 @@ public final class Bench: @unchecked Sendable {
     }
 
     public func profile(pan: String) -> CardProfile? { profiles[pan] }
+
+    /// The name of the profile, among those loaded at start, whose card number the ledger hashes
+    /// to `panHash`: the card a transaction was made with, without its number.
+    public func profileName(panHash: String?) -> String? {
+        guard let panHash else { return nil }
+        return profileNamesByPANHash.withLock { cache in
+            if cache == nil {
+                var names: [String: String] = [:]
+                for (pan, profile) in profiles { if let hash = try? ledger.panHash(pan) { names[hash] = profile.name } }
+                cache = names
+            }
+            return cache?[panHash]
+        }
+    }
 
     /// The URL the Worldline listener is reached at (for URLs in its answers given through the
     /// control API): the configured one, else the listener's address and port once bound.

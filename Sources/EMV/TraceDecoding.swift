@@ -20,6 +20,8 @@ public enum TraceDecoding {
         public var cvmResults: String?
         public var aid: String?
         public var responseCode: String?
+        /// The card profile the issuer's account of the card came from, when known.
+        public var profile: String?
         public init(tvr: String? = nil, tsi: String? = nil, cvmResults: String? = nil, aid: String? = nil, responseCode: String? = nil) {
             self.tvr = tvr
             self.tsi = tsi
@@ -99,7 +101,7 @@ public enum TraceDecoding {
         if let data = cryptograms.issuerAuthenticationData, let bytes = try? Hex.decode(data), bytes.count >= 8 {
             cryptograms.arpc = Hex.encode(Array(bytes.prefix(8)))
         }
-        cryptograms.verdict = verdict(cryptograms, responseCode: terminal.responseCode)
+        cryptograms.verdict = verdict(cryptograms, responseCode: terminal.responseCode, profile: terminal.profile)
         return DecodedTrace(steps: steps, bits: bits, cryptograms: cryptograms.firstCryptogram == nil ? nil : cryptograms)
     }
 
@@ -308,13 +310,14 @@ public enum TraceDecoding {
         }
     }
 
-    static func verdict(_ c: CryptogramSummary, responseCode: String?) -> String {
+    static func verdict(_ c: CryptogramSummary, responseCode: String?, profile: String? = nil) -> String {
         guard c.firstCryptogram != nil else { return "" }
         let asked = c.firstCID?.contains("ARQC") == true
         if !asked { return c.firstCID?.contains("TC") == true ? "Approved offline by the card: no host check." : "Declined by the card at the first GENERATE AC." }
         if responseCode == "82" { return "The issuer rejected the ARQC (response 82): it does not verify under the card's keys." }
         if c.arpc != nil {
-            return "The issuer verified the ARQC with the card's application cryptogram keys (\(c.cvn ?? "its CVN"), derived from the issuer master key of the card's profile) and answered with the ARPC, which the card checked."
+            let source = profile.map { "the issuer master key of the card's profile, \($0)" } ?? "the issuer master key of the card's profile"
+            return "The issuer verified the ARQC with the card's application cryptogram keys (\(c.cvn ?? "its CVN"), derived from \(source)) and answered with the ARPC, which the card checked."
         }
         if let code = responseCode, !code.isEmpty { return "The issuer answered \(code) without issuer authentication data (it holds no keys for this card, or was not reached)." }
         return "The terminal could not go online."

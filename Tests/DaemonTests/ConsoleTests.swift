@@ -200,6 +200,7 @@ struct ConsoleTests {
             #expect(crypto["cvn"] as? String == "Visa CVN 10")
             #expect((crypto["arpc"] as? String)?.count == 16)
             #expect((crypto["verdict"] as? String)?.contains("verified the ARQC") == true)
+            #expect((crypto["verdict"] as? String)?.contains("Visa credit (CVN 10, offline PIN)") == true, "the profile found by the PAN's hash")
         }
     }
 

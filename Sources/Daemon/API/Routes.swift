@@ -75,7 +75,7 @@ struct TransactionRoutes {
             var view = TransactionView(t)
             view.trace = trace.map(TraceView.init)
             view.callbacks = outbox.map(OutboxView.init)
-            if decode { view.decoded = DecodedTrace(t, trace: trace) }
+            if decode { view.decoded = DecodedTrace(t, trace: trace, profile: bench.profileName(panHash: t.panHash)) }
             return json(view)
         }
         return routes

@@ -234,10 +234,12 @@ extension TraceView {
 
 extension DecodedTrace {
     /// A stored transaction's trace decoded with what the terminal recorded beside it.
-    init(_ t: StoredTransaction, trace: [TraceEntry]) {
+    /// `profile` names the card's profile, when the daemon knows it.
+    init(_ t: StoredTransaction, trace: [TraceEntry], profile: String? = nil) {
         let entry = t.cardEntry.flatMap { try? JSONDecoder().decode(EntryReport.self, from: Data($0.utf8)) }
-        self = TraceDecoding.decode(trace.map { TraceDecoding.Exchange(command: $0.command, response: $0.response) },
-                                    TraceDecoding.TerminalData(tvr: t.tvr, tsi: entry?.tsi, cvmResults: entry?.cvmResults, aid: t.aid,
-                                                               responseCode: t.responseCode))
+        var terminal = TraceDecoding.TerminalData(tvr: t.tvr, tsi: entry?.tsi, cvmResults: entry?.cvmResults, aid: t.aid,
+                                                  responseCode: t.responseCode)
+        terminal.profile = profile
+        self = TraceDecoding.decode(trace.map { TraceDecoding.Exchange(command: $0.command, response: $0.response) }, terminal)
     }
 }
