@@ -32,6 +32,34 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 FAILURES = []
 
+# Runs in the page: each element with text of its own, its colour against the first opaque
+# background behind it (its own or an ancestor's), as WCAG's relative luminance defines contrast.
+CONTRAST_CHECK = """
+const parse = (c) => { const m = c.match(/rgba?\\(([^)]+)\\)/); if (!m) return null;
+  const p = m[1].split(',').map(Number); return {r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1}; };
+const lum = (c) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+  return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); };
+const background = (e) => { for (let n = e; n; n = n.parentElement) { const c = parse(getComputedStyle(n).backgroundColor);
+  if (c && c.a > 0.5) return c; } return {r: 255, g: 255, b: 255, a: 1}; };
+const out = [];
+let checked = 0;
+for (const e of document.body.querySelectorAll('*')) {
+  if (!e.offsetParent && getComputedStyle(e).position !== 'fixed') continue;
+  if (e.closest('[disabled], .visually-hidden, script, style')) continue;
+  const own = [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+  if (!own) continue;
+  const s = getComputedStyle(e);
+  checked += 1;
+  const fg = parse(s.color), bg = background(e);
+  const a = lum(fg) + 0.05, b = lum(bg) + 0.05;
+  const ratio = Math.max(a, b) / Math.min(a, b);
+  const size = parseFloat(s.fontSize), bold = Number(s.fontWeight) >= 700;
+  const need = size >= 24 || (bold && size >= 18.66) ? 3 : 4.5;
+  if (ratio < need) out.push(`${location.hash} ${e.tagName.toLowerCase()}.${e.className} "${e.textContent.trim().slice(0, 30)}" ${ratio.toFixed(2)}`);
+}
+return {low: out, checked};
+"""
+
 
 def check(condition, what):
     print(("ok   " if condition else "FAIL ") + what, flush=True)
@@ -234,6 +262,30 @@ def main():
                 }
                 return out;""")
         check(unlabeled == [], f"every control has a label and every button a name {unlabeled[:3]}")
+
+        # Contrast (WCAG 2.1 AA): every visible text against the background it is drawn on, 4.5:1, or
+        # 3:1 for large text; disabled controls are exempt, as WCAG says.
+        low, checked = [], 0
+        for page in ["#/terminals", "#/open", "#/transactions", "#/host", "#/scenarios", "#/transactions/1"]:
+            driver.get(base + "/console/" + page)
+            time.sleep(1.2)
+            result = driver.execute_script(CONTRAST_CHECK)
+            low += result["low"]
+            checked += result["checked"]
+        check(checked > 200 and low == [], f"every text of {checked} has a contrast of 4.5:1 (3:1 when large) or more {low[:4]}")
+        # The same in the dark colour scheme.
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+        low, checked = [], 0
+        for page in ["#/terminals", "#/transactions/1", "#/scenarios", "#/host"]:
+            driver.get(base + "/console/" + page)
+            time.sleep(1.2)
+            result = driver.execute_script(CONTRAST_CHECK)
+            low += result["low"]
+            checked += result["checked"]
+            if page == "#/transactions/1":
+                shot("11-dark-transaction")
+        check(checked > 100 and low == [], f"in the dark scheme too ({checked} texts) {low[:4]}")
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "light"}]})
 
         # The keypad by keyboard: digits and Enter on a focused panel queue a PIN for the next prompt.
         driver.get(base + "/console/#/terminals")
