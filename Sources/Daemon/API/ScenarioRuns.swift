@@ -80,6 +80,8 @@ final class ScenarioRuns: Sendable {
     private let clock: @Sendable () -> Int64
     private let state = Mutex(State())
     static let kept = 20
+    /// The events a run publishes besides the bench's own (`GET /v1/events`).
+    static let eventNames = ["scenario-run", "scenario-result"]
 
     init(directory: String?, service: (any ScenarioService)?, events: EventHub, clock: @escaping @Sendable () -> Int64) {
         self.directory = directory
