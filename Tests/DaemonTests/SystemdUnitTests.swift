@@ -314,7 +314,7 @@ final class DaemonUnderTest {
     /// that drops to another user as the unit's User= does.
     /// `controlPlaceholder`: a launcher argument replaced by the control socket's path.
     init(watchdogMicroseconds: Int? = 400_000, launcher: [String] = [], extraArguments: [String] = [], unprivileged: Bool = false,
-         controlPlaceholder: String? = nil) throws {
+         controlPlaceholder: String? = nil, extraEnvironment: [String: String] = [:]) throws {
         directory = try TemporaryDirectory()
         notify = try NotifySocket(path: directory.url.appendingPathComponent("notify").path)
         if unprivileged {
@@ -328,6 +328,7 @@ final class DaemonUnderTest {
         }
         environment["NOTIFY_SOCKET"] = notify.path
         environment["WATCHDOG_USEC"] = watchdogMicroseconds.map(String.init)
+        environment.merge(extraEnvironment) { _, new in new }
         let arguments = ["--state-directory", state, "--runtime-directory", runtime, "--http-port", "0"] + extraArguments
         if let first = launcher.first {
             let control = (runtime as NSString).appendingPathComponent("control.sock")
@@ -385,8 +386,9 @@ final class DaemonUnderTest {
     }
 
     /// Starts a daemon and waits for READY=1 (the build's first start can be slow).
-    static func ready(launcher: [String] = [], extraArguments: [String] = [], unprivileged: Bool = false) throws -> DaemonUnderTest {
-        let daemon = try DaemonUnderTest(launcher: launcher, extraArguments: extraArguments, unprivileged: unprivileged)
+    static func ready(launcher: [String] = [], extraArguments: [String] = [], unprivileged: Bool = false,
+                      environment: [String: String] = [:]) throws -> DaemonUnderTest {
+        let daemon = try DaemonUnderTest(launcher: launcher, extraArguments: extraArguments, unprivileged: unprivileged, extraEnvironment: environment)
         guard daemon.waitFor("READY=1", timeout: .seconds(60)) != nil else {
             throw DaemonStartFailure(log: daemon.log, notifications: daemon.notifications, running: daemon.process.isRunning)
         }
@@ -819,7 +821,7 @@ struct NotifyProtocolTests {
     os.execv(sys.argv[3], sys.argv[3:])
     """
 
-    @Test("the daemon sells under the unit's SystemCallFilter, as an unprivileged user, with /proc as ProtectProc=invisible shows it",
+    @Test("the daemon sells and runs scenarios under the unit's SystemCallFilter, as an unprivileged user, with /proc as ProtectProc=invisible shows it",
           .enabled(if: python != nil && libseccomp && systemdAnalyze != nil, "needs python3, libseccomp and systemd-analyze"))
     func systemCallFilter() throws {
         let script = try TemporaryDirectory()
@@ -840,9 +842,11 @@ struct NotifyProtocolTests {
                         "mount -t proc -o hidepid=invisible proc /proc && exec \"$0\" \"$@\"",
                         setpriv!, "--reuid=65534", "--regid=65534", "--clear-groups"] + launcher
         }
-        // The shipped configuration, in demo mode: the embedded profiles, a virtual reader, a sale.
+        // The shipped configuration, in demo mode: the embedded profiles, a virtual reader, a sale;
+        // and the console's scenario runs, whose daemon cores run in the same process.
         let daemon = try DaemonUnderTest.ready(launcher: launcher, extraArguments: ["--config", Locations.file("systemd/cardbenchd.yaml").path, "--demo"],
-                                               unprivileged: asRoot)
+                                               unprivileged: asRoot,
+                                               environment: ["CARDBENCH_SCENARIOS_DIRECTORY": Locations.file("Scenarios").path])
         #expect(daemon.log.contains("seccomp: "), "the filter was loaded: \(daemon.log)")
         let url = "vivapayclient://pay/v1?callback=mycallbackscheme://result&merchantKey=K&appId=com.example.app&action=sale&amount=1200&clientTransactionId=seccomp-1"
         let sale = try daemon.http("POST", "/v1/open", body: "{\"url\": \"\(url)\"}")
@@ -850,6 +854,16 @@ struct NotifyProtocolTests {
         #expect(String(decoding: sale.body, as: UTF8.self).contains("status=success"), "\(String(decoding: sale.body, as: UTF8.self))")
         #expect(try daemon.http("GET", "/v1/transactions").status == 200)
         #expect(try daemon.http("GET", "/metrics").status == 200)
+        let run = try daemon.http("POST", "/v1/scenario-runs", body: #"{"path": "magstripe"}"#)
+        #expect(run.status == 202, "\(run.text) log:\n\(daemon.log)")
+        let id = (try? run.json() as? [String: Any])?["id"] as? String ?? ""
+        var view: [String: Any] = [:]
+        for _ in 0..<600 {
+            view = (try? daemon.http("GET", "/v1/scenario-runs/\(id)").json() as? [String: Any]) ?? [:]
+            if view["state"] as? String != "running" { break }
+            usleep(100_000)
+        }
+        #expect(view["state"] as? String == "passed" && view["passed"] as? Int == 9, "\(view) log:\n\(daemon.log)")
         let (stopping, exited) = daemon.stop()
         #expect(stopping && exited, "log:\n\(daemon.log)")
         #expect(daemon.process.terminationStatus == 0, "killed by the filter? log:\n\(daemon.log)")
