@@ -32,6 +32,19 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 FAILURES = []
 
+# Runs in the page: every input, select and textarea has a label (or aria-label), every button a name.
+LABEL_CHECK = """
+const out = [];
+for (const e of document.querySelectorAll('input, select, textarea')) {
+  const labelled = (e.id && document.querySelector(`label[for="${e.id}"]`)) || e.getAttribute('aria-label');
+  if (!labelled) out.push(location.hash + ' ' + e.outerHTML.slice(0, 80));
+}
+for (const b of document.querySelectorAll('button')) {
+  if (!(b.textContent.trim() || b.getAttribute('aria-label'))) out.push(location.hash + ' ' + b.outerHTML.slice(0, 80));
+}
+return out;
+"""
+
 # Runs in the page: each element with text of its own, its colour against the first opaque
 # background behind it (its own or an ancestor's), as WCAG's relative luminance defines contrast.
 CONTRAST_CHECK = """
@@ -237,30 +250,11 @@ def main():
         shot("08-scenarios")
 
         # Every control has a label; every button a name.
-        unlabeled = driver.execute_script("""
-            const out = [];
-            for (const page of ['#/terminals', '#/open', '#/transactions', '#/host', '#/scenarios']) {}
-            for (const e of document.querySelectorAll('input, select, textarea')) {
-              const labelled = (e.id && document.querySelector(`label[for="${e.id}"]`)) || e.getAttribute('aria-label');
-              if (!labelled) out.push(e.outerHTML.slice(0, 80));
-            }
-            for (const b of document.querySelectorAll('button')) {
-              if (!(b.textContent.trim() || b.getAttribute('aria-label'))) out.push(b.outerHTML.slice(0, 80));
-            }
-            return out;""")
-        for page in ["#/terminals", "#/open", "#/transactions", "#/host"]:
+        unlabeled = []
+        for page in ["#/scenarios", "#/terminals", "#/open", "#/transactions", "#/host", "#/transactions/1"]:
             driver.get(base + "/console/" + page)
             time.sleep(1)
-            unlabeled += driver.execute_script("""
-                const out = [];
-                for (const e of document.querySelectorAll('input, select, textarea')) {
-                  const labelled = (e.id && document.querySelector(`label[for="${e.id}"]`)) || e.getAttribute('aria-label');
-                  if (!labelled) out.push(location.hash + ' ' + e.outerHTML.slice(0, 80));
-                }
-                for (const b of document.querySelectorAll('button')) {
-                  if (!(b.textContent.trim() || b.getAttribute('aria-label'))) out.push(location.hash + ' ' + b.outerHTML.slice(0, 80));
-                }
-                return out;""")
+            unlabeled += driver.execute_script(LABEL_CHECK)
         check(unlabeled == [], f"every control has a label and every button a name {unlabeled[:3]}")
 
         # Contrast (WCAG 2.1 AA): every visible text against the background it is drawn on, 4.5:1, or
