@@ -238,12 +238,14 @@ export class TerminalPanel {
         this.render();
         break;
       case "outcome":
-        if (!d.responseCode && !d.message) break;
         this.busy = false;
         this.prompt = null;
         this.entry = "";
         this.render();
-        this.outcomeLine.textContent = `${String(d.status).toUpperCase()}${d.responseCode ? " " + d.responseCode : ""}${d.message ? " — " + d.message : ""}`;
+        // A card transaction's outcome has its code and message; a cancel, capture or refund, its action.
+        this.outcomeLine.textContent = d.responseCode || d.message
+          ? `${String(d.status).toUpperCase()}${d.responseCode ? " " + d.responseCode : ""}${d.message ? " — " + d.message : ""}`
+          : `${String(d.action ?? "").replace("_", " ").toUpperCase()} ${String(d.status).toUpperCase()}`;
         this.outcomeLine.className = `outcome outcome-${d.status}`;
         this.status(d.status === "approved" ? "Approved" : "Done");
         this.refreshSlot();
