@@ -124,7 +124,7 @@ export class OpenView {
     if (last.status === "error") {
       const e = last.error;
       return fill(this.result, h("div", { class: "card error", role: "alert" }, h("h3", {}, "Refused"),
-        h("p", {}, e.message), e.field ? h("p", {}, "Field ", h("code", {}, e.field), ": ", e.rule) : null));
+        e.field ? h("p", {}, "Field ", h("code", {}, e.field), ": ", e.rule) : h("p", {}, e.message)));
     }
     const r = last.result;
     fill(this.result, h("section", { class: "card" }, h("h3", {}, badge(r.status), " ", r.message),

@@ -188,8 +188,45 @@ def main():
         check("accountNumber" in body and "476173******0010" in body, "the callback's fields are a table, the PAN masked")
         shot("04-open-approved")
 
-        # The transaction: decoded trace, TLV names, bits, cryptograms.
+        # A URL built from the form that the front refuses: the field and the rule are shown.
+        sale_link = driver.find_element(By.PARTIAL_LINK_TEXT, "trace and cryptograms").get_attribute("href")
+        driver.find_element(By.CSS_SELECTOR, "details.builder summary").click()
+        Select(driver.find_element(By.ID, "open-front")).select_by_value("billpocket")
+        driver.find_element(By.XPATH, "//button[contains(., 'Put the URL above')]").click()
+        built = driver.find_element(By.ID, "open-url").get_attribute("value")
+        check(built.startswith("billpocket://transaction=venta&") and "amount=100.00" in built and "userToken" not in built,
+              f"the form builds a Billpocket URL, leaving empty fields out ({built[:60]}…)")
+        driver.find_element(By.CSS_SELECTOR, "form.card button[type=submit]").click()
+        # Billpocket answers a bad request with its error callback when it has somewhere to send it…
+        check(wait_text("result=error") and "userToken" in text(), "Billpocket's error callback names the missing userToken")
+        # …and with a refusal naming the field when it has not.
+        scheme = driver.find_element(By.ID, "b-urlScheme")
+        scheme.clear()
+        driver.find_element(By.XPATH, "//button[contains(., 'Put the URL above')]").click()
+        driver.find_element(By.CSS_SELECTOR, "form.card button[type=submit]").click()
+        check(wait_text("Refused") and "Field urlScheme" in text(), "a refused URL shows its field and rule")
+        driver.execute_script("document.querySelector('[role=alert]').scrollIntoView()")
+        shot("04b-open-refused")
+
+        # A tap on the other terminal: a small contactless sale needs no PIN.
+        Select(driver.find_element(By.ID, "open-terminal")).select_by_value("bench2")
+        wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, ".open-terminal article.terminal[data-terminal=bench2]")))
+        slot = driver.find_element(By.CSS_SELECTOR, ".open-terminal article.terminal[data-terminal=bench2]")
+        Select(slot.find_element(By.CSS_SELECTOR, "select[id$=-profile]")).select_by_value("visa-credit-fdda-go-online")
+        slot.find_element(By.CSS_SELECTOR, "button[data-verb=tap]").click()
+        check(wait_text("visa-credit-fdda-go-online (in the field)"), "the card slot shows the tapped card in the field")
+        url_box = driver.find_element(By.ID, "open-url")
+        url_box.clear()
+        url_box.send_keys(url.replace("amount=1234", "amount=1500").replace("console-test-1", "console-test-tap"))
+        driver.find_element(By.CSS_SELECTOR, "form.card button[type=submit]").click()
+        check(wait_text("Transaction successful.") and "verificationMethod" in text(), "the tap is approved without a PIN")
         driver.find_element(By.PARTIAL_LINK_TEXT, "trace and cryptograms").click()
+        check(wait_text("contactless (POS entry mode 07), kernel 3"), "the tap's transaction shows kernel 3 and entry mode 07")
+        check("the PPSE (contactless directory)" in text(), "the tap's trace starts with SELECT PPSE")
+        driver.get(sale_link)
+
+        # The transaction: decoded trace, TLV names, bits, cryptograms.
+        wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, "#txd-heading")))
         check(wait_text("APDU trace"), "the transaction page shows the trace")
         for detail in driver.find_elements(By.CSS_SELECTOR, "ol.trace details"):
             driver.execute_script("arguments[0].open = true", detail)
