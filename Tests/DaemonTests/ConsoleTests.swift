@@ -54,6 +54,15 @@ struct ConsoleTests {
                 #expect(response.status == .seeOther)
                 #expect(response.headers[.location] == "/console/")
             }
+            // The files' token-free prefix lends nothing to the API: the router does not resolve dot
+            // segments, so a path through /console/ to a data route is no route at all.
+            for path in ["/console/../v1/cards", "/console/%2e%2e/v1/cards", "/console/..%2Fv1%2Fcards", "/console//../v1/host",
+                         "/console/./../v1/transactions"] {
+                try await client.execute(uri: path, method: .get, headers: host) { response in
+                    #expect(response.status == .notFound, "\(path)")
+                    #expect(!text(response.body).contains("maskedPAN"), "\(path)")
+                }
+            }
             // The files are free; the data is not.
             for path in ["/v1/cards", "/v1/terminals", "/v1/host", "/v1/scenarios", "/v1/transactions/1?decode=true"] {
                 try await client.execute(uri: path, method: .get, headers: host) { #expect($0.status == .unauthorized, "\(path)") }
