@@ -40,7 +40,7 @@ export function money(minor, currency) {
 }
 
 const currencies = { 978: "EUR", 840: "USD", 484: "MXN", 826: "GBP", 124: "CAD", 156: "CNY", 392: "JPY", 36: "AUD" };
-export function currencyName(code) { return currencies[Number(code)] ?? String(code); }
+function currencyName(code) { return currencies[Number(code)] ?? String(code); }
 
 /** Microseconds since 1970 as a local date and time. */
 export function when(micros) {

@@ -39,18 +39,19 @@ public enum TraceDecoding {
         for (i, e) in trace.enumerated() {
             let command = Redacted(e.command)
             let response = Redacted(e.response)
+            // A command whose Lc does not fit is still named by its header.
             let header = command.bytes.count >= 4 ? Array(command.bytes.prefix(4)) : nil
-            let name = header.flatMap { try? CommandAPDU(bytes: $0).instructionName } ?? "?"
-            let data = command.bytes.count > 5 ? command.slice(5, command.bytes.count - 5 - (lcLeExtra(command.bytes))) : nil
+            let apdu = (try? CommandAPDU(bytes: command.bytes)) ?? header.flatMap { try? CommandAPDU(bytes: $0) }
+            let name = apdu?.instructionName ?? "?"
+            let data = apdu.flatMap { $0.data.isEmpty ? nil : command.slice(5, $0.data.count) }
             let body = response.bytes.count >= 2 ? response.slice(0, response.bytes.count - 2) : Redacted("")
             let swText = response.bytes.count >= 2 ? response.slice(response.bytes.count - 2, 2) : nil
             let sw = swText.flatMap { $0.isMasked ? nil : StatusWord($0.bytes[0], $0.bytes[1]) }
-            var detail = header.map { describe(name: name, header: $0, data: data) } ?? ""
+            let detail = header.map { describe(name: name, header: $0, data: data) } ?? ""
             var commandTLV: [TLVJSON]? = nil
             if let data, name == "GET PROCESSING OPTIONS" || name == "SELECT" && data.bytes.first == 0x4F {
                 commandTLV = tree(data)
             }
-            if name == "VERIFY" { detail += detail.isEmpty ? "PIN block withheld" : ", PIN block withheld" }
             let tlv = body.bytes.isEmpty ? nil : tree(body)
             if tlv != nil { collect(body, into: &primitives) }
             // GET PROCESSING OPTIONS in format 1 (tag 80) gives the AIP and the AFL untagged.
@@ -146,13 +147,6 @@ public enum TraceDecoding {
         }
     }
 
-    /// Bytes after the data that are not data: none for a case 3 command, Le for case 4.
-    static func lcLeExtra(_ apdu: [UInt8]) -> Int {
-        guard apdu.count > 5 else { return 0 }
-        let lc = Int(apdu[4])
-        return apdu.count == 5 + lc + 1 ? 1 : 0
-    }
-
     /// A TLV tree in the JSON shape `cardbench emv tlv --json` prints, values keeping their masks.
     static func tree(_ data: Redacted) -> [TLVJSON]? {
         guard let nodes = try? TLV.parse(data.bytes), !nodes.isEmpty else { return nil }
@@ -188,12 +182,9 @@ public enum TraceDecoding {
     static func json(_ node: TLV, _ data: Redacted, at offset: Int) -> TLVJSON {
         let value = data.slice(offset, node.value.count)
         let children = node.tag.isConstructed ? place(node.children, in: data, from: offset).map { json($0.node, data, at: $0.value) } : nil
-        let textValue: String? = {
-            guard let format = TagDictionary.info(node.tag.value)?.format, [.a, .an, .ans].contains(format) else { return nil }
-            return value.textValue
-        }()
+        // The tag's text rendering (alphanumeric formats, printable bytes), unless digits are masked.
         return TLVJSON(tag: node.tag.description, name: node.tag.name, length: node.value.count,
-                       value: node.tag.isConstructed ? nil : value.hex, text: textValue, children: children)
+                       value: node.tag.isConstructed ? nil : value.hex, text: value.isMasked ? nil : node.text, children: children)
     }
 
     /// Every primitive of a response, by tag (the first of each), with its redacted value.
@@ -300,7 +291,7 @@ public enum TraceDecoding {
             let tag = UInt32(p1) << 8 | UInt32(p2)
             return "tag " + Hex.encode([p1, p2]) + (TagDictionary.name(tag).map { " (\($0))" } ?? "")
         case "VERIFY":
-            return p2 == 0x80 ? "plaintext PIN" : p2 == 0x88 ? "enciphered PIN" : ""
+            return (p2 == 0x80 ? "plaintext PIN, " : p2 == 0x88 ? "enciphered PIN, " : "") + "PIN block withheld"
         case "INTERNAL AUTHENTICATE":
             return "dynamic data authentication"
         case "EXTERNAL AUTHENTICATE":

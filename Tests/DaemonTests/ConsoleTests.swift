@@ -213,6 +213,30 @@ struct ConsoleTests {
         }
     }
 
+    @Test("cardbench console prints the signed-in link from a runtime directory, and says why it cannot")
+    func consoleCommand() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cardbench-console-cli-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let run = ["console", "--runtime-directory", directory.path]
+
+        let noToken = try cliOffline(run, environment: [:])
+        #expect(noToken.status == 1 && noToken.stderr.contains("no api.token in \(directory.path)"), "\(noToken)")
+
+        try (Self.token + "\n").write(to: directory.appendingPathComponent("api.token"), atomically: true, encoding: .utf8)
+        let noPort = try cliOffline(run, environment: [:])
+        #expect(noPort.status == 1 && noPort.stderr.contains("TCP listener is off"), "\(noPort)")
+
+        try "43127\n".write(to: directory.appendingPathComponent("http.port"), atomically: true, encoding: .utf8)
+        let link = try cliOffline(run, environment: [:])
+        #expect(link.status == 0 && link.stdout == "http://127.0.0.1:43127/console/#token=\(Self.token)\n", "\(link)")
+
+        let tls = try cliOffline(run + ["--url", "https://bench7.lab.example:8443/"], environment: [:])
+        #expect(tls.stdout == "https://bench7.lab.example:8443/console/#token=\(Self.token)\n", "\(tls)")
+        let bad = try cliOffline(run + ["--url", "ftp://bench7"], environment: [:])
+        #expect(bad.status == 2 && bad.stderr.contains("--url: must be an http(s)://HOST:PORT base URL"), "\(bad)")
+    }
+
     @Test("scenario runs: none without scenarios.directory, and the configuration refuses a directory that is not there")
     func scenariosUnconfigured() async throws {
         try await withAPI { client, _ in

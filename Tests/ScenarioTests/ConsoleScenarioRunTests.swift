@@ -49,14 +49,14 @@ struct ConsoleScenarioRunTests {
                 }
             }
 
-            func run(_ path: String, whileRunning: (() async throws -> Void)? = nil) async throws -> [String: Any] {
+            func run(_ path: String, whileRunning: ((String) async throws -> Void)? = nil) async throws -> [String: Any] {
                 let started = try await client.execute(uri: "/v1/scenario-runs", method: .post, headers: Self.jsonHeaders,
                                                        body: ByteBuffer(string: "{\"path\": \"\(path)\"}")) { response in
                     #expect(response.status == .accepted)
                     return try object(response.body)
                 }
                 let id = try #require(started["id"] as? String)
-                try await whileRunning?()
+                try await whileRunning?(id)
                 for _ in 0..<600 {
                     let view = try await client.execute(uri: "/v1/scenario-runs/\(id)", method: .get) { try object($0.body) }
                     if view["state"] as? String != "running" { return view }
@@ -66,10 +66,15 @@ struct ConsoleScenarioRunTests {
                 return [:]
             }
 
-            let good = try await run("good") {
-                // One run at a time.
+            let good = try await run("good") { id in
+                // One run at a time, and its report only once it has ended.
                 try await client.execute(uri: "/v1/scenario-runs", method: .post, headers: Self.jsonHeaders,
-                                         body: ByteBuffer(string: #"{"path": "."}"#)) { #expect($0.status == .conflict) }
+                                         body: ByteBuffer(string: #"{"path": "."}"#)) { response in
+                    #expect(response.status == .conflict && String(buffer: response.body).contains("scenario run \(id) is in progress"))
+                }
+                try await client.execute(uri: "/v1/scenario-runs/\(id)/junit", method: .get) { response in
+                    #expect(response.status == .conflict && String(buffer: response.body).contains("still running"))
+                }
             }
             #expect(good["state"] as? String == "passed")
             #expect(good["total"] as? Int == 2 && good["passed"] as? Int == 2 && good["failed"] as? Int == 0)

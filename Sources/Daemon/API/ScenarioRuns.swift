@@ -80,8 +80,10 @@ final class ScenarioRuns: Sendable {
     private let clock: @Sendable () -> Int64
     private let state = Mutex(State())
     static let kept = 20
-    /// The events a run publishes besides the bench's own (`GET /v1/events`).
-    static let eventNames = ["scenario-run", "scenario-result"]
+    /// The events a run publishes besides the bench's own (`GET /v1/events`): a run started or
+    /// ended, and one scenario's result.
+    static let runEvent = "scenario-run", resultEvent = "scenario-result"
+    static let eventNames = [runEvent, resultEvent]
 
     init(directory: String?, service: (any ScenarioService)?, events: EventHub, clock: @escaping @Sendable () -> Int64) {
         self.directory = directory
@@ -153,7 +155,7 @@ final class ScenarioRuns: Sendable {
             return nil
         }
         if let busy { throw .conflict("scenario run \(busy) is in progress; one run at a time") }
-        events.publish(DaemonEvent(type: "scenario-run", terminal: nil, at: clock(), data: ["id": id, "path": shown, "state": "running", "total": String(files.count)]))
+        events.publish(DaemonEvent(type: Self.runEvent, terminal: nil, at: clock(), data: ["id": id, "path": shown, "state": "running", "total": String(files.count)]))
         Task {
             let junit = await service.run(files) { [self] result in
                 var result = result
@@ -163,7 +165,7 @@ final class ScenarioRuns: Sendable {
                     s.runs[id]?.view.results.append(shown)
                     if shown.passed { s.runs[id]?.view.passed += 1 } else { s.runs[id]?.view.failed += 1 }
                 }
-                events.publish(DaemonEvent(type: "scenario-result", terminal: nil, at: clock(),
+                events.publish(DaemonEvent(type: Self.resultEvent, terminal: nil, at: clock(),
                                            data: ["id": id, "file": shown.file, "name": shown.name, "passed": String(shown.passed)]))
             }
             let final: ScenarioRunView? = state.withLock { s in
@@ -175,7 +177,7 @@ final class ScenarioRuns: Sendable {
                 return run.view
             }
             if let final {
-                events.publish(DaemonEvent(type: "scenario-run", terminal: nil, at: clock(),
+                events.publish(DaemonEvent(type: Self.runEvent, terminal: nil, at: clock(),
                                            data: ["id": id, "path": final.path, "state": final.state, "passed": String(final.passed), "failed": String(final.failed)]))
             }
         }
