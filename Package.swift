@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "Fronts", targets: ["Fronts"]),
         .library(name: "Workflows", targets: ["Workflows"]),
         .library(name: "Defaults", targets: ["Defaults"]),
+        .library(name: "ISO8583", targets: ["ISO8583"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-crypto.git", exact: "4.5.2"),
@@ -72,6 +73,12 @@ let package = Package(
             name: "Terminal",
             dependencies: ["EMV"]
         ),
+        // ISO 8583:1987 messages: packagers (jPOS's and pyiso8583's formats), framing, the messages a
+        // terminal sends and how the emulated issuer reads them, the trace's masked form. Pure.
+        .target(
+            name: "ISO8583",
+            dependencies: ["EMV", "Terminal"]
+        ),
         // Readers and channels: virtual (vpcd), serial (termios, ISO 7816-3), udev, PC/SC.
         .target(
             name: "CardIO",
@@ -124,7 +131,7 @@ let package = Package(
         .target(
             name: "Daemon",
             dependencies: [
-                "EMV", "VirtualCard", "CardIO", "Terminal", "Ledger", "Fronts", "Workflows", "CGlibcMalloc", "Defaults",
+                "EMV", "VirtualCard", "CardIO", "Terminal", "Ledger", "Fronts", "Workflows", "CGlibcMalloc", "Defaults", "ISO8583",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
@@ -175,6 +182,7 @@ let package = Package(
                 "Daemon",
                 "Scenario",
                 "Defaults",
+                "ISO8583",
                 "CLibCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -192,6 +200,10 @@ let package = Package(
             name: "EMVTests",
             dependencies: ["EMV"],
             exclude: ["Fixtures"]
+        ),
+        .testTarget(
+            name: "ISO8583Tests",
+            dependencies: ["ISO8583", "EMV", "Terminal"]
         ),
         .testTarget(
             name: "VirtualCardTests",

@@ -131,6 +131,20 @@ public struct AuthorisationResponse: Sendable, Equatable {
     public let message: String
     /// How long the I/O layer should hold the answer back (a simulated slow issuer), in ms.
     public let delayMilliseconds: Int
+    /// Issuer scripts for the card (each a whole 71 or 72 template), as an ISO 8583 host sends
+    /// them in field 55: 71 runs before the second GENERATE AC, 72 after (Book 3 §10.10).
+    public var issuerScripts: [[UInt8]] = []
+
+    public init(responseCode: ResponseCode, authorisationCode: String?, issuerAuthenticationData: [UInt8]?,
+                issuerScripts: [[UInt8]] = [], rule: String, message: String, delayMilliseconds: Int) {
+        self.responseCode = responseCode
+        self.authorisationCode = authorisationCode
+        self.issuerAuthenticationData = issuerAuthenticationData
+        self.issuerScripts = issuerScripts
+        self.rule = rule
+        self.message = message
+        self.delayMilliseconds = delayMilliseconds
+    }
 
     public var isApproved: Bool { responseCode.isApproval }
 }

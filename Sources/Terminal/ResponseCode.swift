@@ -24,6 +24,12 @@ public struct ResponseCode: Hashable, Sendable, CustomStringConvertible, Express
 
     public static let approved: ResponseCode = "00"
 
+    /// Whether a host may send `code` and the terminal knows it: the terminal's own Y1/Z1/Y3/Z3
+    /// and codes outside its table are not.
+    public static func isKnownHostCode(_ code: String) -> Bool {
+        meanings[code] != nil && !code.hasPrefix("Y") && !code.hasPrefix("Z")
+    }
+
     static let meanings: [String: String] = [
         "00": "Approved",
         "01": "Refer to card issuer",
