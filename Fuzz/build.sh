@@ -30,7 +30,7 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 
 # The modules: Fronts brings EMV and Terminal, VirtualCard brings Yams, CardIO the rest.
-for module in VirtualCard Fronts CardIO; do
+for module in VirtualCard Fronts CardIO ISO8583; do
     "$SWIFT" build -c release --scratch-path "$SCRATCH" --target "$module" -Xswiftc "${SANITIZE[@]}" -Xswiftc -enable-testing
 done
 BIN=$("$SWIFT" build -c release --scratch-path "$SCRATCH" --show-bin-path)

@@ -227,6 +227,69 @@ def trace_seeds():
     return seeds
 
 
+def iso8583_seeds():
+    """A sale, its answer and an echo in each packager's format (first byte: the packager, second:
+    the framing, 0 for none), and one framed in each framing."""
+    def bitmap(fields):
+        bits = bytearray(16 if max(fields) > 64 else 8)
+        if max(fields) > 64:
+            bits[0] |= 0x80
+        for n in fields:
+            bits[(n - 1) // 8] |= 0x80 >> ((n - 1) % 8)
+        return bytes(bits)
+    def bcd(digits, left=True):
+        if len(digits) % 2:
+            digits = "0" + digits if left else digits + "0"
+        return bytes.fromhex(digits.replace("=", "D"))
+    icc = bytes.fromhex("9F2608A1B2C3D4E5F607089F360200079F2701809F100706010A03A00000")
+    sale = {2: "4761730000000119", 3: "000000", 4: "000000001050", 11: "000042", 22: "051",
+            35: "4761730000000119=2812201", 41: "CBTERM01", 49: "484", 52: bytes(8), 55: icc}
+    answer = {11: "000042", 38: "A1B2C3", 39: "00", 55: bytes.fromhex("910A0102030405060708303072109F180400000001860784240000040000")}
+    echo = {7: "1125093015", 11: "000001", 70: "301"}
+    ll = {2, 35}
+    lll = {55}
+    def ascii_message(mti, fields, hex_bitmap, hex_binary, count_chars):
+        out = mti.encode() + (bitmap(fields).hex().upper().encode() if hex_bitmap else bitmap(fields))
+        for n in sorted(fields):
+            v = fields[n]
+            if isinstance(v, bytes):
+                data = v.hex().upper().encode() if hex_binary and (n != 55 or count_chars) else v
+                if n in lll:
+                    out += b"%03d" % (len(data) if count_chars else len(v))
+                out += data
+            else:
+                if n in ll:
+                    out += b"%02d" % len(v)
+                out += v.encode()
+        return out
+    def bcd_message(mti, fields):
+        out = bcd(mti) + bitmap(fields)
+        for n in sorted(fields):
+            v = fields[n]
+            if isinstance(v, bytes):
+                if n in lll:
+                    out += bcd("%04d" % len(v))
+                out += v
+            elif n in ll:
+                out += bcd("%02d" % len(v)) + bcd(v, left=False)
+            elif n in (38, 39, 41, 49):
+                out += v.encode()
+            else:
+                out += bcd(v)
+        return out
+    seeds = []
+    for mti, fields in [("0200", sale), ("0210", answer), ("0800", echo)]:
+        seeds.append(b"\x00\x00" + ascii_message(mti, fields, False, False, False))
+        seeds.append(b"\x01\x00" + ascii_message(mti, fields, True, True, True))
+        seeds.append(b"\x02\x00" + ascii_message(mti, fields, True, True, False))
+        seeds.append(b"\x03\x00" + bcd_message(mti, fields))
+    body = ascii_message("0800", echo, False, False, False)
+    seeds.append(b"\x00\x80" + len(body).to_bytes(2, "big") + body)
+    seeds.append(b"\x00\x81" + (len(body) + 5).to_bytes(2, "big") + bytes.fromhex("6000010000") + body)
+    seeds.append(b"\x00\x82" + b"%04d" % len(body) + body)
+    return seeds
+
+
 def write(target, seeds):
     directory = os.path.join(CORPUS, target)
     os.makedirs(directory, exist_ok=True)
@@ -265,6 +328,7 @@ def main():
     write("worldline", worldline_seeds())
     write("citcon", citcon_seeds())
     write("trace", trace_seeds())
+    write("iso8583", iso8583_seeds())
 
 
 if __name__ == "__main__":

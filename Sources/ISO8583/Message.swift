@@ -190,9 +190,10 @@ extension Packager {
             let bits: [UInt8]
             if bitmap == .hex {
                 let text = try reader.ascii(16, part: "bitmap", digits: false)
-                do { bits = try Hex.decode(text, field: "bitmap") } catch {
+                guard let decoded = Self.strictHex(text) else {
                     throw ISO8583Error(part: "bitmap", offset: start, reason: "16 hexadecimal characters expected, found '\(text)'")
                 }
+                bits = decoded
             } else {
                 bits = try reader.take(8, part: "bitmap")
             }
@@ -246,9 +247,10 @@ extension Packager {
                 }
                 let at = r.offset
                 let text = try r.ascii(chars, part: part, digits: false)
-                do { return .bytes(try Hex.decode(text, field: part)) } catch {
+                guard let decoded = Self.strictHex(text) else {
                     throw ISO8583Error(part: part, offset: at, reason: "hexadecimal characters expected")
                 }
+                return .bytes(decoded)
             }
             return .bytes(try r.take(count, part: part))
         case .numeric, .track:
@@ -302,6 +304,30 @@ extension Packager {
             } else {
                 throw ISO8583Error(part: part, offset: offset + i / 2, reason: "BCD digit expected, found nibble \(String(n, radix: 16, uppercase: true))")
             }
+        }
+        return out
+    }
+
+    /// Hex characters to bytes, nothing else allowed (EMV's Hex.decode skips spaces, which a
+    /// fixed-length field must not).
+    static func strictHex(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        func value(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 0x30...0x39: c - 0x30
+            case 0x41...0x46: c - 0x37
+            case 0x61...0x66: c - 0x57
+            default: nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(digits.count / 2)
+        var i = 0
+        while i < digits.count {
+            guard let hi = value(digits[i]), let lo = value(digits[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
         }
         return out
     }

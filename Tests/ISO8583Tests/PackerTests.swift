@@ -143,6 +143,14 @@ import Terminal
         #expect(throws: ISO8583Error(part: "bitmap", offset: 4, reason: "16 hexadecimal characters expected, found 'G000000000000000'")) {
             try Packager.jposISO87A.unpack(Array("0800G000000000000000".utf8))
         }
+        // Spaces are not hex: a bitmap padded with them (EMV's hex reader would skip them and
+        // leave a short bitmap; the fuzzer found it).
+        #expect(throws: ISO8583Error(part: "bitmap", offset: 4, reason: "16 hexadecimal characters expected, found '7020040020      '")) {
+            try Packager.pyiso8583DefaultASCII.unpack(Array("02007020040020      ".utf8))
+        }
+        #expect(throws: ISO8583Error(part: "field 52 (PIN Data)", offset: 20, reason: "hexadecimal characters expected")) {
+            try Packager.jposISO87A.unpack(Array("0200000000000000100012345678 ABCDEF0".utf8))
+        }
         // A BCD nibble that is not a digit.
         #expect(throws: ISO8583Error(part: "field 3 (Processing Code)", offset: 10, reason: "BCD digit expected, found nibble A")) {
             try Packager.jposISO87B.unpack([0x02, 0x00, 0x20, 0, 0, 0, 0, 0, 0, 0, 0xA0, 0, 0])
