@@ -79,10 +79,11 @@ let package = Package(
             name: "ISO8583",
             dependencies: ["EMV", "Terminal"]
         ),
-        // Readers and channels: virtual (vpcd), serial (termios, ISO 7816-3), udev, PC/SC.
+        // Readers and channels: virtual (vpcd), serial (termios, ISO 7816-3), udev, PC/SC; and the
+        // framed TCP links to and from ISO 8583 hosts.
         .target(
             name: "CardIO",
-            dependencies: ["EMV", "CLibUDev", "CLibPCSCLite", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["EMV", "ISO8583", "CLibUDev", "CLibPCSCLite", .product(name: "Logging", package: "swift-log")]
         ),
         // libpcsclite from Debian's libpcsclite-dev: USB CCID and contactless readers through pcscd.
         // A C target rather than a system library: see its header for why.

@@ -4,6 +4,7 @@ import EMV
 import Foundation
 import Synchronization
 import Fronts
+import ISO8583
 import Ledger
 import Logging
 import Terminal
@@ -103,9 +104,15 @@ public final class Bench: @unchecked Sendable {
         }
         for t in configuration.terminals { _ = try ledger.ensureTerminal(name: t.name, tid: t.tid) }
         recovered = try ledger.recoverInterrupted(now: clock.nowMicroseconds())
-        context = WorkflowContext(store: ledger, host: host, clock: clock, events: feed,
-                                  cards: ProfileDirectory(profiles: profiles), terminals: TerminalList(terminals: terminals),
-                                  settings: configuration.workflowSettings)
+        var context = WorkflowContext(store: ledger, host: host, clock: clock, events: feed,
+                                      cards: ProfileDirectory(profiles: profiles), terminals: TerminalList(terminals: terminals),
+                                      settings: configuration.workflowSettings)
+        for t in configuration.terminals where !t.emulatedHost {
+            guard let upstream = t.upstream ?? configuration.upstream else { continue }
+            context.upstream[t.name] = ISO8583UpstreamLink(upstream: upstream, settings: configuration.iso8583,
+                                                           timeout: configuration.hostTimeout, logger: logger)
+        }
+        self.context = context
         viva = VivaFront(context: context)
         billpocket = BillpocketFront(context: context)
         let keys = WorldlineKeyRing(ledger: ledger)
@@ -131,9 +138,32 @@ public final class Bench: @unchecked Sendable {
         do throws(WorkflowError) { return OpenResult(try await front.open(url, terminal: name)) } catch { throw DaemonError(error) }
     }
 
-    /// Starts the readers, and for `udev:` readers finds the ones plugged in and follows udev.
+    /// cardbench's issuer on ISO 8583, while started with `host.iso8583.listen` set.
+    private let issuerListener = Mutex<FramedListener?>(nil)
+
+    /// The port the ISO 8583 issuer listens on (the kernel's choice when configured as 0).
+    public var iso8583Port: UInt16? { issuerListener.withLock { $0?.port } }
+
+    /// Starts the readers, and for `udev:` readers finds the ones plugged in and follows udev;
+    /// and the ISO 8583 issuer when configured.
     public func start() throws {
         for t in terminals { try t.start() }
+        if let port = configuration.iso8583.listenPort {
+            let service = try ISO8583IssuerService(host: host, ledger: ledger, clock: clock, packager: configuration.iso8583.packager,
+                                                   amountTable: configuration.iso8583AmountTable, logger: logger) { [events = context.events] stored in
+                events.publish(.recorded(stan: stored.stan, status: stored.status, action: stored.action), terminal: ISO8583IssuerService.terminalName)
+            }
+            let listener: FramedListener
+            do throws(HostLinkError) { listener = try FramedListener(address: configuration.iso8583.listenAddress, port: port) } catch {
+                throw ConfigurationError(key: "host.iso8583.listen", rule: error.description)
+            }
+            let logger = logger
+            listener.start(framing: configuration.iso8583.framing, onError: { peer, error in
+                logger.notice("ISO 8583 connection from \(peer) ended: \(error)")
+            }, handle: { peer, bytes in service.handle(peer: peer, bytes) })
+            issuerListener.withLock { $0 = listener }
+            logger.info("ISO 8583 issuer listening on \(configuration.iso8583.listenAddress):\(listener.port) (\(configuration.iso8583.packager.name), \(configuration.iso8583.framing.rawValue))")
+        }
         let hotplug = terminals.filter { $0.settings.udevName != nil }
         guard !hotplug.isEmpty else { return }
         let udev = try UdevReaders()
@@ -163,6 +193,7 @@ public final class Bench: @unchecked Sendable {
     @discardableResult
     public func stop() -> (any Error)? {
         udevLock.withLock { udev }?.stop()
+        issuerListener.withLock { $0 }?.stop()
         for t in terminals { t.stop() }
         defer { events.finish() }
         // A clean stop gives back the STANs reserved ahead, so a reboot skips none.

@@ -33,6 +33,11 @@ extension Bench {
         } catch { throw DaemonError(ledger: error, "ledger") }
     }
 
+    /// The ISO 8583 messages of a transaction, in order.
+    public func hostMessages(transactionID: Int64) throws(DaemonError) -> [HostMessageEntry] {
+        do { return try ledger.hostMessages(transactionID: transactionID) } catch { throw DaemonError(ledger: error, "ledger") }
+    }
+
     /// The answer committed with a transaction, as first made (a request answered later).
     func storedAnswer(transactionID: Int64) throws(DaemonError) -> OpenResult? {
         let stored: StoredTransaction?

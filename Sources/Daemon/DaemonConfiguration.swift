@@ -3,6 +3,7 @@ import Defaults
 import EMV
 import Configuration
 import Foundation
+import ISO8583
 import Workflows
 import SystemPackage
 import Terminal
@@ -49,6 +50,12 @@ public struct TerminalSettings: Sendable, Equatable {
     public var interfaces: Set<CardInterface> = [.contact, .contactless, .magstripe]
     /// A chip that cannot be read may be swiped instead (POS entry mode 80).
     public var fallback = false
+    /// The external host this terminal authorises against (`terminal.<name>.host`), when not the
+    /// emulated issuer; nil follows `host.upstream`.
+    public var upstream: ISO8583Upstream?
+    /// `terminal.<name>.host: emulated`: this terminal asks the emulated issuer even when
+    /// `host.upstream` names an external host.
+    public var emulatedHost = false
     /// Contactless reader limits for every combination, minor units (nil: the kernel's default).
     public var contactlessTransactionLimit: Int?
     public var contactlessFloorLimit: Int?
@@ -214,6 +221,14 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var cardTimeout: Duration = .seconds(60)
     public var promptTimeout: Duration = .seconds(30)
     public var hostTimeout: Duration = .seconds(30)
+    /// `host.upstream`: the external ISO 8583 host every terminal authorises against (nil: the
+    /// emulated issuer).
+    public var upstream: ISO8583Upstream?
+    /// The ISO 8583 link's format and limits, and the issuer's listener.
+    public var iso8583 = ISO8583Settings()
+    /// `host.iso8583.amount_table`: the scripted declines by amount the issuer applies to external
+    /// terminals (none unless set).
+    public var iso8583AmountTable: AmountTable = .none
     /// The Viva front's scripted declines by amount (`none`, `stripe-cents`, `billpocket`).
     public var vivaAmountTable: AmountTable = .stripeCents
     /// The Billpocket front's: its development environment's 10XX.00 table by default.
@@ -336,6 +351,40 @@ public struct DaemonConfiguration: Sendable, Equatable {
             revokedCertificates = entries
         }
         if let t = try seconds("host.timeout_seconds") { hostTimeout = t }
+        if let url = text("host.upstream"), url != "emulated" { upstream = try ISO8583Upstream(parsing: url, key: "host.upstream") }
+        if let name = text("host.iso8583.packager") {
+            guard let p = Packager.named(name) else {
+                throw ConfigurationError(key: "host.iso8583.packager", rule: "must be \(Packager.all.map(\.name).joined(separator: ", ")), got \"\(name)\"")
+            }
+            iso8583.packager = p
+        }
+        if let name = text("host.iso8583.framing") {
+            guard let f = Framing(rawValue: name) else {
+                throw ConfigurationError(key: "host.iso8583.framing", rule: "must be binary2, nac or ascii4, got \"\(name)\"")
+            }
+            iso8583.framing = f
+        }
+        if let t = try seconds("host.iso8583.connect_timeout_seconds") { iso8583.connectTimeout = t }
+        if let n = try number("host.iso8583.retries", 0...10) { iso8583.retries = n }
+        if let mid = text("host.iso8583.merchant_id") {
+            guard (1...15).contains(mid.count), mid.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == " ") }) else {
+                throw ConfigurationError(key: "host.iso8583.merchant_id", rule: "must be 1 to 15 letters, digits or spaces (field 42), got \"\(mid)\"")
+            }
+            iso8583.merchantID = mid
+        }
+        if let port = try number("host.iso8583.listen", 0...65_535) { iso8583.listenPort = UInt16(port) }
+        if let table = text("host.iso8583.amount_table") {
+            guard let t = AmountTable(option: table) else {
+                throw ConfigurationError(key: "host.iso8583.amount_table", rule: "must be none, stripe-cents, billpocket or worldline, got \"\(table)\"")
+            }
+            iso8583AmountTable = t
+        }
+        if let address = text("host.iso8583.listen_address") {
+            guard address.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == ":" }), !address.isEmpty else {
+                throw ConfigurationError(key: "host.iso8583.listen_address", rule: "must be an IPv4 or IPv6 address, got \"\(address)\"")
+            }
+            iso8583.listenAddress = address
+        }
         if let table = text("viva.amount_table") {
             guard let t = AmountTable(option: table) else {
                 throw ConfigurationError(key: "viva.amount_table", rule: "must be none, stripe-cents, billpocket or worldline, got \"\(table)\"")
@@ -508,6 +557,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
                     settings.interfaces = set
                 }
                 if let f = try flag(prefix + "fallback") { settings.fallback = f }
+                if let url = text(prefix + "host") {
+                    if url == "emulated" { settings.emulatedHost = true } else { settings.upstream = try ISO8583Upstream(parsing: url, key: prefix + "host") }
+                }
                 func amount(_ key: String) throws -> Int? {
                     guard let value = text(prefix + key) else { return nil }
                     let parts = value.split(separator: ".", omittingEmptySubsequences: false)

@@ -74,6 +74,10 @@ public enum TerminalMessages {
             icc[0x84] = icc[0x84] ?? (icc[0x4F] ?? request.aid)
             icc[0x9F26] = arqc
             icc[0x9F27] = icc[0x9F27] ?? [0x80]
+            // The terminal's application version (the card's 9F08 when the terminal has none of its
+            // own) and its IFD serial number, the terminal ID.
+            icc[0x9F09] = icc[0x9F09] ?? icc[0x9F08]
+            icc[0x9F1E] = icc[0x9F1E] ?? Array(c.terminalID.utf8.prefix(8))
             if let iad = request.cryptogramData?.issuerApplicationData { icc[0x9F10] = iad }
             icc[0x9F41] = icc[0x9F41] ?? ((try? Hex.decode(digits(c.stan.value, 8))) ?? [])
             var field55: [UInt8] = []
@@ -154,11 +158,13 @@ public enum TerminalMessages {
             delayMilliseconds: 0)
     }
 
-    /// The response MTI of a request: 0100 → 0110, 0420 → 0430.
+    /// The response MTI of a request: 0100 → 0110, 0420 → 0430, and a repeat's the original's
+    /// (0401 → 0410).
     public static func responseMTI(_ mti: String) -> String {
         var u = Array(mti.utf8)
         guard u.count == 4 else { return mti }
         u[2] = u[2] | 0x01
+        u[3] = UInt8(ascii: "0")
         return String(decoding: u, as: UTF8.self)
     }
 }

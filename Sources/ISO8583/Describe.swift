@@ -7,6 +7,13 @@ public struct DescribedField: Sendable, Codable, Equatable {
     public let value: String
     /// Field 55's TLV items, named (card numbers and track data masked).
     public let tlv: [DescribedTag]?
+
+    public init(field: Int, name: String, value: String, tlv: [DescribedTag]? = nil) {
+        self.field = field
+        self.name = name
+        self.value = value
+        self.tlv = tlv
+    }
 }
 
 /// One TLV item of field 55.

@@ -67,8 +67,11 @@ public struct FieldSpec: Sendable, Equatable {
 /// A message format: how the MTI, the bitmaps, the numbers, the lengths and the bytes of every field
 /// are written. The names are the packagers' own: jPOS's `ISO87APackager` and `ISO87BPackager`,
 /// pyiso8583's `default` and `default_ascii` specs.
-public struct Packager: Sendable, CustomStringConvertible {
+public struct Packager: Sendable, Equatable, CustomStringConvertible {
     public var description: String { name }
+
+    /// Packagers are known by name: there is one of each.
+    public static func == (a: Packager, b: Packager) -> Bool { a.name == b.name }
     public let name: String
     /// The MTI: ASCII (4 characters) or BCD (2 bytes).
     public let mti: Encoding

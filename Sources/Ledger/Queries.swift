@@ -176,6 +176,14 @@ extension Ledger {
         }
     }
 
+    /// The ISO 8583 messages of a transaction, in order.
+    public func hostMessages(transactionID: Int64) throws -> [HostMessageEntry] {
+        try read("read host messages of \(transactionID)") { db in
+            try Row.fetchAll(db, sql: "SELECT direction, mti, fields FROM host_message WHERE transaction_id = ? ORDER BY seq",
+                             arguments: [transactionID]).map { HostMessageEntry(direction: $0["direction"], mti: $0["mti"], fields: $0["fields"]) }
+        }
+    }
+
     static func transaction(_ db: Database, id: Int64, field: String) throws -> StoredTransaction {
         guard let transaction = try fetch(db, Lookup.byID.sql, [id]).first else {
             throw LedgerError.unknownTransaction(field: field, id: id)

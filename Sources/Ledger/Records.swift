@@ -10,6 +10,8 @@ public enum Provider: String, Sendable, CaseIterable, Codable {
     case worldline
     /// The Citcon UPI platform.
     case citcon
+    /// cardbench's emulated issuer answering an external terminal over ISO 8583 (host side).
+    case iso8583
 }
 
 /// What a transaction does. Stored as its raw value.
@@ -140,6 +142,8 @@ public struct Completion: Sendable {
     public var oda: String?
     /// How the card was read (the kernel's entry report), a JSON object.
     public var cardEntry: String? = nil
+    /// The ISO 8583 messages exchanged with an external host, masked (in order).
+    public var hostMessages: [HostMessageEntry] = []
     public var cvm: String?
     public var entryMode: String?
     /// Installments agreed once the card was read; nil keeps what `begin` recorded.
@@ -192,6 +196,22 @@ public struct TraceEntry: Sendable, Equatable {
     public init(command: String, response: String) {
         self.command = command
         self.response = response
+    }
+}
+
+/// One ISO 8583 message of a transaction, as the trace keeps it: its fields described and masked
+/// (a JSON array of `{field, name, value[, tlv]}`), never its bytes.
+public struct HostMessageEntry: Sendable, Equatable {
+    /// "out" (sent by cardbench) or "in" (received).
+    public var direction: String
+    public var mti: String
+    /// The described fields, a JSON array.
+    public var fields: String
+
+    public init(direction: String, mti: String, fields: String) {
+        self.direction = direction
+        self.mti = mti
+        self.fields = fields
     }
 }
 

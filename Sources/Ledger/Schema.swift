@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 
 /// The ledger's migrations. A migration, once shipped, never changes: a later change is a new
@@ -25,6 +26,12 @@ enum Schema {
         }
         migrator.registerMigration("v7-card-entry") { db in
             try db.execute(sql: v7)
+        }
+        migrator.registerMigration("v8-iso8583") { db in
+            try rebuildTransactions(db) { create in
+                create.replacingOccurrences(of: "'worldline', 'citcon'))", with: "'worldline', 'citcon', 'iso8583'))")
+            }
+            try db.execute(sql: v8)
         }
         return migrator
     }
@@ -198,6 +205,35 @@ enum Schema {
     static let v7 = """
         ALTER TABLE txn ADD COLUMN card_entry TEXT CHECK (card_entry IS NULL OR json_valid(card_entry));
         """
+
+    /// The ISO 8583 messages of a transaction (the trace of its host link), described and masked.
+    static let v8 = """
+        CREATE TABLE host_message (
+            transaction_id INTEGER NOT NULL REFERENCES txn(id),
+            seq            INTEGER NOT NULL,
+            direction      TEXT NOT NULL CHECK (direction IN ('out', 'in')),
+            mti            TEXT NOT NULL CHECK (length(mti) = 4),
+            fields         TEXT NOT NULL CHECK (json_valid(fields)),
+            PRIMARY KEY (transaction_id, seq)
+        ) WITHOUT ROWID;
+        """
+
+    /// Rebuilds `txn` with its CREATE statement changed by `change` (SQLite cannot alter a CHECK):
+    /// the statement as the database holds it now (with every column later migrations added), a
+    /// new table, a copy, drop, rename, and the indexes as they were, as SQLite's documentation
+    /// says to.
+    static func rebuildTransactions(_ db: Database, _ change: (String) -> String) throws {
+        guard let create = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'txn'"),
+              let open = create.firstIndex(of: "(") else {
+            throw LedgerError.invalid(field: "txn", rule: "the ledger has no transactions table to migrate")
+        }
+        let changed = change(create)
+        guard changed != create else { throw LedgerError.invalid(field: "txn", rule: "the migration found nothing to change") }
+        let indexes = try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'txn' AND sql IS NOT NULL")
+        try db.execute(sql: "CREATE TABLE txn_new " + changed[changed.index(changed.startIndex, offsetBy: create.distance(from: create.startIndex, to: open))...])
+        try db.execute(sql: "INSERT INTO txn_new SELECT * FROM txn; DROP TABLE txn; ALTER TABLE txn_new RENAME TO txn;")
+        for index in indexes { try db.execute(sql: index) }
+    }
 
     /// A terminal's STANs are reserved durably in blocks (see `Ledger.begin`): `stan_reserved`
     /// is the last STAN of the block, equal to `last_stan` when nothing is reserved ahead.

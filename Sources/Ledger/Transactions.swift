@@ -97,6 +97,10 @@ extension Ledger {
                 "installments": result.installments, "oda": result.oda, "cardEntry": result.cardEntry,
             ])
         try Self.insertTrace(db, transactionID: id, trace)
+        for (seq, m) in result.hostMessages.enumerated() {
+            try db.executeCached(sql: "INSERT INTO host_message (transaction_id, seq, direction, mti, fields) VALUES (?, ?, ?, ?, ?)",
+                                 arguments: [id, seq, m.direction, m.mti, m.fields])
+        }
         if final == .approved {
             try Self.applyApproval(db, current)
         }
@@ -443,6 +447,16 @@ extension Ledger {
             try Validate.maskedHex(entry.command, field: "trace[\(i)].command", bytes: 1...65_544)
             try Validate.maskedHex(entry.response, field: "trace[\(i)].response", bytes: 0...65_538)
         }
+        for (i, m) in result.hostMessages.enumerated() {
+            guard m.direction == "out" || m.direction == "in" else {
+                throw LedgerError.invalid(field: "hostMessages[\(i)].direction", rule: "must be out or in, got \"\(m.direction)\"")
+            }
+            guard m.mti.count == 4, m.mti.allSatisfy(\.isASCIIDigit) else {
+                throw LedgerError.invalid(field: "hostMessages[\(i)].mti", rule: "must be 4 digits, got \"\(m.mti)\"")
+            }
+            try Validate.noNUL(m.fields, field: "hostMessages[\(i)].fields")
+            try Validate.jsonArray(m.fields, field: "hostMessages[\(i)].fields")
+        }
         for (i, message) in outbox.enumerated() {
             guard !message.target.isEmpty else {
                 throw LedgerError.invalid(field: "outbox[\(i)].target", rule: "must not be empty")
@@ -466,6 +480,9 @@ extension Ledger {
         for (i, entry) in trace.enumerated() {
             try Validate.noPAN(pan, in: entry.command, field: "trace[\(i)].command")
             try Validate.noPAN(pan, in: entry.response, field: "trace[\(i)].response")
+        }
+        for (i, m) in result.hostMessages.enumerated() {
+            try Validate.noPAN(pan, in: m.fields, field: "hostMessages[\(i)].fields")
         }
         for (i, message) in outbox.enumerated() {
             try Validate.noPAN(pan, in: message.target, field: "outbox[\(i)].target")

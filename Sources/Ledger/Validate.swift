@@ -117,6 +117,12 @@ enum Validate {
         }
     }
 
+    static func jsonArray(_ value: String, field: String) throws {
+        guard (try? JSONSerialization.jsonObject(with: Data(value.utf8))) is [Any] else {
+            throw LedgerError.invalid(field: field, rule: "must be a JSON array")
+        }
+    }
+
     static func isHexDigit(_ c: UInt8) -> Bool {
         (0x30...0x39).contains(c) || (0x41...0x46).contains(c) || (0x61...0x66).contains(c)
     }

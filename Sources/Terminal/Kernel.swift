@@ -446,8 +446,10 @@ public struct Kernel {
                                                    amount: request.amount, currency: configuration.currencyCode, arqc: first.cryptogram,
                                                    cryptogramData: cryptogramData, pinBlock: pinBlock, date: request.date)
             var issuerData: [UInt8]? = nil
+            var scripts: [[UInt8]] = []
             do {
                 let answer = try host.authorise(hostRequest)
+                scripts = answer.issuerScripts
                 if answer.isApproved { pendingApproval = (hostRequest, answer) }
                 responseCode = answer.responseCode
                 authCode = answer.authorisationCode
@@ -468,10 +470,14 @@ public struct Kernel {
                     if !r.status.isSuccess { tvr.set(TVR.issuerAuthenticationFailed) }
                 }
             }
+            // Issuer scripts (Book 3 §10.10): 71 before the final GENERATE AC, 72 after.
+            var scriptResults = runIssuerScripts(scripts, template: 0x71)
             data[0x95] = tvr.bytes
             let cdol2 = try Self.dol(data[0x8D] ?? [], "CDOL2")
             let second = try generateAC(responseCode.isApproval ? .tc : .aac, cdol: cdol2, step: "second GENERATE AC",
                                         cda: cdaKey != nil && responseCode.isApproval)
+            scriptResults += runIssuerScripts(scripts, template: 0x72)
+            if !scriptResults.isEmpty { data[0x9F5B] = scriptResults }
             decision = second.type == .tc && !second.cdaFailed ? .approved : .declined
             if decision == .declined, responseCode.isApproval {
                 // Approved by the host (or offline as Y3), declined by the card: take the approval back.
@@ -500,6 +506,39 @@ public struct Kernel {
             expiry: String(Hex.encode(expiry).prefix(4)), arqc: first.cryptogram.isEmpty ? nil : first.cryptogram, atc: first.atc, tvr: tvr, tsi: tsi, cvm: cvm,
             cvmResults: cvmResults, entryMode: "chip", atr: atr, stan: request.stan, rrn: RRN.make(stan: request.stan, at: request.date),
             reversal: reversal, pan: pan!, trace: trace, oda: odaReport)
+    }
+
+    /// Runs the issuer's scripts of one template (71 or 72) on the card and returns their Issuer
+    /// Script Results (9F5B, Book 4 Annex A5): per script a result byte (high nibble 2 performed,
+    /// 1 failed; low nibble the failed command's number, 1–15) and the script's identifier (9F18,
+    /// zeros without one). A command the card refuses (an error status, not 90xx/62xx/63xx) ends
+    /// its script and sets the TVR's script bit; a card gone during a script fails only the script.
+    mutating func runIssuerScripts(_ templates: [[UInt8]], template tag: UInt32) -> [UInt8] {
+        var results: [UInt8] = []
+        for template in templates {
+            guard let item = (try? TLV.parse(template))?.first, item.tag.value == tag else { continue }
+            let id = item.first(0x9F18)?.value ?? []
+            var result: UInt8 = 0x20
+            tsi.set(TSI.scriptProcessingPerformed)
+            for (i, command) in item.children.filter({ $0.tag == 0x86 }).enumerated() {
+                var ok = false
+                if let apdu = try? CommandAPDU(bytes: command.value) {
+                    do throws(KernelError) {
+                        let r = try send(apdu, step: "issuer script")
+                        ok = r.status.sw1 == 0x90 || r.status.isWarning
+                    } catch {
+                        ok = false
+                    }
+                }
+                if !ok {
+                    result = 0x10 | UInt8(min(i + 1, 15))
+                    tvr.set(tag == 0x71 ? TVR.scriptFailedBeforeFinalGenerateAC : TVR.scriptFailedAfterFinalGenerateAC)
+                    break
+                }
+            }
+            results += [result] + (id.count == 4 ? id : [0, 0, 0, 0])
+        }
+        return results
     }
 
     /// Steps 1–4: power on and ATR, application selection, GET PROCESSING OPTIONS, READ RECORD.

@@ -131,15 +131,18 @@ extension WorkflowContext {
         var required: CardInterface? = nil
         var last: TransactionFailure? = nil
         var presentations = 0
+        // One conversation with an external host for the whole transaction, whatever the presentations.
+        let upstreamSession = upstream[terminal.name]?.session(terminal: terminal, stan: started.stan, rrn: started.rrn, date: request.date)
         while true {
             presentations += 1
             do throws(KernelError) {
                 publish(.waitingForCard(stan: started.stan), terminal: terminal.name)
                 let card = try waitForPresentation(on: terminal, interface: required, timeout: settings.cardTimeout)
                 defer { card.powerOff() }
-                var kernel = Kernel(configuration: configuration, card: card, keypad: terminal.prompts,
-                                    host: TimedHost(host, timeout: settings.hostTimeout, queue: terminal.name, amountTable: plan.amountTable,
-                                                    tableAmount: plan.tableAmount))
+                let kernelHost: any AuthorisationHost = upstreamSession
+                    ?? TimedHost(host, timeout: settings.hostTimeout, queue: terminal.name, amountTable: plan.amountTable,
+                                 tableAmount: plan.tableAmount)
+                var kernel = Kernel(configuration: configuration, card: card, keypad: terminal.prompts, host: kernelHost)
                 if let onCardRead = plan.onCardRead {
                     kernel.onCardRead = { card throws(KernelError) in installments = try onCardRead(card) }
                 }
@@ -168,10 +171,12 @@ extension WorkflowContext {
         case .success(let outcome):
             var completion = Completion(outcome, completedAt: now)
             completion.installments = installments
+            completion.hostMessages = upstreamSession?.messages ?? []
             return CardRun(started: started, amount: new.amount, completion: completion,
                            trace: outcome.trace.map { TraceEntry(command: $0.command, response: $0.response) }, result: result)
         case .failure(let failure):
             var completion = Completion(failure, completedAt: now)
+            completion.hostMessages = upstreamSession?.messages ?? []
             switch failure.error {
             case .cancelled, .aborted: if failure.reversal == nil { completion.status = .cancelled }
             default: break

@@ -178,6 +178,9 @@ public struct WorkflowContext: Sendable {
     public let terminals: any TerminalDirectory
     /// Timeouts and scripted tables.
     public let settings: WorkflowSettings
+    /// The external hosts terminals authorise against, by terminal name; a terminal not named
+    /// asks the emulated issuer.
+    public var upstream: [String: any UpstreamLink] = [:]
 
     public init(store: any TransactionStore, host: EmulatedHost, clock: any Clock, events: any EventSink, cards: any CardDirectory,
                 terminals: any TerminalDirectory, settings: WorkflowSettings) {

@@ -12,7 +12,6 @@ import hmac
 import json
 import os
 import re
-import socket
 import sys
 import threading
 

@@ -347,7 +347,7 @@ def main(argv=None):
         signal.signal(sig, lambda *_: stop.set())
     serving = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
     serving.start()
-    while not stop.wait(1.0):
+    while not stop.wait(0.2):
         pass
     server.shutdown()
     server.server_close()

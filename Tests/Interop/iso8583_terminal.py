@@ -27,7 +27,6 @@ Prints one PASS/FAIL line per case. Exit status: 0 all passed; 1 a case failed; 
 (cannot connect, a profile cannot be read).
 """
 import argparse
-import datetime
 import decimal
 import json
 import os

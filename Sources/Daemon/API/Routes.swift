@@ -74,6 +74,8 @@ struct TransactionRoutes {
             }
             var view = TransactionView(t)
             view.trace = trace.map(TraceView.init)
+            let messages = try bench.hostMessages(transactionID: t.id)
+            if !messages.isEmpty { view.hostMessages = messages.map(HostMessageView.init) }
             view.callbacks = outbox.map(OutboxView.init)
             if decode { view.decoded = DecodedTrace(t, trace: trace, profile: bench.profileName(panHash: t.panHash)) }
             return json(view)

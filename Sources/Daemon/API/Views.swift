@@ -1,5 +1,6 @@
 import EMV
 import Foundation
+import ISO8583
 import Hummingbird
 import Ledger
 import NIOCore
@@ -43,6 +44,9 @@ public struct TransactionView: Codable, Sendable, Equatable {
     /// How the card was read: interface, POS entry mode, kernel, path, a tap's limits.
     public let entry: EntryReport?
     public var trace: [TraceView]?
+    /// The ISO 8583 messages exchanged with an external host, or (provider `iso8583`) received
+    /// from an external terminal and answered; card numbers masked, PIN blocks withheld.
+    public var hostMessages: [HostMessageView]?
     public var callbacks: [OutboxView]?
     /// With `?decode=true`: the trace decoded, the bit strings explained, the cryptograms.
     public var decoded: DecodedTrace?
@@ -57,6 +61,23 @@ public struct TransactionView: Codable, Sendable, Equatable {
         createdAt = t.createdAt; completedAt = t.completedAt
         oda = t.oda.flatMap { try? JSONDecoder().decode(ODAReport.self, from: Data($0.utf8)) }
         entry = t.cardEntry.flatMap { try? JSONDecoder().decode(EntryReport.self, from: Data($0.utf8)) }
+    }
+}
+
+/// One ISO 8583 message of a transaction, field by field.
+public struct HostMessageView: Codable, Sendable, Equatable {
+    /// "out" (sent by cardbench) or "in".
+    public let direction: String
+    public let mti: String
+    /// What the MTI means: "financial request".
+    public let meaning: String
+    public let fields: [DescribedField]
+
+    init(_ entry: HostMessageEntry) {
+        direction = entry.direction
+        mti = entry.mti
+        meaning = ISOMessage.meaning(of: entry.mti)
+        fields = (try? JSONDecoder().decode([DescribedField].self, from: Data(entry.fields.utf8))) ?? []
     }
 }
 

@@ -1,0 +1,269 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import ISO8583
+
+/// Why an exchange with an ISO 8583 peer failed.
+public enum HostLinkError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// No connection: resolution failed, refused, or not established in time.
+    case connect(String)
+    /// The peer sent nothing (or not a whole frame) in time.
+    case timedOut
+    /// The peer closed the connection.
+    case closed
+    /// A read or write failed.
+    case io(String)
+    /// The bytes were not a frame of the configured framing.
+    case frame(String)
+
+    public var description: String {
+        switch self {
+        case .connect(let why): "cannot connect: \(why)"
+        case .timedOut: "no answer in time"
+        case .closed: "the peer closed the connection"
+        case .io(let why): why
+        case .frame(let why): "not a frame: \(why)"
+        }
+    }
+}
+
+/// One TCP connection carrying framed ISO 8583 messages (either side). Blocking: it is used from a
+/// terminal's own thread, or a listener's thread per connection.
+public final class FramedConnection: @unchecked Sendable {
+    private let fd: Int32
+    public let framing: Framing
+    /// "127.0.0.1:5000", for messages and logs.
+    public let peer: String
+    private let closed = Locked(false)
+
+    init(fd: Int32, framing: Framing, peer: String) {
+        self.fd = fd
+        self.framing = framing
+        self.peer = peer
+        Socket.setNoDelay(fd)
+    }
+
+    deinit { close() }
+
+    /// Connects to `host:port`, giving up after `timeout` (a non-blocking connect and a poll, so an
+    /// address that drops packets cannot hold the terminal for the kernel's minutes).
+    public static func connect(host: String, port: UInt16, framing: Framing, timeout: Duration) throws(HostLinkError) -> FramedConnection {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Socket.streamType
+        hints.ai_flags = AI_NUMERICSERV
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &list)
+        guard status == 0, let list else {
+            throw .connect("cannot resolve \(host): \(String(cString: gai_strerror(status)))")
+        }
+        defer { freeaddrinfo(list) }
+        let deadline = ContinuousClock.now + timeout
+        var lastError = "connection refused"
+        var entry: UnsafeMutablePointer<addrinfo>? = list
+        while let info = entry {
+            entry = info.pointee.ai_next
+            let fd = Socket.makeStream(family: info.pointee.ai_family)
+            guard fd >= 0 else { lastError = Socket.errorText(errno); continue }
+            Socket.setNonBlocking(fd)
+            if connectDescriptor(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) != 0 {
+                guard errno == EINPROGRESS else {
+                    lastError = Socket.errorText(errno)
+                    closeDescriptor(fd)
+                    continue
+                }
+                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                let left = max(0, Int32((deadline - ContinuousClock.now) / .milliseconds(1)))
+                let ready = poll(&p, 1, left)
+                var soError: Int32 = 0
+                var length = socklen_t(MemoryLayout<Int32>.size)
+                _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &length)
+                guard ready > 0, soError == 0 else {
+                    lastError = ready == 0 ? "no connection in \(timeout)" : Socket.errorText(soError)
+                    closeDescriptor(fd)
+                    continue
+                }
+            }
+            Socket.setBlocking(fd)
+            return FramedConnection(fd: fd, framing: framing, peer: "\(host):\(port)")
+        }
+        throw .connect("\(host):\(port): \(lastError)")
+    }
+
+    /// Sends one message in a frame (with `tpdu` for NAC).
+    public func send(_ message: [UInt8], tpdu: [UInt8] = Framing.defaultTPDU) throws(HostLinkError) {
+        let frame: [UInt8]
+        do { frame = try framing.frame(message, tpdu: tpdu) } catch { throw .frame(error.description) }
+        Socket.setTimeouts(fd, seconds: 10)
+        let outcome = frame.withUnsafeBytes { Socket.writeAll(fd, $0) }
+        switch outcome {
+        case .complete: return
+        case .timedOut: throw .io("the peer does not read (send timed out)")
+        case .failed(let code): throw .io("send failed: \(Socket.errorText(code))")
+        }
+    }
+
+    /// Reads one frame; nil `deadline` waits as long as the peer keeps the connection.
+    public func receive(until deadline: ContinuousClock.Instant?) throws(HostLinkError) -> (tpdu: [UInt8]?, message: [UInt8]) {
+        func wait() throws(HostLinkError) {
+            guard let deadline else {
+                // No timeout at all: an idle terminal may keep its connection open for days.
+                var never = timeval()
+                _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &never, socklen_t(MemoryLayout<timeval>.size))
+                return
+            }
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { throw .timedOut }
+            Socket.setTimeouts(fd, seconds: Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18)
+        }
+        func read(_ n: Int) throws(HostLinkError) -> [UInt8] {
+            try wait()
+            let (bytes, outcome) = Socket.readPayload(fd, count: n, deadline: deadline)
+            switch outcome {
+            case .complete: return bytes
+            case .closed: throw .closed
+            case .timedOut: throw .timedOut
+            case .failed(let code, _): throw .io("receive failed: \(Socket.errorText(code))")
+            }
+        }
+        let header = try read(framing.headerLength)
+        let length: Int
+        do { length = try framing.bodyLength(header) } catch { throw .frame(error.description) }
+        let body = length == 0 ? [] : try read(length)
+        return framing.split(body)
+    }
+
+    /// Closes the connection (once; later calls do nothing). A thread blocked in `receive` returns.
+    public func close() {
+        let first = closed.withLock { c in
+            defer { c = true }
+            return !c
+        }
+        guard first else { return }
+        _ = shutdown(fd, Int32(SHUT_RDWR))
+        closeDescriptor(fd)
+    }
+}
+
+/// A TCP listener for framed ISO 8583 messages: a thread accepts, and each connection gets a thread
+/// that reads frames and writes back what `handle` answers (nothing when it answers nil).
+public final class FramedListener: @unchecked Sendable {
+    private let fd: Int32
+    /// The port bound (the configured one, or the kernel's choice for 0).
+    public let port: UInt16
+    public let address: String
+    private let connections = Locked<[ObjectIdentifier: FramedConnection]>([:])
+    private let stopped = Locked(false)
+
+    /// Binds `address:port` (an IPv4 or IPv6 literal).
+    public init(address: String, port: UInt16) throws(HostLinkError) {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Socket.streamType
+        hints.ai_flags = AI_NUMERICSERV | AI_NUMERICHOST | AI_PASSIVE
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(address, String(port), &hints, &list)
+        guard status == 0, let list else { throw .connect("\(address) is not an IP address: \(String(cString: gai_strerror(status)))") }
+        defer { freeaddrinfo(list) }
+        let fd = Socket.makeStream(family: list.pointee.ai_family)
+        guard fd >= 0 else { throw .io("cannot make a socket: \(Socket.errorText(errno))") }
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        guard bind(fd, list.pointee.ai_addr, list.pointee.ai_addrlen) == 0, listen(fd, 16) == 0 else {
+            let code = errno
+            closeDescriptor(fd)
+            throw .connect("cannot listen on \(address):\(port): \(Socket.errorText(code))")
+        }
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        let bound = withUnsafePointer(to: &storage) { p -> UInt16 in
+            Int32(p.pointee.ss_family) == AF_INET6
+                ? p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
+                : p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
+        }
+        self.fd = fd
+        self.port = bound
+        self.address = address
+    }
+
+    /// Accepts connections on a thread of its own until `stop()`; `handle` runs on each
+    /// connection's thread with the frame's TPDU (NAC) and message, and returns the answer.
+    public func start(framing: Framing, onError: @escaping @Sendable (String, HostLinkError) -> Void,
+                      handle: @escaping @Sendable (_ peer: String, _ message: [UInt8]) -> [UInt8]?) {
+        let thread = Thread { [self] in
+            while !stopped.withLock({ $0 }) {
+                var storage = sockaddr_storage()
+                var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+                let client = withUnsafeMutablePointer(to: &storage) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(fd, $0, &length) }
+                }
+                guard client >= 0 else {
+                    if errno == EINTR || errno == ECONNABORTED { continue }
+                    return
+                }
+                let connection = FramedConnection(fd: client, framing: framing, peer: Self.describe(storage))
+                let key = ObjectIdentifier(connection)
+                connections.withLock { $0[key] = connection }
+                let worker = Thread { [self] in
+                    defer {
+                        connection.close()
+                        _ = connections.withLock { $0.removeValue(forKey: key) }
+                    }
+                    while true {
+                        let frame: (tpdu: [UInt8]?, message: [UInt8])
+                        do throws(HostLinkError) { frame = try connection.receive(until: nil) } catch {
+                            if error != .closed { onError(connection.peer, error) }
+                            return
+                        }
+                        guard let answer = handle(connection.peer, frame.message) else { continue }
+                        do throws(HostLinkError) { try connection.send(answer, tpdu: frame.tpdu.map(Framing.replyTPDU) ?? Framing.defaultTPDU) } catch {
+                            onError(connection.peer, error)
+                            return
+                        }
+                    }
+                }
+                worker.name = "cardbench.iso8583.connection"
+                worker.start()
+            }
+        }
+        thread.name = "cardbench.iso8583.listener"
+        thread.start()
+    }
+
+    /// Stops accepting and closes every connection.
+    public func stop() {
+        let first = stopped.withLock { s in
+            defer { s = true }
+            return !s
+        }
+        guard first else { return }
+        _ = shutdown(fd, Int32(SHUT_RDWR))
+        closeDescriptor(fd)
+        for c in connections.withLock({ Array($0.values) }) { c.close() }
+    }
+
+    static func describe(_ storage: sockaddr_storage) -> String {
+        var storage = storage
+        return withUnsafePointer(to: &storage) { p -> String in
+            var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+            if Int32(p.pointee.ss_family) == AF_INET6 {
+                return p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { a in
+                    var addr = a.pointee.sin6_addr
+                    inet_ntop(AF_INET6, &addr, &text, socklen_t(text.count))
+                    return "[\(String(cString: text))]:\(UInt16(bigEndian: a.pointee.sin6_port))"
+                }
+            }
+            return p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { a in
+                var addr = a.pointee.sin_addr
+                inet_ntop(AF_INET, &addr, &text, socklen_t(text.count))
+                return "\(String(cString: text)):\(UInt16(bigEndian: a.pointee.sin_port))"
+            }
+        }
+    }
+}

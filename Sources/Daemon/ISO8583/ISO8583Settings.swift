@@ -1,0 +1,49 @@
+import ISO8583
+
+/// Where an external ISO 8583 host is and how to talk to it: `host.upstream` (or a terminal's
+/// `terminal.<name>.host`) as `iso8583://HOST:PORT`, the format in `host.iso8583.*`.
+public struct ISO8583Upstream: Sendable, Equatable {
+    public var host: String
+    public var port: UInt16
+
+    /// Reads `iso8583://HOST:PORT` (an IPv6 literal in brackets).
+    public init(parsing text: String, key: String) throws(ConfigurationError) {
+        let rule = "must be iso8583://HOST:PORT (an external ISO 8583 host) or emulated (cardbench's own issuer), got \"\(text)\""
+        guard text.hasPrefix("iso8583://") else { throw ConfigurationError(key: key, rule: rule) }
+        let rest = String(text.dropFirst("iso8583://".count))
+        guard let colon = rest.lastIndex(of: ":"), let port = UInt16(rest[rest.index(after: colon)...]), port > 0 else {
+            throw ConfigurationError(key: key, rule: rule)
+        }
+        var host = String(rest[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty, !host.contains("/"), !host.contains("@") else { throw ConfigurationError(key: key, rule: rule) }
+        self.host = host
+        self.port = port
+    }
+
+    public init(host: String, port: UInt16) {
+        self.host = host
+        self.port = port
+    }
+}
+
+/// The message format both directions use, and the link's limits (`host.iso8583.*`).
+public struct ISO8583Settings: Sendable, Equatable {
+    /// `host.iso8583.packager`: pyiso8583-default (default), pyiso8583-default-ascii, jpos-iso87a, jpos-iso87b.
+    public var packager: Packager = .pyiso8583Default
+    /// `host.iso8583.framing`: binary2 (default), nac, ascii4.
+    public var framing: Framing = .binary2
+    /// `host.iso8583.connect_timeout_seconds`: how long a connection may take (default 5 s).
+    public var connectTimeout: Duration = .seconds(5)
+    /// `host.iso8583.retries`: connection attempts after the first, and reversals repeated while
+    /// unanswered (default 2).
+    public var retries = 2
+    /// `host.iso8583.merchant_id`: field 42 (15 characters; default CARDBENCH000001).
+    public var merchantID = "CARDBENCH000001"
+    /// `host.iso8583.listen`: the port cardbench's issuer answers external terminals on (nil: off).
+    public var listenPort: UInt16?
+    /// `host.iso8583.listen_address`: 127.0.0.1 unless set (docs/security.md).
+    public var listenAddress = "127.0.0.1"
+
+    public init() {}
+}

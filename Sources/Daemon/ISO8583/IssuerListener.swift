@@ -1,0 +1,167 @@
+import CardIO
+import EMV
+import Foundation
+import ISO8583
+import Ledger
+import Logging
+import Synchronization
+import Terminal
+
+/// cardbench's emulated issuer on ISO 8583 (`host.iso8583.listen`): external terminals and switches
+/// send 0100/0200/0400/0420/0800 and get the issuer's answers, by the same rules as cardbench's own
+/// terminals (queued outcomes, card states, balances, the ARQC check, the amount table), with the
+/// ARPC in field 55. Each authorisation and reversal is a host-side transaction in the ledger
+/// (provider `iso8583`, terminal `iso8583.host`), its two messages in its trace.
+final class ISO8583IssuerService: @unchecked Sendable {
+    /// The ledger terminal host-side transactions are kept under.
+    static let terminalName = "iso8583.host"
+    static let terminalID = "80000000"
+    /// The host queue one-shot outcomes for external terminals come from.
+    static let queue = "iso8583"
+
+    let host: EmulatedHost
+    let ledger: Ledger
+    let clock: any Terminal.Clock
+    let packager: Packager
+    let amountTable: AmountTable
+    let logger: Logger
+    let onRecorded: @Sendable (StoredTransaction) -> Void
+    /// Approvals by the sending terminal's TID and STAN, for their reversals.
+    private let approvals = Mutex<[String: (id: Int64, code: String, amount: Int)]>([:])
+
+    init(host: EmulatedHost, ledger: Ledger, clock: any Terminal.Clock, packager: Packager, amountTable: AmountTable, logger: Logger,
+         onRecorded: @escaping @Sendable (StoredTransaction) -> Void) throws {
+        self.host = host
+        self.ledger = ledger
+        self.clock = clock
+        self.packager = packager
+        self.amountTable = amountTable
+        self.logger = logger
+        self.onRecorded = onRecorded
+        _ = try ledger.ensureTerminal(name: Self.terminalName, tid: Self.terminalID)
+    }
+
+    /// The answer to one message from `peer`, packed; nil when there is none to give (a message
+    /// that does not unpack, an answer sent to us).
+    func handle(peer: String, _ bytes: [UInt8]) -> [UInt8]? {
+        let message: ISOMessage
+        do { message = try packager.unpack(bytes) } catch {
+            logger.warning("ISO 8583 message from \(peer) does not unpack (\(packager.name)): \(error)")
+            return nil
+        }
+        let answer: ISOMessage?
+        switch message.mti {
+        case "0800", "0801":
+            answer = IssuerMessages.answer(message, code: "00")
+        case "0100", "0101", "0200", "0201":
+            answer = authorise(message)
+        case "0400", "0401", "0420", "0421":
+            answer = reverse(message)
+        default:
+            let third = Array(message.mti.utf8).dropFirst(2).first ?? 0
+            // A request or advice of another kind: "invalid transaction". Answers are not answered.
+            answer = third == UInt8(ascii: "0") || third == UInt8(ascii: "2") ? IssuerMessages.answer(message, code: "12") : nil
+        }
+        guard let answer else { return nil }
+        do { return try packager.pack(answer) } catch {
+            logger.error("ISO 8583 answer to \(peer) cannot be packed: \(error)")
+            return nil
+        }
+    }
+
+    private func key(_ m: ISOMessage, stan: String?) -> String { "\(m[41] ?? "")/\(stan ?? "")" }
+
+    private func authorise(_ message: ISOMessage) -> ISOMessage {
+        let now = UTCDateParts(secondsSince1970: clock.now())
+        let request: AuthorisationRequest
+        do { request = try IssuerMessages.authorisationRequest(message, now: now) } catch {
+            // 30: format error, with the rule the message broke in the log.
+            logger.notice("ISO 8583 \(message.mti) refused: \(error)")
+            return IssuerMessages.answer(message, code: "30")
+        }
+        let response: AuthorisationResponse?
+        do { response = try host.authorise(request, queue: Self.queue, amountTable: amountTable) } catch {
+            response = nil
+        }
+        let code: ResponseCode = response?.responseCode ?? "91"
+        let answer = IssuerMessages.answer(message, code: code, response: response)
+        record(message, answer, request: request, response: response, code: code)
+        return answer
+    }
+
+    private func record(_ message: ISOMessage, _ answer: ISOMessage, request: AuthorisationRequest, response: AuthorisationResponse?,
+                        code: ResponseCode) {
+        let action: TransactionAction = request.kind == .preAuthorisation ? .preAuth : request.kind == .refund ? .refund : .sale
+        let created = clock.nowMicroseconds()
+        do {
+            guard request.amount > 0, (1...999).contains(request.currency) else { return }
+            let started = try ledger.begin(NewTransaction(terminal: Self.terminalName, provider: .iso8583, action: action == .refund ? .sale : action,
+                                                          amount: Int64(request.amount), currency: request.currency,
+                                                          clientReference: key(message, stan: message[11]), createdAt: created, pan: request.pan))
+            // A refund's ledger row needs the sale it refunds, which lives on the external terminal's
+            // side: the host records it as what it is to the issuer, a credit, named in the message.
+            let said = response?.message ?? "issuer unavailable"
+            var completion = Completion(status: code.isApproval ? .approved : .declined, responseCode: code.code,
+                                        message: request.kind == .refund ? "refund (processing code \(message[3] ?? "")): \(said)" : said,
+                                        authorisationCode: response?.authorisationCode,
+                                        completedAt: max(clock.nowMicroseconds(), created), reversal: false)
+            completion.maskedPAN = PAN.masked(request.pan)
+            completion.pan = request.pan
+            completion.brand = CardBrand.detect(pan: request.pan)?.rawValue
+            completion.arqc = request.arqc.map(Hex.encode)
+            completion.atc = request.cryptogramData?.tags[0x9F36].map(Hex.encode)
+            completion.aid = request.aid.isEmpty ? nil : Hex.encode(request.aid)
+            completion.entryMode = Self.entryMode(request.posEntryMode)
+            completion.hostMessages = [entry(message, "in"), entry(answer, "out")]
+            let stored = try ledger.complete(id: started.id, completion)
+            onRecorded(stored)
+            if code.isApproval, let auth = response?.authorisationCode {
+                approvals.withLock { $0[key(message, stan: message[11])] = (stored.id, auth, request.amount) }
+            }
+        } catch {
+            // The answer stands only if recorded: an approval the ledger refused is voided again.
+            logger.error("ISO 8583 \(message.mti) from terminal \(message[41] ?? "?") could not be recorded: \(error)")
+            if let auth = response?.authorisationCode { host.void(authorisationCode: auth, amount: request.amount) }
+        }
+    }
+
+    private func reverse(_ message: ISOMessage) -> ISOMessage {
+        let original = key(message, stan: IssuerMessages.originalSTAN(message))
+        guard let found = approvals.withLock({ $0.removeValue(forKey: original) }) else {
+            // 25: unable to locate the original (never approved here, or reversed already).
+            return IssuerMessages.answer(message, code: "25")
+        }
+        host.void(authorisationCode: found.code, amount: found.amount)
+        let answer = IssuerMessages.answer(message, code: "00")
+        do {
+            let originalRow = try ledger.transaction(id: found.id)
+            let created = clock.nowMicroseconds()
+            let started = try ledger.begin(NewTransaction(terminal: Self.terminalName, provider: .iso8583, action: .reversal,
+                                                          amount: Int64(found.amount), currency: originalRow?.currency ?? 0,
+                                                          clientReference: key(message, stan: message[11]), originalID: found.id,
+                                                          createdAt: created))
+            var completion = Completion(status: .approved, responseCode: "00", message: "reversed by \(message.mti)",
+                                        completedAt: max(clock.nowMicroseconds(), created), reversal: false)
+            completion.maskedPAN = originalRow?.maskedPAN
+            completion.hostMessages = [entry(message, "in"), entry(answer, "out")]
+            onRecorded(try ledger.complete(id: started.id, completion))
+        } catch {
+            logger.error("ISO 8583 reversal from terminal \(message[41] ?? "?") could not be recorded: \(error)")
+        }
+        return answer
+    }
+
+    private func entry(_ m: ISOMessage, _ direction: String) -> HostMessageEntry {
+        HostMessageEntry(direction: direction, mti: m.mti,
+                         fields: ISO8583UpstreamSession.json(m.described(direction: direction, packager: packager).fields))
+    }
+
+    static func entryMode(_ posEntryMode: String?) -> String {
+        switch posEntryMode {
+        case "07": "contactless"
+        case "90", "02": "magstripe"
+        case "80": "fallback"
+        default: "chip"
+        }
+    }
+}

@@ -1,0 +1,154 @@
+import CardIO
+import EMV
+import Foundation
+import ISO8583
+import Ledger
+import Logging
+import Terminal
+import Workflows
+
+/// A terminal's link to an external ISO 8583 host: each transaction gets a session.
+final class ISO8583UpstreamLink: UpstreamLink {
+    let upstream: ISO8583Upstream
+    let settings: ISO8583Settings
+    /// How long the terminal waits for an answer (`host.timeout_seconds`).
+    let timeout: Duration
+    let logger: Logger
+
+    init(upstream: ISO8583Upstream, settings: ISO8583Settings, timeout: Duration, logger: Logger) {
+        self.upstream = upstream
+        self.settings = settings
+        self.timeout = timeout
+        self.logger = logger
+    }
+
+    func session(terminal: any TerminalSession, stan: STAN, rrn: String, date: UTCDateParts) -> any UpstreamSession {
+        ISO8583UpstreamSession(link: self, context: MessageContext(terminalID: terminal.tid, merchantID: settings.merchantID,
+                                                                   stan: stan, rrn: rrn, date: date))
+    }
+}
+
+/// One transaction's messages with the external host. Each message goes over a connection of its
+/// own (connect, send, read the answer, close), as a dial-up terminal does: nothing is left half-read
+/// for the next transaction, and a host that restarts between two messages loses nothing.
+final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
+    let link: ISO8583UpstreamLink
+    let context: MessageContext
+    private(set) var messages: [HostMessageEntry] = []
+    /// The authorisation sent and its answer: what a reversal names.
+    private var request: ISOMessage?
+    private var answer: ISOMessage?
+    private var reversed = false
+
+    init(link: ISO8583UpstreamLink, context: MessageContext) {
+        self.link = link
+        self.context = context
+    }
+
+    var packager: Packager { link.settings.packager }
+
+    func authorise(_ authorisation: AuthorisationRequest) throws(HostError) -> AuthorisationResponse {
+        let message = TerminalMessages.authorisation(authorisation, context)
+        request = message
+        let got: ISOMessage
+        do { got = try exchange(message, deadline: ContinuousClock.now + link.timeout) } catch {
+            // No usable answer: the host may still have approved, so the approval is taken back
+            // (a late answer, a timeout) and the terminal decides as "unable to go online".
+            reverse(advice: false, why: error.description)
+            throw .unavailable(reason: "\(error)")
+        }
+        answer = got
+        do throws(ISO8583Error) { return try TerminalMessages.response(got, to: message) } catch {
+            reverse(advice: false, why: "unusable answer")
+            throw .unavailable(reason: "the host's answer cannot be used: \(error)")
+        }
+    }
+
+    /// The kernel takes back an approval it could not complete (the card removed after it, an AAC
+    /// at the second GENERATE AC): a 0420 reversal advice.
+    func reverse(_ request: AuthorisationRequest, approval: AuthorisationResponse) {
+        reverse(advice: true, why: "the terminal did not complete the approved transaction")
+    }
+
+    /// Sends a 0400 (or 0420) for the authorisation, repeated (0401, 0421) until the host answers it
+    /// or the retries run out.
+    private func reverse(advice: Bool, why: String) {
+        guard let request, !reversed else { return }
+        reversed = true
+        var message = TerminalMessages.reversal(of: request, advice: advice, answer: answer, context)
+        for attempt in 0...link.settings.retries {
+            if attempt > 0 { message.mti = advice ? "0421" : "0401" }
+            do {
+                let got = try exchange(message, deadline: ContinuousClock.now + link.timeout)
+                if got.mti == TerminalMessages.responseMTI(message.mti) { return }
+            } catch {
+                link.logger.warning("ISO 8583 reversal of STAN \(context.stan) not answered (\(why)): \(error)",
+                                    metadata: ["host": "\(link.upstream.host):\(link.upstream.port)"])
+            }
+        }
+    }
+
+    enum ExchangeError: Error, CustomStringConvertible {
+        case link(HostLinkError)
+        case message(ISO8583Error)
+
+        var description: String {
+            switch self {
+            case .link(let e): "host \(e)"
+            case .message(let e): "the host's message: \(e)"
+            }
+        }
+    }
+
+    /// Sends `message` and reads one answer before `deadline`, keeping both (described) in the trace.
+    private func exchange(_ message: ISOMessage, deadline: ContinuousClock.Instant) throws(ExchangeError) -> ISOMessage {
+        let bytes: [UInt8]
+        do { bytes = try packager.pack(message) } catch { throw .message(error) }
+        let connection = try connect()
+        defer { connection.close() }
+        do { try connection.send(bytes) } catch { throw .link(error) }
+        record(message, direction: "out")
+        let frame: (tpdu: [UInt8]?, message: [UInt8])
+        do { frame = try connection.receive(until: deadline) } catch { throw .link(error) }
+        do {
+            let got = try packager.unpack(frame.message)
+            record(got, direction: "in")
+            return got
+        } catch {
+            recordUnreadable(frame.message, error)
+            throw .message(error)
+        }
+    }
+
+    private func connect() throws(ExchangeError) -> FramedConnection {
+        var last = HostLinkError.connect("no attempt")
+        for _ in 0...link.settings.retries {
+            do {
+                return try FramedConnection.connect(host: link.upstream.host, port: link.upstream.port, framing: link.settings.framing,
+                                                    timeout: link.settings.connectTimeout)
+            } catch {
+                last = error
+            }
+        }
+        throw .link(last)
+    }
+
+    private func record(_ message: ISOMessage, direction: String) {
+        let described = message.described(direction: direction, packager: packager)
+        messages.append(HostMessageEntry(direction: direction, mti: message.mti, fields: Self.json(described.fields)))
+    }
+
+    /// An answer that does not unpack: its first four characters when they are an MTI, and why.
+    private func recordUnreadable(_ bytes: [UInt8], _ error: ISO8583Error) {
+        let head = bytes.prefix(4)
+        let mti = head.count == 4 && head.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) ? String(decoding: head, as: UTF8.self) : "0000"
+        let field = DescribedField(field: 0, name: "unreadable message (\(bytes.count) bytes)", value: error.description, tlv: nil)
+        messages.append(HostMessageEntry(direction: "in", mti: mti, fields: Self.json([field])))
+    }
+
+    static func json(_ fields: [DescribedField]) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(fields)).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
+    }
+}
