@@ -226,7 +226,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DaemonTests",
-            dependencies: ["Daemon", "Defaults", "Fronts", "Ledger", "Terminal", "EMV", "CardIO", "VirtualCard", "Workflows", "TestSupport",
+            dependencies: ["Daemon", "Defaults", "Fronts", "Ledger", "Terminal", "EMV", "CardIO", "VirtualCard", "Workflows", "TestSupport", "ISO8583",
                            .product(name: "HummingbirdTesting", package: "hummingbird"),
                            .product(name: "AsyncHTTPClient", package: "async-http-client"),
                            .product(name: "Crypto", package: "swift-crypto"),

@@ -10,10 +10,12 @@ extension Bench {
     /// The newest transactions of one terminal (or of all), `limit` at a time, older than `before`.
     public func transactions(terminal name: String?, limit: Int, before: Int64?,
                              filter: TransactionFilter = TransactionFilter()) throws(DaemonError) -> [StoredTransaction] {
-        // The platforms' merchants have ledger terminals of their own (`worldline.<merchantId>`).
-        let platform: [String]
+        // The platforms' merchants have ledger terminals of their own (`worldline.<merchantId>`),
+        // and so has the issuer's ISO 8583 listener (`iso8583.host`) once it has answered.
+        var platform: [String]
         do {
             platform = try ledger.worldlineMerchants().map(\.terminalName) + ledger.citconMerchants().map(\.terminalName)
+            if try ledger.terminal(name: ISO8583IssuerService.terminalName) != nil { platform.append(ISO8583IssuerService.terminalName) }
         } catch { throw DaemonError(ledger: error, "ledger") }
         var names = terminals.map(\.settings.name) + platform
         if let name { names = platform.contains(name) ? [name] : [try terminal(name).settings.name] }

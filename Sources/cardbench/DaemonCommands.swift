@@ -122,7 +122,7 @@ struct TxList: AsyncParsableCommand {
 }
 
 struct TxShow: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "show", abstract: "One transaction with its trace and callbacks.")
+    static let configuration = CommandConfiguration(commandName: "show", abstract: "One transaction with its trace, its ISO 8583 messages and its callbacks.")
 
     @Argument(help: "The ledger id or the transactionId (UUID).")
     var id: String
@@ -151,6 +151,13 @@ struct TxShow: AsyncParsableCommand {
         for (i, e) in (t.trace ?? []).enumerated() {
             print(String(format: "%3d ", i + 1) + "> \(e.command)  \(e.name)")
             print("    < \(e.response)")
+        }
+        for m in t.hostMessages ?? [] {
+            print("ISO 8583 \(m.direction == "out" ? ">" : "<") \(m.mti) (\(m.meaning))")
+            for f in m.fields {
+                print("    \(f.field) \(f.name): \(f.value)")
+                for tag in f.tlv ?? [] { print("        \(tag.tag) \(tag.name): \(tag.value)") }
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 import EMV
 import Foundation
+import ISO8583
 import Ledger
 import Terminal
 import Testing
@@ -280,6 +281,10 @@ let schemaBindings: [String: SchemaBinding] = [
     "OpenResultField": .of(OpenResult.Field.self),
     "TransactionView": .of(TransactionView.self),
     "TraceView": .of(TraceView.self),
+    "HostMessageView": .of(HostMessageView.self),
+    "DescribedField": .of(DescribedField.self),
+    "DescribedTag": .of(DescribedTag.self),
+    "ISO8583View": .of(ISO8583View.self),
     "ODAReport": .of(ODAReport.self),
     "EntryReport": .of(EntryReport.self),
     "OutboxView": .of(OutboxView.self),
@@ -420,6 +425,11 @@ struct OpenAPITests {
         view.trace = try ledger.trace(transactionID: stored.id).map(TraceView.init)
         view.callbacks = try ledger.outbox(transactionID: stored.id).map(OutboxView.init)
         view.decoded = DecodedTrace(stored, trace: try ledger.trace(transactionID: stored.id))
+        var echo = ISOMessage(mti: "0810")
+        echo[39] = "00"
+        echo.fields[55] = .bytes([0x91, 0x02, 0xAA, 0xBB])
+        view.hostMessages = [HostMessageView(HostMessageEntry(direction: "in", mti: "0810",
+                                                              fields: ISO8583UpstreamSession.json(echo.described(direction: "in", packager: .pyiso8583Default).fields)))]
         let detailSchema = try #require(document.responseSchema("GET", "/v1/transactions/{id}", status: 200))
         let detail = try apiJSON(view)
         let detailProblems = document.problems(detail, detailSchema)

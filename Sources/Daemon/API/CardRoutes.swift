@@ -61,6 +61,18 @@ public struct HostView: Codable, Sendable, Equatable {
     public let timeoutSeconds: Double
     /// The outcomes queued on each terminal, first first.
     public let queues: [String: [HostOutcomeBody]]
+    /// Who each terminal authorises against: `emulated` or `iso8583://HOST:PORT`.
+    public let upstreams: [String: String]
+    /// The ISO 8583 link's format, and where the issuer answers external terminals.
+    public let iso8583: ISO8583View
+}
+
+/// The ISO 8583 settings in force.
+public struct ISO8583View: Codable, Sendable, Equatable {
+    public let packager: String
+    public let framing: String
+    /// `ADDRESS:PORT` the issuer listens on (the port bound, when configured as 0); absent when off.
+    public let listen: String?
 }
 
 extension HostOutcomeBody: Equatable {
@@ -106,8 +118,18 @@ extension Bench {
         var queues: [String: [HostOutcomeBody]] = [:]
         for t in terminals { queues[t.settings.name] = try hostQueue(terminal: t.settings.name).map(HostOutcomeBody.init) }
         return HostView(amountTables: ["viva": configuration.vivaAmountTable.option, "billpocket": configuration.billpocketAmountTable.option,
-                                       "worldline": configuration.worldline.settings.amountTable.option, "citcon": configuration.citcon.settings.amountTable.option],
-                        timeoutSeconds: Double(configuration.hostTimeout.components.seconds), queues: queues)
+                                       "worldline": configuration.worldline.settings.amountTable.option, "citcon": configuration.citcon.settings.amountTable.option,
+                                       "iso8583": configuration.iso8583AmountTable.option],
+                        timeoutSeconds: Double(configuration.hostTimeout.components.seconds), queues: queues,
+                        upstreams: Dictionary(uniqueKeysWithValues: configuration.terminals.map { t in
+                            (t.name, context.upstream[t.name] == nil ? "emulated" : "iso8583://" + ((t.upstream ?? configuration.upstream).map { u in
+                                (u.host.contains(":") ? "[\(u.host)]" : u.host) + ":\(u.port)" } ?? ""))
+                        }),
+                        iso8583: ISO8583View(packager: configuration.iso8583.packager.name, framing: configuration.iso8583.framing.rawValue,
+                                             listen: iso8583Port.map { port in
+                                                 let a = configuration.iso8583.listenAddress
+                                                 return (a.contains(":") ? "[\(a)]" : a) + ":\(port)"
+                                             }))
     }
 }
 

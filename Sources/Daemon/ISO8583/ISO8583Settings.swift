@@ -15,8 +15,16 @@ public struct ISO8583Upstream: Sendable, Equatable {
             throw ConfigurationError(key: key, rule: rule)
         }
         var host = String(rest[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty, !host.contains("/"), !host.contains("@") else { throw ConfigurationError(key: key, rule: rule) }
+        // An IPv6 literal comes in brackets, and only an IPv6 literal has colons.
+        if host.hasPrefix("[") || host.hasSuffix("]") {
+            guard host.count > 2, host.hasPrefix("["), host.hasSuffix("]") else { throw ConfigurationError(key: key, rule: rule) }
+            host = String(host.dropFirst().dropLast())
+        } else if host.contains(":") {
+            throw ConfigurationError(key: key, rule: rule)
+        }
+        guard !host.isEmpty, host.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || ".-:".contains($0)) }) else {
+            throw ConfigurationError(key: key, rule: rule)
+        }
         self.host = host
         self.port = port
     }

@@ -1,0 +1,253 @@
+import Daemon
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+
+/// The ISO 8583 link both ways against an independent peer, pyiso8583 (PyPI): Tests/Interop/
+/// iso8583_host.py is the external host cardbench's terminals authorise against (it checks their
+/// ARQCs with pyemv and answers by amount: 51.00 declines 51, .77 sends an issuer script, .88 never
+/// answers, .99 answers garbage), and iso8583_terminal.py the external terminal sending 0800, 0200,
+/// 0100, a tampered ARQC and a 0400 to cardbench's issuer, checking each ARPC with pyemv.
+@Suite("ISO 8583, end to end with pyiso8583", .serialized)
+struct ISO8583EndToEndTests {
+    /// The Python host, its port and its log of every message it received and sent.
+    final class PeerHost {
+        let process = Process()
+        let directory: URL
+        var log: URL { directory.appendingPathComponent("host.jsonl") }
+        let port: Int
+
+        init(spec: String, framing: String) async throws {
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent("iso-host-\(UUID().uuidString.prefix(8))")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let portFile = directory.appendingPathComponent("port")
+            process.executableURL = URL(fileURLWithPath: try WorldlineEndToEndTests.python())
+            process.arguments = [repositoryRoot.appendingPathComponent("Tests/Interop/iso8583_host.py").path, "--port-file", portFile.path,
+                                 "--spec", spec, "--framing", framing, "--log", directory.appendingPathComponent("host.jsonl").path,
+                                 "--cards", repositoryRoot.appendingPathComponent("Scenarios/cards").path]
+            let output = FileHandle(forWritingAtPath: "/dev/null")
+            process.standardOutput = output
+            process.standardError = output
+            try process.run()
+            let deadline = Date().addingTimeInterval(30)
+            while Date() < deadline {
+                if let text = try? String(contentsOf: portFile, encoding: .utf8), let port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+                    self.port = port
+                    return
+                }
+                guard process.isRunning else { throw HarnessError("iso8583_host.py exited \(process.terminationStatus)") }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            process.terminate()
+            throw HarnessError("iso8583_host.py wrote no port in 30 s")
+        }
+
+        /// Every logged message, in order.
+        func messages() throws -> [[String: Any]] {
+            try String(contentsOf: log, encoding: .utf8).split(separator: "\n").compactMap {
+                try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+        }
+
+        func stop() {
+            process.terminate()
+            let deadline = Date().addingTimeInterval(5)
+            while process.isRunning, Date() < deadline { usleep(20_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+            try? FileManager.default.removeItem(at: directory)
+        }
+    }
+
+    static func config(upstreamPort: Int, packager: String, framing: String) -> String {
+        """
+        host:
+          upstream: iso8583://127.0.0.1:\(upstreamPort)
+          timeout_seconds: 2
+          iso8583:
+            packager: \(packager)
+            framing: \(framing)
+            retries: 1
+        """
+    }
+
+    /// Sells `amount` (minor units) on bench1 through the Viva front; returns the callback's fields.
+    static func sell(_ amount: Int, _ daemon: DaemonProcess) throws -> [(String, String)] {
+        _ = try cli(["keypad", "bench1", "--pin", "1234"], socket: daemon.socket)
+        let opened = try cli(["open", saleURL(amount: amount, tip: 0, reference: "iso\(amount)")], socket: daemon.socket)
+        #expect(opened.status == 0, "\(opened.stderr)")
+        return callbackFields(opened.stdout.trimmingCharacters(in: .whitespacesAndNewlines)).fields
+    }
+
+    static func transaction(_ uuid: String, _ daemon: DaemonProcess) throws -> [String: Any] {
+        let shown = try cli(["tx", "show", uuid, "--json"], socket: daemon.socket)
+        #expect(!shown.stdout.contains("4761739001010010"), "no full PAN in the transaction's view")
+        return try #require(try JSONSerialization.jsonObject(with: Data(shown.stdout.utf8)) as? [String: Any])
+    }
+
+    /// The newest transaction (a failed Viva callback carries no transactionId).
+    static func latest(_ daemon: DaemonProcess) throws -> [String: Any] {
+        let listed = try cli(["tx", "list", "--json", "--limit", "1"], socket: daemon.socket)
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]])
+        return try transaction(try #require(rows.first?["transactionId"] as? String), daemon)
+    }
+
+    static func mtis(_ t: [String: Any]) -> [String] {
+        ((t["hostMessages"] as? [[String: Any]]) ?? []).map { "\($0["direction"] as? String ?? "") \($0["mti"] as? String ?? "")" }
+    }
+
+    @Test("a terminal authorises against pyiso8583: approval with a verified ARPC, 51, an issuer script, a timeout and garbage reversed")
+    func terminalAgainstExternalHost() async throws {
+        let host = try await PeerHost(spec: "default", framing: "binary2")
+        defer { host.stop() }
+        let daemon = try await DaemonProcess(["--demo"], config: Self.config(upstreamPort: host.port, packager: "pyiso8583-default", framing: "binary2"))
+        defer { daemon.remove() }
+        let inserted = try InsertedCard("visa-credit-cvn10.yaml", reader: daemon.readerSocket())
+        defer { inserted.remove() }
+
+        // Approved: the host checked the ARQC, the card accepted its ARPC (EXTERNAL AUTHENTICATE 9000).
+        var fields = try Self.sell(1000, daemon)
+        #expect(value(fields, "status") == "success")
+        var t = try Self.transaction(try #require(value(fields, "transactionId")), daemon)
+        #expect(t["responseCode"] as? String == "00")
+        #expect(Self.mtis(t) == ["out 0200", "in 0210"])
+        let trace = (t["trace"] as? [[String: String]]) ?? []
+        #expect(trace.contains { $0["name"] == "EXTERNAL AUTHENTICATE" && $0["response"] == "9000" })
+        let sent = try #require((t["hostMessages"] as? [[String: Any]])?.first?["fields"] as? [[String: Any]])
+        #expect(sent.first { $0["field"] as? Int == 2 }?["value"] as? String == "476173******0010")
+        #expect(sent.first { $0["field"] as? Int == 35 }?["value"] as? String == "476173******0010=(withheld)")
+        let icc = try #require(sent.first { $0["field"] as? Int == 55 }?["tlv"] as? [[String: String]])
+        #expect(Set(icc.compactMap { $0["tag"] }) == ["82", "84", "95", "9A", "9C", "5F2A", "9F02", "9F03", "9F09", "9F10", "9F1A", "9F1E",
+                                                      "9F26", "9F27", "9F33", "9F34", "9F35", "9F36", "9F37", "9F41"])
+        var log = try host.messages()
+        #expect(log.first { $0["mti"] as? String == "0200" }?["arqc_ok"] as? Bool == true)
+
+        // Declined 51 by the host.
+        fields = try Self.sell(5100, daemon)
+        #expect(value(fields, "status") == "failed")
+        t = try Self.latest(daemon)
+        #expect(t["responseCode"] as? String == "51")
+
+        // An issuer script (72) runs on the card after the second GENERATE AC.
+        fields = try Self.sell(1077, daemon)
+        #expect(value(fields, "status") == "success")
+        t = try Self.transaction(try #require(value(fields, "transactionId")), daemon)
+        let names = ((t["trace"] as? [[String: String]]) ?? []).compactMap { $0["name"] }
+        let secondGenerateAC = try #require(names.lastIndex(of: "GENERATE AC"))
+        #expect(names.firstIndex(of: "APPLICATION UNBLOCK").map { $0 > secondGenerateAC } == true, "\(names)")
+
+        // No answer in time: unable to go online (Z3 with the kernel's default TAC), and a 0400 for it.
+        fields = try Self.sell(1088, daemon)
+        #expect(value(fields, "status") == "failed")
+        t = try Self.latest(daemon)
+        #expect(t["responseCode"] as? String == "Z3")
+        #expect(Self.mtis(t) == ["out 0200", "out 0400", "in 0410"])
+        // Garbage for an answer: the same.
+        fields = try Self.sell(1099, daemon)
+        #expect(value(fields, "status") == "failed")
+        t = try Self.latest(daemon)
+        #expect(t["responseCode"] as? String == "Z3")
+        #expect(Self.mtis(t) == ["out 0200", "in 0000", "out 0400", "in 0410"])
+        log = try host.messages()
+        let reversals = log.filter { $0["mti"] as? String == "0400" && $0["direction"] as? String == "in" }
+        #expect(reversals.count == 2)
+        let stan = (t["stan"] as? String) ?? ""
+        #expect((reversals.last?["fields"] as? [String: String])?["90"]?.hasPrefix("0200" + stan) == true)
+    }
+
+    @Test("the other framings and packagers: NAC with pyiso8583's default_ascii, ASCII lengths with default", arguments: [
+        ("default_ascii", "pyiso8583-default-ascii", "nac"), ("default", "pyiso8583-default", "ascii4"),
+    ])
+    func otherFormats(spec: String, packager: String, framing: String) async throws {
+        let host = try await PeerHost(spec: spec, framing: framing)
+        defer { host.stop() }
+        let daemon = try await DaemonProcess(["--demo"], config: Self.config(upstreamPort: host.port, packager: packager, framing: framing))
+        defer { daemon.remove() }
+        let inserted = try InsertedCard("visa-credit-cvn10.yaml", reader: daemon.readerSocket())
+        defer { inserted.remove() }
+        var fields = try Self.sell(1000, daemon)
+        #expect(value(fields, "status") == "success")
+        fields = try Self.sell(5100, daemon)
+        #expect(value(fields, "status") == "failed")
+        let t = try Self.latest(daemon)
+        #expect(t["responseCode"] as? String == "51")
+        let log = try host.messages()
+        #expect(log.filter { $0["mti"] as? String == "0200" }.compactMap { $0["arqc_ok"] as? Bool } == [true, true])
+    }
+
+    @Test("pyiso8583 as an external terminal: cardbench's issuer answers 0800, 0200, 0100, a tampered ARQC and a 0400, with ARPCs pyemv verifies")
+    func externalTerminalAgainstIssuer() async throws {
+        let daemon = try await DaemonProcess(config: """
+            host:
+              iso8583:
+                listen: 0
+            """)
+        defer { daemon.remove() }
+        let (status, body) = try await daemon.json("GET", "/v1/host")
+        #expect(status == 200)
+        let listen = try #require(((body as? [String: Any])?["iso8583"] as? [String: Any])?["listen"] as? String)
+        #expect(listen.hasPrefix("127.0.0.1:"))
+        let run = Process()
+        run.executableURL = URL(fileURLWithPath: try WorldlineEndToEndTests.python())
+        run.arguments = [repositoryRoot.appendingPathComponent("Tests/Interop/iso8583_terminal.py").path, "--connect", listen]
+            + ["visa-credit-cvn10", "mastercard-debit-cvn20", "visa-debit-cvn18", "visa-lost"].flatMap { ["--profile", card("\($0).yaml")] }
+        let out = Pipe()
+        run.standardOutput = out
+        run.standardError = out
+        try run.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        run.waitUntilExit()
+        #expect(run.terminationStatus == 0, "\(text)\n\(daemon.logText)")
+        #expect(text.contains("passed, 0 failed"), "\(text)")
+
+        // Each authorisation and reversal is a host-side transaction with its two messages.
+        let listed = try cli(["tx", "list", "--json", "--limit", "100"], socket: daemon.socket)
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]])
+        let host = rows.filter { $0["provider"] as? String == "iso8583" }
+        #expect(host.count >= 12, "\(rows.count) rows")
+        #expect(host.contains { $0["status"] as? String == "reversed" })
+        #expect(host.contains { $0["action"] as? String == "reversal" })
+        #expect(host.contains { $0["responseCode"] as? String == "41" })
+        let one = try Self.transaction(try #require(host.first?["transactionId"] as? String), daemon)
+        #expect(one["terminal"] as? String == "iso8583.host")
+        #expect(Self.mtis(one).count == 2)
+        #expect(!listed.stdout.contains("5204730000000005") && !listed.stdout.contains("4761739001010069"))
+    }
+
+    @Test("configuration errors name the key and the rule")
+    func configurationErrors() async throws {
+        let cases: [(String, String)] = [
+            ("host:\n  upstream: http://127.0.0.1:5000\n", "host.upstream: must be iso8583://HOST:PORT"),
+            ("host:\n  upstream: iso8583://127.0.0.1:0\n", "host.upstream: must be iso8583://HOST:PORT"),
+            ("host:\n  iso8583:\n    packager: iso93\n", "host.iso8583.packager: must be pyiso8583-default"),
+            ("host:\n  iso8583:\n    framing: hdlc\n", "host.iso8583.framing: must be binary2, nac or ascii4"),
+            ("host:\n  iso8583:\n    listen: 70000\n", "host.iso8583.listen: must be a whole number from 0 to 65535"),
+            ("host:\n  iso8583:\n    merchant_id: \"1234567890123456\"\n", "host.iso8583.merchant_id: must be 1 to 15"),
+            ("terminals: [a]\nterminal:\n  a:\n    host: iso8583://[::1\n", "terminal.a.host: must be iso8583://HOST:PORT"),
+            ("terminals: [a]\nterminal:\n  a:\n    host: iso8583://::1:5000\n", "terminal.a.host: must be iso8583://HOST:PORT"),
+        ]
+        for (yaml, expected) in cases {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("iso-conf-\(UUID().uuidString.prefix(8))")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let file = directory.appendingPathComponent("c.yaml")
+            try yaml.write(to: file, atomically: true, encoding: .utf8)
+            let p = Process()
+            p.executableURL = productsDirectory.appendingPathComponent("cardbenchd")
+            p.arguments = ["--config", file.path, "--state-directory", directory.path + "/s", "--runtime-directory", directory.path + "/r"]
+            let err = Pipe()
+            p.standardError = err
+            p.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+            try p.run()
+            // A configuration the daemon took would leave it running: stop it, and fail below.
+            let watchdog = Task { try await Task.sleep(for: .seconds(20)); p.terminate() }
+            defer { watchdog.cancel() }
+            let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            p.waitUntilExit()
+            #expect(p.terminationStatus == 2, "\(yaml): \(text)")
+            #expect(text.contains(expected), "\(yaml): \(text)")
+        }
+    }
+}
