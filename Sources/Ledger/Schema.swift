@@ -210,7 +210,7 @@ enum Schema {
     static let v8 = """
         CREATE TABLE host_message (
             transaction_id INTEGER NOT NULL REFERENCES txn(id),
-            seq            INTEGER NOT NULL,
+            seq            INTEGER NOT NULL CHECK (seq >= 1),
             direction      TEXT NOT NULL CHECK (direction IN ('out', 'in')),
             mti            TEXT NOT NULL CHECK (length(mti) = 4),
             fields         TEXT NOT NULL CHECK (json_valid(fields)),

@@ -141,7 +141,10 @@ struct ConsoleTests {
             try await client.execute(uri: "/v1/terminals/bench1/host-queue", method: .post, headers: Self.jsonHeaders,
                                      body: ByteBuffer(string: #"{"code": "51"}"#)) { #expect($0.status == .created) }
             let host = try await client.execute(uri: "/v1/host", method: .get) { try value($0.body) as? [String: Any] ?? [:] }
-            #expect(host["amountTables"] as? [String: String] == ["viva": "stripe-cents", "billpocket": "billpocket", "worldline": "worldline", "citcon": "none"])
+            #expect(host["amountTables"] as? [String: String] == ["viva": "stripe-cents", "billpocket": "billpocket", "worldline": "worldline", "citcon": "none",
+                                                                  "iso8583": "none"])
+            #expect(host["upstreams"] as? [String: String] == ["bench1": "emulated"])
+            #expect((host["iso8583"] as? [String: String])?["packager"] == "pyiso8583-default")
             #expect((host["queues"] as? [String: [[String: Any]]])?["bench1"]?.first?["code"] as? String == "51")
             #expect(host["timeoutSeconds"] as? Double == 30)
         }

@@ -16,7 +16,7 @@ struct OpeningTests {
         #expect(tables.contains("terminal") && tables.contains("txn") && tables.contains("trace") && tables.contains("outbox"))
         let migrations = try ledger.rows("SELECT identifier FROM grdb_migrations").map { $0["identifier"] as String }
         #expect(migrations == ["v1-terminals-transactions-traces-outbox", "v2-billpocket-users-tokens-devices", "v3-stan-reservations", "v4-platform-providers-worldline", "v5-citcon",
-                               "v6-offline-data-authentication", "v7-card-entry"])
+                               "v6-offline-data-authentication", "v7-card-entry", "v8-iso8583"])
         #expect(try ledger.pool.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") } == "wal")
         let synchronous = try ledger.pool.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
         #expect(synchronous == 1, "NORMAL: the group commit syncs the WAL itself before a durable write returns")
@@ -36,10 +36,70 @@ struct OpeningTests {
             try ledger.close()
         }
         let again = try Ledger(path: dir.database, panKey: keyA)
-        #expect(try again.int("SELECT count(*) FROM grdb_migrations") == 7)
+        #expect(try again.int("SELECT count(*) FROM grdb_migrations") == 8)
         #expect(try again.terminal(name: "t1")?.lastSTAN == STAN(1))
         #expect(try again.transaction(id: 1)?.status == .approved)
         #expect(try again.begin(sale()).stan == STAN(2))
+    }
+
+    /// v8 rebuilds the transactions table to let provider `iso8583` in: a ledger made by an earlier
+    /// build keeps its rows, its other columns, its indexes and the rows that refer to them.
+    @Test func v8KeepsAnEarlierLedgersTransactions() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let indexesBefore: [String]
+        do {
+            let queue = try DatabaseQueue(path: dir.database)
+            try Schema.migrator.migrate(queue, upTo: "v7-card-entry")
+            try queue.write { db in
+                try db.execute(sql: "INSERT INTO terminal (name, tid, last_stan, created_at) VALUES ('t1', '16016684', 1, 1)")
+                try db.execute(sql: """
+                    INSERT INTO txn (uuid, terminal_id, provider, action, status, amount, currency, stan, rrn, created_at, completed_at,
+                                     card_entry, oda)
+                    VALUES ('u-1', 1, 'viva', 'sale', 'approved', 1000, 978, 1, '632900000001', 1, 2, '{"interface":"contact"}', '{"method":"dda"}')
+                    """)
+                try db.execute(sql: "INSERT INTO trace (transaction_id, seq, command, response) VALUES (1, 1, '00A4', '9000')")
+            }
+            indexesBefore = try queue.read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'txn' ORDER BY name") }
+            try queue.close()
+        }
+        let ledger = try Ledger(path: dir.database, panKey: keyA)
+        let t = try #require(try ledger.transaction(id: 1))
+        #expect(t.uuid == "u-1" && t.status == .approved && t.amount == 1000 && t.cardEntry == #"{"interface":"contact"}"# && t.oda == #"{"method":"dda"}"#)
+        #expect(try ledger.trace(transactionID: 1) == [TraceEntry(command: "00A4", response: "9000")])
+        let indexesAfter = try ledger.rows("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'txn' ORDER BY name").map { $0["name"] as String }
+        #expect(indexesAfter == indexesBefore && indexesAfter.count >= 8)
+        #expect(try ledger.int("PRAGMA foreign_key_check") == 0)
+        // The new provider is accepted, with its host messages.
+        _ = try ledger.ensureTerminal(name: "iso8583.host", tid: "80000000")
+        let s = try ledger.begin(NewTransaction(terminal: "iso8583.host", provider: .iso8583, action: .sale, amount: 500, currency: 978, createdAt: 3))
+        var done = Completion(status: .declined, responseCode: "51", completedAt: 4)
+        done.hostMessages = [HostMessageEntry(direction: "in", mti: "0200", fields: #"[{"field":4,"name":"Amount","value":"000000000500"}]"#)]
+        try ledger.complete(id: s.id, done)
+        #expect(try ledger.hostMessages(transactionID: s.id) == done.hostMessages)
+        #expect(try ledger.transaction(id: s.id)?.provider == .iso8583)
+    }
+
+    @Test func hostMessagesAreChecked() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let ledger = try Ledger(path: dir.database, panKey: keyA)
+        _ = try ledger.ensureTerminal(name: "t1", tid: "16016684")
+        let pan = panA
+        for (entry, field) in [(HostMessageEntry(direction: "sideways", mti: "0200", fields: "[]"), "hostMessages[0].direction"),
+                               (HostMessageEntry(direction: "out", mti: "02x0", fields: "[]"), "hostMessages[0].mti"),
+                               (HostMessageEntry(direction: "out", mti: "0200", fields: "{}"), "hostMessages[0].fields"),
+                               (HostMessageEntry(direction: "out", mti: "0200", fields: #"[{"value":"\#(pan)"}]"#), "hostMessages[0].fields")] {
+            let s = try ledger.begin(sale())
+            var done = approved()
+            done.hostMessages = [entry]
+            #expect {
+                try ledger.complete(id: s.id, done)
+            } throws: { error in
+                guard case LedgerError.invalid(let f, _) = error else { return false }
+                return f == field
+            }
+        }
     }
 
     @Test func openingWithAnotherKeyIsRefused() throws {
