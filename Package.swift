@@ -237,7 +237,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CardIOTests",
-            dependencies: ["CardIO", "CLibPCSCLite", "EMV", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CardIO", "CLibPCSCLite", "EMV", "ISO8583", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "CLITests",

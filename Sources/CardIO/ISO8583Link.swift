@@ -193,8 +193,10 @@ public final class FramedListener: @unchecked Sendable {
     }
 
     /// Accepts connections on a thread of its own until `stop()`; `handle` runs on each
-    /// connection's thread with the frame's TPDU (NAC) and message, and returns the answer.
-    public func start(framing: Framing, onError: @escaping @Sendable (String, HostLinkError) -> Void,
+    /// connection's thread with the frame's TPDU (NAC) and message, and returns the answer. At most
+    /// `maximumConnections` are served at once (a thread each): one more is closed as it comes, so a
+    /// flood of connections cannot take the daemon's threads.
+    public func start(framing: Framing, maximumConnections: Int = 64, onError: @escaping @Sendable (String, HostLinkError) -> Void,
                       handle: @escaping @Sendable (_ peer: String, _ message: [UInt8]) -> [UInt8]?) {
         let thread = Thread { [self] in
             while !stopped.withLock({ $0 }) {
@@ -209,7 +211,16 @@ public final class FramedListener: @unchecked Sendable {
                 }
                 let connection = FramedConnection(fd: client, framing: framing, peer: Self.describe(storage))
                 let key = ObjectIdentifier(connection)
-                connections.withLock { $0[key] = connection }
+                let admitted = connections.withLock { open in
+                    guard open.count < maximumConnections else { return false }
+                    open[key] = connection
+                    return true
+                }
+                guard admitted else {
+                    onError(connection.peer, .io("refused: \(maximumConnections) connections are open already"))
+                    connection.close()
+                    continue
+                }
                 let worker = Thread { [self] in
                     defer {
                         connection.close()
