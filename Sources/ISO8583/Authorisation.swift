@@ -60,7 +60,13 @@ public enum TerminalMessages {
         m[22] = (request.posEntryMode ?? "05") + "1"
         if let psn = tags[0x5F34], psn.count == 1 { m[23] = "0" + Hex.encode(psn) }
         m[25] = "00"
-        if let track2 = tags[0x57] {
+        if let track2 = request.track2, track2.count <= 37 {
+            m[35] = track2
+            // A swiped card's expiry comes from its track: YYMM after the separator.
+            if m[14] == nil, let separator = track2.firstIndex(of: "="), track2[track2.index(after: separator)...].count >= 4 {
+                m[14] = String(track2[track2.index(after: separator)...].prefix(4))
+            }
+        } else if let track2 = tags[0x57] {
             let t = String(Hex.encode(track2).map { $0 == "D" ? "=" : $0 }.filter { $0 != "F" })
             if !t.isEmpty, t.count <= 37 { m[35] = t }
         }
@@ -150,7 +156,7 @@ public enum TerminalMessages {
         }
         let response = ResponseCode(code)
         let known = ResponseCode.isKnownHostCode(code)
-        let authCode = response.isApproval ? (answer[38]?.trimmingCharacters(in: " ")).flatMap { $0.isEmpty ? nil : $0 } : nil
+        let authCode = known && response.isApproval ? (answer[38]?.trimmingCharacters(in: " ")).flatMap { $0.isEmpty ? nil : $0 } : nil
         return AuthorisationResponse(
             responseCode: known ? response : "05", authorisationCode: authCode, issuerAuthenticationData: issuerData,
             issuerScripts: scripts, rule: "iso8583",

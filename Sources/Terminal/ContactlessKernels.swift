@@ -495,6 +495,7 @@ extension Kernel {
                                                amount: request.amount, currency: configuration.currencyCode, arqc: nil, cryptogramData: nil,
                                                pinBlock: pinBlock, date: request.date)
         hostRequest.posEntryMode = entry.posEntryMode
+        hostRequest.track2 = stripe.track2.filter { $0 != ";" && $0 != "?" }
         let code: ResponseCode, authorisationCode: String?, message: String
         do {
             let answer = try host.authorise(hostRequest)

@@ -103,6 +103,9 @@ public struct AuthorisationRequest: Sendable {
     public var cardExpiry: (year: Int, month: Int)? = nil
     /// ISO 8583 field 22 positions 1–2 (05 chip, 07 contactless, 80 fallback, 90 stripe); nil: chip.
     public var posEntryMode: String? = nil
+    /// A swiped card's track 2 (`PAN=YYMM…`, no sentinels), for an ISO 8583 host's field 35. Held
+    /// for the request only, never stored.
+    public var track2: String? = nil
 
     public init(pan: String, aid: [UInt8], kind: Kind = .purchase, amount: Int, currency: Int, arqc: [UInt8]?,
                 cryptogramData: CryptogramData?, pinBlock: [UInt8]? = nil, date: UTCDateParts) {
