@@ -4,7 +4,7 @@ import { get } from "/console/api.js";
 import { announce, badge, fill, h, money, when } from "/console/dom.js";
 import { onEvent } from "/console/hub.js";
 
-const providers = ["", "viva", "billpocket", "worldline", "citcon", "cli"];
+const providers = ["", "viva", "billpocket", "worldline", "citcon", "iso8583", "cli"];
 const statuses = ["", "approved", "declined", "failed", "cancelled", "refunded", "reversed", "in_progress"];
 
 export class TransactionsView {
@@ -138,6 +138,17 @@ export class TransactionView {
             s.commandData ? tlvTree(s.commandData) : null,
             h("p", {}, "R-APDU ", h("code", { class: "hex" }, s.response)),
             s.tlv ? tlvTree(s.tlv) : null))))));
+    }
+    if (t.hostMessages?.length) {
+      // The ISO 8583 messages, field by field as the ledger keeps them (card data masked, PIN blocks withheld).
+      sections.push(h("section", { class: "card" }, h("h3", {}, `ISO 8583 messages (${t.hostMessages.length})`),
+        h("ol", { class: "trace" }, t.hostMessages.map((m) => h("li", {},
+          h("details", {},
+            h("summary", {}, h("strong", {}, `${m.direction === "out" ? "sent" : "received"} ${m.mti}`), ` — ${m.meaning}`),
+            h("table", { class: "fields" }, h("tbody", {}, m.fields.map((f) => h("tr", {},
+              h("td", {}, String(f.field)), h("td", {}, f.name),
+              h("td", {}, h("code", {}, f.value),
+                f.tlv ? h("ul", {}, f.tlv.map((x) => h("li", {}, h("code", {}, x.tag), ` ${x.name}: `, h("code", {}, x.value)))) : null)))))))))));
     }
     fill(this.body, sections);
   }
