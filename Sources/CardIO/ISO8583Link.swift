@@ -8,6 +8,11 @@ import Darwin
 import Foundation
 import ISO8583
 
+/// shutdown(2) both ways, for the types whose own `shutdown` hides it.
+private func shutdownDescriptor(_ fd: Int32) {
+    _ = shutdown(fd, Int32(SHUT_RDWR))
+}
+
 /// Why an exchange with an ISO 8583 peer failed.
 public enum HostLinkError: Error, Sendable, Equatable, CustomStringConvertible {
     /// No connection: resolution failed, refused, or not established in time.
@@ -78,8 +83,11 @@ public final class FramedConnection: @unchecked Sendable {
                     continue
                 }
                 var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                let left = max(0, Int32((deadline - ContinuousClock.now) / .milliseconds(1)))
-                let ready = poll(&p, 1, left)
+                var ready: Int32
+                repeat {
+                    let left = max(0, Int32((deadline - ContinuousClock.now) / .milliseconds(1)))
+                    ready = poll(&p, 1, left)
+                } while ready < 0 && errno == EINTR
                 var soError: Int32 = 0
                 var length = socklen_t(MemoryLayout<Int32>.size)
                 _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &length)
@@ -138,15 +146,24 @@ public final class FramedConnection: @unchecked Sendable {
         return framing.split(body)
     }
 
-    /// Closes the connection (once; later calls do nothing). A thread blocked in `receive` returns.
+    /// Closes the connection (once; later calls do nothing). Only the thread that uses the
+    /// connection closes it: another thread calls `shutdown()`, so a descriptor number the kernel
+    /// hands out again is never read or written by a thread that still holds the old one.
     public func close() {
-        let first = closed.withLock { c in
-            defer { c = true }
-            return !c
+        closed.withLock { c in
+            guard !c else { return }
+            c = true
+            shutdownDescriptor(fd)
+            closeDescriptor(fd)
         }
-        guard first else { return }
-        _ = shutdown(fd, Int32(SHUT_RDWR))
-        closeDescriptor(fd)
+    }
+
+    /// Ends the connection's traffic from another thread: a thread blocked in `receive` returns
+    /// (`closed`), and the owner closes the descriptor.
+    public func shutdown() {
+        closed.withLock { c in
+            if !c { shutdownDescriptor(fd) }
+        }
     }
 }
 
@@ -157,8 +174,12 @@ public final class FramedListener: @unchecked Sendable {
     /// The port bound (the configured one, or the kernel's choice for 0).
     public let port: UInt16
     public let address: String
-    private let connections = Locked<[ObjectIdentifier: FramedConnection]>([:])
-    private let stopped = Locked(false)
+    private struct State {
+        var started = false
+        var stopped = false
+        var connections: [ObjectIdentifier: FramedConnection] = [:]
+    }
+    private let state = Locked(State())
 
     /// Binds `address:port` (an IPv4 or IPv6 literal).
     public init(address: String, port: UInt16) throws(HostLinkError) {
@@ -195,40 +216,56 @@ public final class FramedListener: @unchecked Sendable {
     /// Accepts connections on a thread of its own until `stop()`; `handle` runs on each
     /// connection's thread with the frame's TPDU (NAC) and message, and returns the answer. At most
     /// `maximumConnections` are served at once (a thread each): one more is closed as it comes, so a
-    /// flood of connections cannot take the daemon's threads.
-    public func start(framing: Framing, maximumConnections: Int = 64, onError: @escaping @Sendable (String, HostLinkError) -> Void,
+    /// flood of connections cannot take the daemon's threads; a connection idle for `idleTimeout`
+    /// is closed, so idle ones cannot hold the places either.
+    public func start(framing: Framing, maximumConnections: Int = 64, idleTimeout: Duration = .seconds(300),
+                      onError: @escaping @Sendable (String, HostLinkError) -> Void,
                       handle: @escaping @Sendable (_ peer: String, _ message: [UInt8]) -> [UInt8]?) {
+        guard state.withLock({ s in
+            guard !s.started, !s.stopped else { return false }
+            s.started = true
+            return true
+        }) else { return }
         let thread = Thread { [self] in
-            while !stopped.withLock({ $0 }) {
+            // The accept thread owns the listening descriptor: `stop()` only shuts it down.
+            defer { closeDescriptor(fd) }
+            while !state.withLock({ $0.stopped }) {
                 var storage = sockaddr_storage()
                 var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
                 let client = withUnsafeMutablePointer(to: &storage) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(fd, $0, &length) }
                 }
                 guard client >= 0 else {
-                    if errno == EINTR || errno == ECONNABORTED { continue }
-                    return
+                    let code = errno
+                    if code == EINTR || code == ECONNABORTED { continue }
+                    if state.withLock({ $0.stopped }) || code == EBADF || code == EINVAL { return }
+                    // Out of descriptors or memory: say so, wait a little, go on accepting.
+                    onError(address, .io("accept failed: \(Socket.errorText(code))"))
+                    usleep(100_000)
+                    continue
                 }
+                // Commands the daemon runs (callbacks) must not inherit a terminal's connection.
+                _ = fcntl(client, F_SETFD, FD_CLOEXEC)
                 let connection = FramedConnection(fd: client, framing: framing, peer: Self.describe(storage))
                 let key = ObjectIdentifier(connection)
-                let admitted = connections.withLock { open in
-                    guard open.count < maximumConnections else { return false }
-                    open[key] = connection
+                let admitted = state.withLock { s in
+                    guard !s.stopped, s.connections.count < maximumConnections else { return false }
+                    s.connections[key] = connection
                     return true
                 }
                 guard admitted else {
-                    onError(connection.peer, .io("refused: \(maximumConnections) connections are open already"))
+                    onError(connection.peer, .io("refused: \(maximumConnections) connections are open already, or the listener is stopping"))
                     connection.close()
                     continue
                 }
                 let worker = Thread { [self] in
                     defer {
                         connection.close()
-                        _ = connections.withLock { $0.removeValue(forKey: key) }
+                        _ = state.withLock { $0.connections.removeValue(forKey: key) }
                     }
                     while true {
                         let frame: (tpdu: [UInt8]?, message: [UInt8])
-                        do throws(HostLinkError) { frame = try connection.receive(until: nil) } catch {
+                        do throws(HostLinkError) { frame = try connection.receive(until: .now + idleTimeout) } catch {
                             if error != .closed { onError(connection.peer, error) }
                             return
                         }
@@ -247,16 +284,15 @@ public final class FramedListener: @unchecked Sendable {
         thread.start()
     }
 
-    /// Stops accepting and closes every connection.
+    /// Stops accepting and ends every connection (their threads close them).
     public func stop() {
-        let first = stopped.withLock { s in
-            defer { s = true }
-            return !s
+        let (first, started, open) = state.withLock { s -> (Bool, Bool, [FramedConnection]) in
+            defer { s.stopped = true }
+            return (!s.stopped, s.started, Array(s.connections.values))
         }
         guard first else { return }
-        _ = shutdown(fd, Int32(SHUT_RDWR))
-        closeDescriptor(fd)
-        for c in connections.withLock({ Array($0.values) }) { c.close() }
+        if started { shutdownDescriptor(fd) } else { closeDescriptor(fd) }
+        for c in open { c.shutdown() }
     }
 
     static func describe(_ storage: sockaddr_storage) -> String {

@@ -94,6 +94,14 @@ extension ISOMessage {
             }
             out.append(DescribedField(field: n, name: spec.name, value: shown, tlv: tlv))
         }
+        // The card number wherever else a peer put it (a private field, an unknown tag): masked too.
+        let pan = fields[2]?.text ?? fields[35]?.text.map { String($0.prefix { $0 != "=" && $0 != "D" }) }
+        if let pan, pan.count >= 12 {
+            out = out.map { f in
+                DescribedField(field: f.field, name: f.name, value: TraceRedaction.masking(pan: pan, in: f.value),
+                               tlv: f.tlv?.map { DescribedTag(tag: $0.tag, name: $0.name, value: TraceRedaction.masking(pan: pan, in: $0.value)) })
+            }
+        }
         return DescribedMessage(direction: direction, mti: mti, meaning: Self.meaning(of: mti), fields: out)
     }
 

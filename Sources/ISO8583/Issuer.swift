@@ -14,7 +14,8 @@ public enum IssuerMessages {
             throw ISO8583Error(part: "field 2 (Primary Account Number (PAN))", reason: "required (or track 2 in field 35), 12 to 19 digits")
         }
         guard let amountText = m[4], let amount = Int(amountText) else { throw missing(4, "Amount, Transaction") }
-        guard let currencyText = m[49], let currency = Int(currencyText), currencyText.count == 3 else {
+        guard amount > 0 else { throw ISO8583Error(part: "field 4 (Amount, Transaction)", reason: "must be above zero") }
+        guard let currencyText = m[49], let currency = Int(currencyText), currencyText.count == 3, currency > 0 else {
             throw ISO8583Error(part: "field 49 (Currency Code, Transaction)", reason: "required, 3 digits (ISO 4217 numeric)")
         }
         var tags: [EMVTag: [UInt8]] = [:]
@@ -29,7 +30,9 @@ public enum IssuerMessages {
         var date = now
         if let f7 = m[7], f7.count == 10, let month = Int(f7.prefix(2)), let day = Int(f7.dropFirst(2).prefix(2)),
            (1...12).contains(month), (1...31).contains(day) {
-            date = UTCDateParts(year: now.year, month: month, day: day, hour: Int(f7.dropFirst(4).prefix(2)) ?? 0,
+            // Field 7 has no year: this year's, or last year's for a December message read in January.
+            let year = month > now.month + 6 ? now.year - 1 : now.year
+            date = UTCDateParts(year: year, month: month, day: day, hour: Int(f7.dropFirst(4).prefix(2)) ?? 0,
                                 minute: Int(f7.dropFirst(6).prefix(2)) ?? 0, second: Int(f7.suffix(2)) ?? 0)
         }
         var request = AuthorisationRequest(pan: pan, aid: tags[0x84] ?? tags[0x4F] ?? [], kind: kind, amount: amount, currency: currency,

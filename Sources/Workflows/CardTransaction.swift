@@ -104,7 +104,9 @@ extension WorkflowContext {
         failed.message = String(("not recorded: \(error)" + (approved ? "; the host's approval was reversed" : "")).prefix(500))
         var recorded = (try? store.complete(id: run.started.id, failed, trace: run.trace, outbox: [])) != nil
         if !recorded {
-            // The trace may be what was refused: the outcome matters more than the exchange.
+            // The trace (APDUs or host messages) may be what was refused: the outcome matters more
+            // than the exchange.
+            failed.hostMessages = []
             recorded = (try? store.complete(id: run.started.id, failed, trace: [], outbox: [])) != nil
         }
         let what = approved ? (reversed ? "was approved, then reversed at the host" : "was approved; the host had no approval left to reverse")

@@ -1,5 +1,8 @@
+import CardIO
 import Daemon
 import Foundation
+import ISO8583
+import Terminal
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -214,6 +217,44 @@ struct ISO8583EndToEndTests {
         #expect(one["terminal"] as? String == "iso8583.host")
         #expect(Self.mtis(one).count == 2)
         #expect(!listed.stdout.contains("5204730000000005") && !listed.stdout.contains("4761739001010069"))
+    }
+
+    @Test("the issuer's listener: a repeat gets the first answer and is not authorised twice; a zero amount is 13; garbage gets no answer")
+    func listenerRules() async throws {
+        let daemon = try await DaemonProcess(config: "host:\n  iso8583:\n    listen: 0\n")
+        defer { daemon.remove() }
+        let (_, body) = try await daemon.json("GET", "/v1/host")
+        let listen = try #require(((body as? [String: Any])?["iso8583"] as? [String: Any])?["listen"] as? String)
+        let port = try #require(UInt16(listen.split(separator: ":").last ?? ""))
+        let c = try FramedConnection.connect(host: "127.0.0.1", port: port, framing: .binary2, timeout: .seconds(30))
+        defer { c.close() }
+        let p = Packager.pyiso8583Default
+        func ask(_ m: ISOMessage) throws -> ISOMessage {
+            try c.send(try p.pack(m))
+            return try p.unpack(try c.receive(until: .now + .seconds(30)).message)
+        }
+        let context = MessageContext(terminalID: "EXTTERM1", merchantID: "M1", stan: STAN(7)!, rrn: "000000000007",
+                                     date: UTCDateParts(year: 2026, month: 1, day: 1))
+        var sale = AuthorisationRequest(pan: "4761739001010010", aid: [], amount: 1500, currency: 978, arqc: nil, cryptogramData: nil,
+                                        date: context.date)
+        sale.posEntryMode = "01"
+        let request = TerminalMessages.authorisation(sale, context)
+        let first = try ask(request)
+        #expect(first.mti == "0210" && first[39] == "00")
+        var repeated = request
+        repeated.mti = "0201"
+        let again = try ask(repeated)
+        #expect(again.mti == "0210" && again[39] == "00" && again[38] == first[38])
+        // Garbage: nothing comes back, and the connection still serves.
+        try c.send([0x30, 0x32])
+        #expect(throws: HostLinkError.timedOut) { try c.receive(until: .now + .milliseconds(500)) }
+        var zero = request
+        zero[4] = "000000000000"
+        zero[11] = "000008"
+        #expect(try ask(zero)[39] == "13")
+        let listed = try cli(["tx", "list", "--json", "--limit", "100"], socket: daemon.socket)
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]])
+        #expect(rows.filter { $0["provider"] as? String == "iso8583" }.count == 1, "one authorisation, one row: \(rows.count)")
     }
 
     @Test("configuration errors name the key and the rule")

@@ -187,5 +187,12 @@ import Terminal
         #expect(d.fields.first { $0.field == 52 }?.value == "(PIN block withheld)")
         #expect(d.fields.first { $0.field == 55 }?.tlv?.first == DescribedTag(tag: "9F26", name: "Application Cryptogram", value: "0102030405060708"))
         #expect(d.meaning == "financial request")
+        // A peer that puts the card number in a private field or an unknown tag: masked there too.
+        var odd = Self.sale()
+        odd[48] = "card " + Self.pan
+        odd.fields[55] = .bytes(TLV(0xDF01, [0x47, 0x61, 0x73, 0x00, 0x00, 0x00, 0x01, 0x19]).encoded())
+        let shown = odd.described(direction: "in", packager: .jposISO87A)
+        #expect(shown.fields.first { $0.field == 48 }?.value == "card 476173******0119")
+        #expect(shown.fields.first { $0.field == 55 }?.tlv?.first?.value == "476173******0119")
     }
 }

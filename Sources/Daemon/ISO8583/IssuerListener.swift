@@ -27,7 +27,9 @@ final class ISO8583IssuerService: @unchecked Sendable {
     let logger: Logger
     let onRecorded: @Sendable (StoredTransaction) -> Void
     /// Approvals by the sending terminal's TID and STAN, for their reversals.
-    private let approvals = Mutex<[String: (id: Int64, code: String, amount: Int)]>([:])
+    private let approvals = Mutex(Recent<(id: Int64, code: String, amount: Int)>())
+    /// Answers by TID, STAN and message class, for repeats.
+    private let answers = Mutex(Recent<ISOMessage>())
 
     init(host: EmulatedHost, ledger: Ledger, clock: any Terminal.Clock, packager: Packager, amountTable: AmountTable, logger: Logger,
          onRecorded: @escaping @Sendable (StoredTransaction) -> Void) throws {
@@ -53,8 +55,18 @@ final class ISO8583IssuerService: @unchecked Sendable {
         switch message.mti {
         case "0800", "0801":
             answer = IssuerMessages.answer(message, code: "00")
-        case "0100", "0101", "0200", "0201":
+        case "0100", "0200":
             answer = authorise(message)
+        case "0101", "0201":
+            // A repeat is the same request sent again: it gets the first one's answer, and is
+            // authorised only when that never arrived here.
+            let earlier = answers.withLock { $0.value(for: key(message, stan: message[11]) + "/" + message.mti.prefix(2)) }
+            if var earlier {
+                earlier.mti = TerminalMessages.responseMTI(message.mti)
+                answer = earlier
+            } else {
+                answer = authorise(message)
+            }
         case "0400", "0401", "0420", "0421":
             answer = reverse(message)
         default:
@@ -75,26 +87,32 @@ final class ISO8583IssuerService: @unchecked Sendable {
         let now = UTCDateParts(secondsSince1970: clock.now())
         let request: AuthorisationRequest
         do { request = try IssuerMessages.authorisationRequest(message, now: now) } catch {
-            // 30: format error, with the rule the message broke in the log.
+            // 13 for an amount that cannot be one, 30 (format error) otherwise; the rule in the log.
             logger.notice("ISO 8583 \(message.mti) refused: \(error)")
-            return IssuerMessages.answer(message, code: "30")
+            return IssuerMessages.answer(message, code: error.part.hasPrefix("field 4 ") ? "13" : "30")
         }
         let response: AuthorisationResponse?
         do { response = try host.authorise(request, queue: Self.queue, amountTable: amountTable) } catch {
             response = nil
         }
         let code: ResponseCode = response?.responseCode ?? "91"
-        let answer = IssuerMessages.answer(message, code: code, response: response)
-        record(message, answer, request: request, response: response, code: code)
+        var answer = IssuerMessages.answer(message, code: code, response: response)
+        if !record(message, answer, request: request, response: response, code: code) {
+            // Nothing stands that is not recorded: the approval was voided, and the terminal is told
+            // the system failed (96), with no authorisation code and no ARPC.
+            answer = IssuerMessages.answer(message, code: "96")
+        }
+        answers.withLock { $0.insert(answer, for: key(message, stan: message[11]) + "/" + message.mti.prefix(2)) }
         return answer
     }
 
+    /// Records the authorisation with its two messages; false when the ledger refused it (an
+    /// approval is then voided on the issuer).
     private func record(_ message: ISOMessage, _ answer: ISOMessage, request: AuthorisationRequest, response: AuthorisationResponse?,
-                        code: ResponseCode) {
+                        code: ResponseCode) -> Bool {
         let action: TransactionAction = request.kind == .preAuthorisation ? .preAuth : request.kind == .refund ? .refund : .sale
         let created = clock.nowMicroseconds()
         do {
-            guard request.amount > 0, (1...999).contains(request.currency) else { return }
             let started = try ledger.begin(NewTransaction(terminal: Self.terminalName, provider: .iso8583, action: action == .refund ? .sale : action,
                                                           amount: Int64(request.amount), currency: request.currency,
                                                           clientReference: key(message, stan: message[11]), createdAt: created, pan: request.pan))
@@ -116,22 +134,25 @@ final class ISO8583IssuerService: @unchecked Sendable {
             let stored = try ledger.complete(id: started.id, completion)
             onRecorded(stored)
             if code.isApproval, let auth = response?.authorisationCode {
-                approvals.withLock { $0[key(message, stan: message[11])] = (stored.id, auth, request.amount) }
+                approvals.withLock { $0.insert((stored.id, auth, request.amount), for: key(message, stan: message[11])) }
             }
+            return true
         } catch {
             // The answer stands only if recorded: an approval the ledger refused is voided again.
             logger.error("ISO 8583 \(message.mti) from terminal \(message[41] ?? "?") could not be recorded: \(error)")
             if let auth = response?.authorisationCode { host.void(authorisationCode: auth, amount: request.amount) }
+            return false
         }
     }
 
     private func reverse(_ message: ISOMessage) -> ISOMessage {
         let original = key(message, stan: IssuerMessages.originalSTAN(message))
-        guard let found = approvals.withLock({ $0.removeValue(forKey: original) }) else {
-            // 25: unable to locate the original (never approved here, or reversed already).
+        // 25: unable to locate the original (never approved here, reversed already, or an approval
+        // the issuer no longer holds).
+        guard let found = approvals.withLock({ $0.remove(original) }),
+              host.void(authorisationCode: found.code, amount: found.amount) else {
             return IssuerMessages.answer(message, code: "25")
         }
-        host.void(authorisationCode: found.code, amount: found.amount)
         let answer = IssuerMessages.answer(message, code: "00")
         do {
             let originalRow = try ledger.transaction(id: found.id)
@@ -164,4 +185,29 @@ final class ISO8583IssuerService: @unchecked Sendable {
         default: "chip"
         }
     }
+}
+
+/// The last `capacity` values by key: what the issuer remembers of external terminals' messages,
+/// bounded so a terminal that never reverses cannot grow it without end.
+struct Recent<Value> {
+    private var values: [String: Value] = [:]
+    private var order: [String] = []
+    private var start = 0
+    let capacity = 10_000
+
+    func value(for key: String) -> Value? { values[key] }
+
+    mutating func insert(_ value: Value, for key: String) {
+        if values.updateValue(value, forKey: key) == nil { order.append(key) }
+        while values.count > capacity, start < order.count {
+            values[order[start]] = nil
+            start += 1
+        }
+        if start > capacity {
+            order.removeFirst(start)
+            start = 0
+        }
+    }
+
+    mutating func remove(_ key: String) -> Value? { values.removeValue(forKey: key) }
 }

@@ -51,10 +51,12 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
         let message = TerminalMessages.authorisation(authorisation, context)
         request = message
         let got: ISOMessage
-        do { got = try exchange(message, deadline: ContinuousClock.now + link.timeout) } catch {
-            // No usable answer: the host may still have approved, so the approval is taken back
-            // (a late answer, a timeout) and the terminal decides as "unable to go online".
-            reverse(advice: false, why: error.description)
+        var sent = false
+        do { got = try exchange(message, deadline: ContinuousClock.now + link.timeout, connectAttempts: 1 + link.settings.retries, sent: &sent) } catch {
+            // No usable answer: a host that got the request may still have approved, so the
+            // approval is taken back (a late answer, a timeout), and the terminal decides as
+            // "unable to go online". A request that never left needs no reversal.
+            if sent { reverse(advice: false, why: error.description) }
             throw .unavailable(reason: "\(error)")
         }
         answer = got
@@ -76,10 +78,12 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
         guard let request, !reversed else { return }
         reversed = true
         var message = TerminalMessages.reversal(of: request, advice: advice, answer: answer, context)
+        // One connection attempt per repeat: the card waits in the reader meanwhile.
         for attempt in 0...link.settings.retries {
             if attempt > 0 { message.mti = advice ? "0421" : "0401" }
             do {
-                let got = try exchange(message, deadline: ContinuousClock.now + link.timeout)
+                var sent = false
+                let got = try exchange(message, deadline: ContinuousClock.now + link.timeout, connectAttempts: 1, sent: &sent)
                 if got.mti == TerminalMessages.responseMTI(message.mti) { return }
             } catch {
                 link.logger.warning("ISO 8583 reversal of STAN \(context.stan) not answered (\(why)): \(error)",
@@ -101,11 +105,14 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
     }
 
     /// Sends `message` and reads one answer before `deadline`, keeping both (described) in the trace.
-    private func exchange(_ message: ISOMessage, deadline: ContinuousClock.Instant) throws(ExchangeError) -> ISOMessage {
+    private func exchange(_ message: ISOMessage, deadline: ContinuousClock.Instant, connectAttempts: Int,
+                          sent: inout Bool) throws(ExchangeError) -> ISOMessage {
         let bytes: [UInt8]
         do { bytes = try packager.pack(message) } catch { throw .message(error) }
-        let connection = try connect()
+        let connection = try connect(attempts: connectAttempts)
         defer { connection.close() }
+        // Once a byte may have left, the host may act on it.
+        sent = true
         do { try connection.send(bytes) } catch { throw .link(error) }
         record(message, direction: "out")
         let frame: (tpdu: [UInt8]?, message: [UInt8])
@@ -120,9 +127,9 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
         }
     }
 
-    private func connect() throws(ExchangeError) -> FramedConnection {
+    private func connect(attempts: Int) throws(ExchangeError) -> FramedConnection {
         var last = HostLinkError.connect("no attempt")
-        for _ in 0...link.settings.retries {
+        for _ in 0..<max(1, attempts) {
             do {
                 return try FramedConnection.connect(host: link.upstream.host, port: link.upstream.port, framing: link.settings.framing,
                                                     timeout: link.settings.connectTimeout)
