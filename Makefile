@@ -34,7 +34,7 @@ deps:
 
 ## venv: a Python venv with pyemv, the oracle of the cross-check and the floor of bench crypto
 venv: deps
-	@$(VENV)/bin/python -c 'import pyemv, onlinepayments.sdk, jwcrypto, selenium, iso8583' 2>/dev/null || { \
+	@$(VENV)/bin/python -c 'import pyemv, onlinepayments.sdk, jwcrypto, selenium, iso8583, yaml' 2>/dev/null || { \
 		echo "creating $(VENV) with pyemv, the Worldline SDK, jwcrypto, selenium and pyiso8583"; \
 		$(PYTHON) -m venv $(VENV) && $(VENV)/bin/pip install -q --disable-pip-version-check -r Tests/Oracle/requirements.txt; }
 

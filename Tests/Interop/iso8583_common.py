@@ -15,6 +15,8 @@ import re
 import sys
 import threading
 
+import yaml
+
 sys.dont_write_bytecode = True  # the peers import each other's module; leave no __pycache__ in the tree
 
 try:
@@ -179,146 +181,10 @@ class JsonLog:
             self.file.flush()
 
 
-# ------------------------------------------------------------------------------------ YAML subset
+# ------------------------------------------------------------------------------------ profiles' YAML
 
 class YamlError(ValueError):
-    pass
-
-
-def _strip_comment(line):
-    """Cuts a '#' comment that starts the line or follows a space, outside quotes."""
-    quote = None
-    for i, c in enumerate(line):
-        if quote:
-            if c == quote:
-                quote = None
-        elif c in "\"'":
-            quote = c
-        elif c == "#" and (i == 0 or line[i - 1] in " \t"):
-            return line[:i]
-    return line
-
-
-def _split_flow(text):
-    """Splits the inside of a flow collection on its top-level commas."""
-    parts, depth, quote, start = [], 0, None, 0
-    for i, c in enumerate(text):
-        if quote:
-            if c == quote:
-                quote = None
-        elif c in "\"'":
-            quote = c
-        elif c in "[{":
-            depth += 1
-        elif c in "]}":
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts if p.strip()]
-
-
-_KEY = re.compile(r"^([A-Za-z0-9_.\-]+):(?:\s+(.*))?$")
-
-
-def _scalar(text):
-    """A YAML scalar or flow collection; scalars stay strings (callers convert what they need)."""
-    text = text.strip()
-    if text.startswith('"'):
-        if not text.endswith('"') or len(text) < 2:
-            raise YamlError(f"unterminated string: {text}")
-        return json.loads(text)  # the profiles' double-quoted strings use JSON-compatible escapes only
-    if text.startswith("'"):
-        if not text.endswith("'") or len(text) < 2:
-            raise YamlError(f"unterminated string: {text}")
-        return text[1:-1].replace("''", "'")
-    if text.startswith("{"):
-        if not text.endswith("}"):
-            raise YamlError(f"flow mapping not closed on its line: {text}")
-        out = {}
-        for part in _split_flow(text[1:-1]):
-            m = _KEY.match(part)
-            if not m:
-                raise YamlError(f"not a key: value pair: {part}")
-            out[m.group(1)] = _scalar(m.group(2) or "")
-        return out
-    if text.startswith("["):
-        if not text.endswith("]"):
-            raise YamlError(f"flow sequence not closed on its line: {text}")
-        return [_scalar(p) for p in _split_flow(text[1:-1])]
-    if text in ("|", ">") or text.startswith(("|", ">", "&", "*", "!")):
-        raise YamlError(f"block scalars, anchors and tags are beyond this reader: {text}")
-    return text
-
-
-def read_yaml(text):
-    """The subset of YAML the card profiles use: block mappings and sequences by indentation,
-    flow mappings and sequences on one line, quoted and plain scalars, comments."""
-    lines = []
-    for number, raw in enumerate(text.splitlines(), 1):
-        if "\t" in raw[: len(raw) - len(raw.lstrip())]:
-            raise YamlError(f"line {number}: tab in indentation")
-        line = _strip_comment(raw).rstrip()
-        if line.strip() and line.strip() != "---":
-            lines.append((len(line) - len(line.lstrip(" ")), line.strip()))
-    if not lines:
-        return {}
-    value, i = _block(lines, 0, lines[0][0])
-    if i != len(lines):
-        raise YamlError(f"unexpected indentation at: {lines[i][1]}")
-    return value
-
-
-def _is_item(content):
-    return content == "-" or content.startswith("- ")
-
-
-def _block(lines, i, indent):
-    if _is_item(lines[i][1]):
-        return _sequence(lines, i, indent)
-    return _mapping(lines, i, indent)
-
-
-def _mapping(lines, i, indent):
-    out = {}
-    while i < len(lines) and lines[i][0] == indent and not _is_item(lines[i][1]):
-        m = _KEY.match(lines[i][1])
-        if not m:
-            raise YamlError(f"expected 'key: value': {lines[i][1]}")
-        key, rest = m.group(1), m.group(2)
-        i += 1
-        if rest:
-            out[key] = _scalar(rest)
-        elif i < len(lines) and (lines[i][0] > indent or (lines[i][0] == indent and _is_item(lines[i][1]))):
-            out[key], i = _block(lines, i, lines[i][0])
-        else:
-            out[key] = None
-    return out, i
-
-
-def _sequence(lines, i, indent):
-    out = []
-    while i < len(lines) and lines[i][0] == indent and _is_item(lines[i][1]):
-        rest = lines[i][1][1:]
-        content = rest.lstrip(" ")
-        if not content:
-            i += 1
-            if i < len(lines) and lines[i][0] > indent:
-                value, i = _block(lines, i, lines[i][0])
-                out.append(value)
-            else:
-                out.append(None)
-        elif _KEY.match(content):
-            # "- key: value" opens a mapping whose keys sit at the column of "key".
-            column = indent + 1 + (len(rest) - len(content))
-            lines = lines[:i] + [(column, content)] + lines[i + 1:]
-            value, i = _mapping(lines, i, column)
-            out.append(value)
-        else:
-            out.append(_scalar(content))
-            i += 1
-    return out, i
+    """A card profile this peer cannot use (read with PyYAML, pinned in Tests/Oracle/requirements.txt)."""
 
 
 # ------------------------------------------------------------------------------------ card profiles
@@ -410,7 +276,10 @@ class Profile:
 
 def load_profile(path):
     with open(path, encoding="utf-8") as f:
-        return Profile(path, read_yaml(f.read()))
+        data = yaml.safe_load(f)
+    if not isinstance(data, dict):
+        raise YamlError(f"{path} is not a YAML mapping")
+    return Profile(path, data)
 
 
 def load_cards(directory, warn=None):
