@@ -109,6 +109,21 @@ public enum TerminalMessages {
         return m
     }
 
+    /// A 0220 completion advice for a capture of `original` (a pre-authorisation the host
+    /// approved with `answer`): the original's card and terminal fields, the captured amount, the
+    /// capture's own STAN and times, the original's RRN and authorisation code, and field 90.
+    public static func completion(of original: ISOMessage, answer: ISOMessage, amount: Int, _ c: MessageContext) -> ISOMessage {
+        var m = ISOMessage(mti: "0220")
+        for n in [2, 3, 14, 22, 23, 25, 37, 41, 42, 49, 55] { m.fields[n] = original.fields[n] }
+        m[4] = digits(amount, 12)
+        dateFields(c.date, into: &m)
+        m[11] = c.stan.description
+        m[38] = answer[38]
+        m[39] = "00"
+        m[90] = original.mti + (original[11] ?? "000000") + (original[7] ?? "0000000000") + String(repeating: "0", count: 22)
+        return m
+    }
+
     /// An 0800 echo test (field 70: 301).
     public static func echo(_ c: MessageContext) -> ISOMessage {
         var m = ISOMessage(mti: "0800")

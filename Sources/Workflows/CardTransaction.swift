@@ -197,9 +197,16 @@ extension WorkflowContext {
         let done: Result<Answer, WorkflowError> = await terminal.perform { [self] in
             do {
                 let started = try store.begin(new)
-                if release > 0, let code = original.authorisationCode { host.void(authorisationCode: code, amount: Int(release)) }
+                var completion = Completion.approved(actingOn: original, completedAt: new.createdAt)
+                if let link = upstream[terminal.name] {
+                    // An external host's approval: it is told (0220, 0400); the emulated issuer holds nothing.
+                    completion.hostMessages = link.actOn(new.action, original: original, amount: new.amount, terminal: terminal, stan: started.stan,
+                                                         date: UTCDateParts(secondsSince1970: new.createdAt / 1_000_000))
+                } else if release > 0, let code = original.authorisationCode {
+                    host.void(authorisationCode: code, amount: Int(release))
+                }
                 let callback = try render(started)
-                let stored = try store.complete(id: started.id, Completion.approved(actingOn: original, completedAt: new.createdAt),
+                let stored = try store.complete(id: started.id, completion,
                                                 trace: [], outbox: callback.outbox(appSchemesHandedOn: settings.appSchemeCallbacksHandedOn))
                 return .success(Answer(callback: callback, transaction: stored))
             } catch {

@@ -7,6 +7,13 @@ public protocol UpstreamLink: Sendable {
     /// A host for one transaction on `terminal`: the kernel asks it for authorisations and
     /// reversals, and it keeps the messages it exchanged for the ledger.
     func session(terminal: any TerminalSession, stan: STAN, rrn: String, date: UTCDateParts) -> any UpstreamSession
+
+    /// Tells the host about a transaction acting on `original` without a card, recorded as STAN
+    /// `stan`: a capture (0220 completion for `amount`), a cancel or refund (0400 reversal of the
+    /// approval). Returns the messages exchanged; none when the link no longer holds the original
+    /// (approved before the daemon started: the card data it needs is kept in memory only).
+    func actOn(_ action: TransactionAction, original: StoredTransaction, amount: Int64, terminal: any TerminalSession, stan: STAN,
+               date: UTCDateParts) -> [HostMessageEntry]
 }
 
 /// One transaction's conversation with an external host.

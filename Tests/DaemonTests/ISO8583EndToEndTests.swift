@@ -160,6 +160,39 @@ struct ISO8583EndToEndTests {
         #expect((reversals.last?["fields"] as? [String: String])?["90"]?.hasPrefix("0200" + stan) == true)
     }
 
+    @Test("a capture of the host's pre-authorisation is a 0220 completion, a cancel of its sale a 0400")
+    func captureAndCancel() async throws {
+        let host = try await PeerHost(spec: "default", framing: "binary2")
+        defer { host.stop() }
+        let daemon = try await DaemonProcess(["--demo"], config: Self.config(upstreamPort: host.port, packager: "pyiso8583-default", framing: "binary2"))
+        defer { daemon.remove() }
+        let base = "vivapayclient://pay/v1?callback=cb://r&merchantKey=K&appId=a"
+        _ = try cli(["keypad", "bench1", "--pin", "1234"], socket: daemon.socket)
+        let pre = try #require(try await daemon.open(base + "&action=pre_auth&amount=5000&clientTransactionId=p1").result)
+        #expect(pre.status == "success", "\(pre.message)")
+        let preSTAN = try #require(pre.transaction?.stan)
+        let capture = try #require(try await daemon.open(base + "&action=capture_pre_auth&referenceNumber=\(preSTAN)&amount=4000").result)
+        #expect(capture.status == "success", "\(capture.message)")
+        let captured = try Self.transaction(try #require(capture.transaction?.transactionId), daemon)
+        #expect(Self.mtis(captured) == ["out 0220", "in 0230"])
+        var log = try host.messages()
+        let approval = try #require(log.last { $0["mti"] as? String == "0110" }?["fields"] as? [String: String])
+        let advice = try #require(log.last { $0["mti"] as? String == "0220" }?["fields"] as? [String: String])
+        #expect(advice["4"] == "000000004000" && advice["38"] == approval["38"] && advice["2"] == "4761739001010010")
+        #expect(advice["90"]?.hasPrefix("0100" + preSTAN) == true, "\(advice)")
+        #expect(advice["11"] == capture.transaction?.stan)
+
+        _ = try cli(["keypad", "bench1", "--pin", "1234"], socket: daemon.socket)
+        let sale = try #require(try await daemon.open(saleURL(amount: 1000, tip: 0, reference: "c1")).result)
+        #expect(sale.status == "success")
+        let saleSTAN = try #require(sale.transaction?.stan)
+        let cancel = try #require(try await daemon.open(base + "&action=cancel&referenceNumber=\(saleSTAN)").result)
+        #expect(cancel.status == "success", "\(cancel.message)")
+        log = try host.messages()
+        let reversal = try #require(log.last { $0["mti"] as? String == "0400" }?["fields"] as? [String: String])
+        #expect(reversal["39"] == "17" && reversal["90"]?.hasPrefix("0200" + saleSTAN) == true, "\(reversal)")
+    }
+
     @Test("the other framings and packagers: NAC with pyiso8583's default_ascii, ASCII lengths with default", arguments: [
         ("default_ascii", "pyiso8583-default-ascii", "nac"), ("default", "pyiso8583-default", "ascii4"),
     ])

@@ -98,6 +98,14 @@ import Terminal
         let timeout = TerminalMessages.reversal(of: request, advice: false, answer: nil, Self.context)
         #expect(timeout.mti == "0400" && timeout[39] == "68" && timeout[38] == nil)
         #expect(TerminalMessages.responseMTI("0401") == "0410" && TerminalMessages.responseMTI("0421") == "0430")
+        // A capture's completion advice: the captured amount, its own STAN, the original named.
+        var capture = Self.context
+        capture.stan = STAN(43)!
+        let completion = TerminalMessages.completion(of: request, answer: answer, amount: 800, capture)
+        #expect(completion.mti == "0220" && completion[4] == "000000000800" && completion[11] == "000043" && completion[38] == "A1B2C3")
+        #expect(completion[2] == request[2] && completion[37] == request[37] && completion.fields[52] == nil)
+        #expect(completion[90] == "0200" + "000042" + "1125093015" + String(repeating: "0", count: 22))
+        #expect(TerminalMessages.responseMTI("0221") == "0230")
         #expect(TerminalMessages.echo(Self.context)[70] == "301")
     }
 

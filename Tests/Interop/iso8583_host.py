@@ -8,6 +8,7 @@ Listens on TCP, reads framed ISO 8583:1987 messages (binary2, ascii4 or nac fram
                 with 91 (issuer authentication data) when the ARQC verified; the ARQC is recomputed
                 with pyemv from the profile in --cards whose PAN (and AID, tag 84) it carries.
   0400/0420  -> 0410/0430 with 39 "00".
+  0220       -> 0230 with 39 "00" (a completion advice: a captured pre-authorisation).
   0800       -> 0810 with 39 "00" (echoes 7, 11, 41, 70).
   other MTIs -> response MTI with 39 "12" (invalid transaction), so a peer never hangs on us.
 
@@ -185,13 +186,13 @@ class Host:
             check = self.check_arqc(fields, icc)
             behaviour, code = self.decide(fields, check)
             return self._auth_outcome(fields, icc, check, behaviour, code)
-        if mti in ("0400", "0401", "0420", "0421"):
+        if mti in ("0400", "0401", "0420", "0421", "0220", "0221"):
             out = {"t": c.response_mti(mti)}
             for n in c.ECHO_FIELDS:
                 if n in fields:
                     out[n] = fields[n]
             out["39"] = "00"
-            return out, "reversal", {}
+            return out, ("completion" if mti.startswith("022") else "reversal"), {}
         if mti == "0800":
             out = {"t": "0810"}
             for n in ("7", "11", "41", "70"):

@@ -4,6 +4,7 @@ import Foundation
 import ISO8583
 import Ledger
 import Logging
+import Synchronization
 import Terminal
 import Workflows
 
@@ -25,6 +26,41 @@ final class ISO8583UpstreamLink: UpstreamLink {
     func session(terminal: any TerminalSession, stan: STAN, rrn: String, date: UTCDateParts) -> any UpstreamSession {
         ISO8583UpstreamSession(link: self, context: MessageContext(terminalID: terminal.tid, merchantID: settings.merchantID,
                                                                    stan: stan, rrn: rrn, date: date))
+    }
+
+    /// The host's approvals, by TID and STAN, with the request that got them: what a capture's
+    /// 0220 and a cancel's 0400 repeat (the card number among it, so in memory only, the last
+    /// 10,000).
+    private let approvals = Mutex(Recent<(request: ISOMessage, answer: ISOMessage)>())
+
+    func remember(_ request: ISOMessage, answer: ISOMessage, _ context: MessageContext) {
+        approvals.withLock { $0.insert((request, answer), for: "\(context.terminalID)/\(context.stan)") }
+    }
+
+    func forget(_ context: MessageContext) {
+        _ = approvals.withLock { $0.remove("\(context.terminalID)/\(context.stan)") }
+    }
+
+    func actOn(_ action: TransactionAction, original: StoredTransaction, amount: Int64, terminal: any TerminalSession, stan: STAN,
+               date: UTCDateParts) -> [HostMessageEntry] {
+        let key = "\(original.tid)/\(original.stan)"
+        guard let (request, answer) = approvals.withLock({ $0.value(for: key) }) else {
+            logger.warning("ISO 8583: no \(action.rawValue) sent for STAN \(original.stan): its approval is not held (approved before a restart?)",
+                           metadata: ["host": "\(upstream.host):\(upstream.port)"])
+            return []
+        }
+        let context = MessageContext(terminalID: terminal.tid, merchantID: settings.merchantID, stan: stan, rrn: original.rrn, date: date)
+        let session = ISO8583UpstreamSession(link: self, context: context)
+        switch action {
+        case .capture:
+            session.advise(TerminalMessages.completion(of: request, answer: answer, amount: Int(amount), context), repeatMTI: "0221")
+        default:
+            _ = approvals.withLock { $0.remove(key) }
+            var reversal = TerminalMessages.reversal(of: request, advice: false, answer: answer, context)
+            reversal[39] = "17"  // customer cancellation
+            session.advise(reversal, repeatMTI: "0401")
+        }
+        return session.messages
     }
 }
 
@@ -60,9 +96,30 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
             throw .unavailable(reason: "\(error)")
         }
         answer = got
-        do throws(ISO8583Error) { return try TerminalMessages.response(got, to: message) } catch {
+        do throws(ISO8583Error) {
+            let response = try TerminalMessages.response(got, to: message)
+            if response.isApproved { link.remember(message, answer: got, context) }
+            return response
+        } catch {
             reverse(advice: false, why: "unusable answer")
             throw .unavailable(reason: "the host's answer cannot be used: \(error)")
+        }
+    }
+
+    /// Sends an advice or a reversal the host must acknowledge, repeated as `repeatMTI` until it
+    /// does or the retries run out (one connection attempt each).
+    func advise(_ message: ISOMessage, repeatMTI: String) {
+        var message = message
+        for attempt in 0...link.settings.retries {
+            if attempt > 0 { message.mti = repeatMTI }
+            do {
+                var sent = false
+                let got = try exchange(message, deadline: ContinuousClock.now + link.timeout, connectAttempts: 1, sent: &sent)
+                if got.mti == TerminalMessages.responseMTI(message.mti) { return }
+            } catch {
+                link.logger.warning("ISO 8583 \(message.mti) for STAN \(context.stan) not answered: \(error)",
+                                    metadata: ["host": "\(link.upstream.host):\(link.upstream.port)"])
+            }
         }
     }
 
@@ -77,19 +134,10 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
     private func reverse(advice: Bool, why: String) {
         guard let request, !reversed else { return }
         reversed = true
-        var message = TerminalMessages.reversal(of: request, advice: advice, answer: answer, context)
-        // One connection attempt per repeat: the card waits in the reader meanwhile.
-        for attempt in 0...link.settings.retries {
-            if attempt > 0 { message.mti = advice ? "0421" : "0401" }
-            do {
-                var sent = false
-                let got = try exchange(message, deadline: ContinuousClock.now + link.timeout, connectAttempts: 1, sent: &sent)
-                if got.mti == TerminalMessages.responseMTI(message.mti) { return }
-            } catch {
-                link.logger.warning("ISO 8583 reversal of STAN \(context.stan) not answered (\(why)): \(error)",
-                                    metadata: ["host": "\(link.upstream.host):\(link.upstream.port)"])
-            }
-        }
+        // The approval is not one to capture or cancel any more.
+        link.forget(context)
+        link.logger.notice("ISO 8583 reversal of STAN \(context.stan): \(why)", metadata: ["host": "\(link.upstream.host):\(link.upstream.port)"])
+        advise(TerminalMessages.reversal(of: request, advice: advice, answer: answer, context), repeatMTI: advice ? "0421" : "0401")
     }
 
     enum ExchangeError: Error, CustomStringConvertible {
