@@ -110,14 +110,15 @@ final class ISO8583IssuerService: @unchecked Sendable {
     /// approval is then voided on the issuer).
     private func record(_ message: ISOMessage, _ answer: ISOMessage, request: AuthorisationRequest, response: AuthorisationResponse?,
                         code: ResponseCode) -> Bool {
-        let action: TransactionAction = request.kind == .preAuthorisation ? .preAuth : request.kind == .refund ? .refund : .sale
+        // A refund is recorded as a sale (see the message below): the ledger's refunds need their sale.
+        let action: TransactionAction = request.kind == .preAuthorisation ? .preAuth : .sale
         let created = clock.nowMicroseconds()
         do {
-            let started = try ledger.begin(NewTransaction(terminal: Self.terminalName, provider: .iso8583, action: action == .refund ? .sale : action,
+            let started = try ledger.begin(NewTransaction(terminal: Self.terminalName, provider: .iso8583, action: action,
                                                           amount: Int64(request.amount), currency: request.currency,
                                                           clientReference: key(message, stan: message[11]), createdAt: created, pan: request.pan))
-            // A refund's ledger row needs the sale it refunds, which lives on the external terminal's
-            // side: the host records it as what it is to the issuer, a credit, named in the message.
+            // A refund's ledger row would need the sale it refunds, which lives on the external
+            // terminal's side: the host records a sale whose message says it is a refund.
             let said = response?.message ?? "issuer unavailable"
             var completion = Completion(status: code.isApproval ? .approved : .declined, responseCode: code.code,
                                         message: request.kind == .refund ? "refund (processing code \(message[3] ?? "")): \(said)" : said,
