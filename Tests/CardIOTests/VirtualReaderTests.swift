@@ -356,15 +356,17 @@ struct VirtualReaderTests {
         let consumer = Task { for await event in stream { collected.observe(event) } }
         defer { consumer.cancel() }
         let card = try TestCard(bench.endpoint)
-        #expect(await eventually { collected.seen == [.cardInserted(reader: "bench1")] })
+        // 30 s: under the full suite, tests that block cooperative threads can keep the consumer
+        // task from running for several seconds (a clean-clone CI run once missed 5 s).
+        #expect(await eventually(30) { collected.seen == [.cardInserted(reader: "bench1")] })
         card.remove()
-        #expect(await eventually { collected.seen == [.cardInserted(reader: "bench1"), .cardRemoved(reader: "bench1")] })
+        #expect(await eventually(30) { collected.seen == [.cardInserted(reader: "bench1"), .cardRemoved(reader: "bench1")] })
 
         consumer.cancel()
         _ = await consumer.value
         let again = try TestCard(bench.endpoint)
         defer { again.remove() }
-        #expect(await eventually { bench.recorder.seen.count == 3 })
+        #expect(await eventually(30) { bench.recorder.seen.count == 3 })
         #expect(collected.seen.count == 2, "a cancelled stream hears nothing more")
     }
 
