@@ -58,9 +58,12 @@ run: build
 ## scenarios: the scenario library against a real cardbenchd (manual clock, on a temporary state
 ## directory), with a JUnit report in scenarios-junit.xml; `make test` runs the same library in process
 SCENARIO_DIR := $(shell echo $${TMPDIR:-/tmp})/cardbench-scenarios
+# The scripted ISO 8583 hosts of Scenarios/iso8583 listen on 127.0.0.1 from this port to port+3.
+ISO8583_PORT ?= 58583
+ISO8583_PORTS := $(shell p=$(ISO8583_PORT); echo $$((p + 1)) $$((p + 2)) $$((p + 3)))
 scenarios: build
 	@bin=$$($(SWIFT) build --show-bin-path); rm -rf $(SCENARIO_DIR); mkdir -p $(SCENARIO_DIR); \
-	printf 'http:\n  port: off\nclock:\n  mode: manual\ncallbacks:\n  allowed_hosts: []\nterminals: [bench1, lenient, bench-fallback, bench-cl, bench-limits]\nterminal:\n  lenient:\n    tac_default: "0000000000"\n  bench-fallback:\n    tid: "10000003"\n    fallback: true\n  bench-cl:\n    tid: "10000004"\n    interfaces: [contactless]\n  bench-limits:\n    tid: "10000005"\n    contactless: {transaction_limit: "5000.00", floor_limit: "0.00", cvm_limit: "100.00"}\n' > $(SCENARIO_DIR)/cardbenchd.yaml; \
+	printf 'http:\n  port: off\nclock:\n  mode: manual\ncallbacks:\n  allowed_hosts: []\nterminals: [bench1, lenient, bench-fallback, bench-cl, bench-limits, bench-iso8583, bench-iso8583-lenient, bench-iso8583-fallback, bench-iso8583-nac, bench-iso8583-jposb, bench-iso8583-jposa]\nterminal:\n  lenient:\n    tac_default: "0000000000"\n  bench-fallback:\n    tid: "10000003"\n    fallback: true\n  bench-cl:\n    tid: "10000004"\n    interfaces: [contactless]\n  bench-limits:\n    tid: "10000005"\n    contactless: {transaction_limit: "5000.00", floor_limit: "0.00", cvm_limit: "100.00"}\n  bench-iso8583:\n    host: iso8583://127.0.0.1:$(ISO8583_PORT)\n  bench-iso8583-lenient:\n    host: iso8583://127.0.0.1:$(ISO8583_PORT)\n    tac_default: "0000000000"\n  bench-iso8583-fallback:\n    host: iso8583://127.0.0.1:$(ISO8583_PORT)\n    fallback: true\n  bench-iso8583-nac:\n    host: iso8583://127.0.0.1:$(word 1,$(ISO8583_PORTS))\n    iso8583: {packager: pyiso8583-default-ascii, framing: nac}\n  bench-iso8583-jposb:\n    host: iso8583://127.0.0.1:$(word 2,$(ISO8583_PORTS))\n    iso8583: {packager: jpos-iso87b, framing: binary2}\n  bench-iso8583-jposa:\n    host: iso8583://127.0.0.1:$(word 3,$(ISO8583_PORTS))\n    iso8583: {packager: jpos-iso87a, framing: ascii4}\nhost:\n  timeout_seconds: 3\n  iso8583:\n    listen: 0\n' > $(SCENARIO_DIR)/cardbenchd.yaml; \
 	$$bin/cardbenchd --config $(SCENARIO_DIR)/cardbenchd.yaml --state-directory $(SCENARIO_DIR)/state \
 		--runtime-directory $(SCENARIO_DIR)/run 2> $(SCENARIO_DIR)/cardbenchd.log & pid=$$!; \
 	trap 'kill $$pid 2>/dev/null; wait $$pid' INT TERM EXIT; \

@@ -154,7 +154,7 @@ let package = Package(
         .target(
             name: "Scenario",
             dependencies: [
-                "Daemon", "EMV",
+                "Daemon", "EMV", "CardIO", "ISO8583", "Terminal",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),

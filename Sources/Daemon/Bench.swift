@@ -109,7 +109,7 @@ public final class Bench: @unchecked Sendable {
                                       settings: configuration.workflowSettings)
         for t in configuration.terminals where !t.emulatedHost {
             guard let upstream = t.upstream ?? configuration.upstream else { continue }
-            context.upstream[t.name] = ISO8583UpstreamLink(upstream: upstream, settings: configuration.iso8583,
+            context.upstream[t.name] = ISO8583UpstreamLink(upstream: upstream, settings: configuration.iso8583Settings(for: t),
                                                            timeout: configuration.hostTimeout, logger: logger)
         }
         self.context = context

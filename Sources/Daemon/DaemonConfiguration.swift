@@ -56,6 +56,10 @@ public struct TerminalSettings: Sendable, Equatable {
     /// `terminal.<name>.host: emulated`: this terminal asks the emulated issuer even when
     /// `host.upstream` names an external host.
     public var emulatedHost = false
+    /// `terminal.<name>.iso8583.packager` and `.framing`: this terminal's external host speaks
+    /// another format than `host.iso8583.*` (a bench whose terminals talk to different hosts).
+    public var iso8583Packager: Packager?
+    public var iso8583Framing: Framing?
     /// Contactless reader limits for every combination, minor units (nil: the kernel's default).
     public var contactlessTransactionLimit: Int?
     public var contactlessFloorLimit: Int?
@@ -559,6 +563,18 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 if let f = try flag(prefix + "fallback") { settings.fallback = f }
                 if let url = text(prefix + "host") {
                     if url == "emulated" { settings.emulatedHost = true } else { settings.upstream = try ISO8583Upstream(parsing: url, key: prefix + "host") }
+                }
+                if let name = text(prefix + "iso8583.packager") {
+                    guard let p = Packager.named(name) else {
+                        throw ConfigurationError(key: prefix + "iso8583.packager", rule: "must be \(Packager.all.map(\.name).joined(separator: ", ")), got \"\(name)\"")
+                    }
+                    settings.iso8583Packager = p
+                }
+                if let name = text(prefix + "iso8583.framing") {
+                    guard let f = Framing(rawValue: name) else {
+                        throw ConfigurationError(key: prefix + "iso8583.framing", rule: "must be binary2, nac or ascii4, got \"\(name)\"")
+                    }
+                    settings.iso8583Framing = f
                 }
                 func amount(_ key: String) throws -> Int? {
                     guard let value = text(prefix + key) else { return nil }

@@ -1,3 +1,4 @@
+import EMV
 import Foundation
 import Yams
 
@@ -39,6 +40,8 @@ public struct Scenario: Sendable {
     public let clockStart: String?
     /// Card names to profile files (absolute paths).
     public let cards: [String: String]
+    /// The scripted external ISO 8583 host the scenario's terminal authorises against.
+    public var iso8583Host: ISO8583HostScript?
     public let steps: [Step]
 
     public struct Step: Sendable {
@@ -163,7 +166,45 @@ public struct Scenario: Sendable {
         public var worldline: WorldlineExpectation?
         /// A Citcon step's checks.
         public var citcon: CitconExpectation?
+        /// The messages the scripted ISO 8583 host received during the step, in order.
+        public var iso8583: [ISO8583Expectation]?
+        /// The transaction's ISO 8583 messages as the ledger traced them: "0200 out", "0210 in".
+        public var hostMessages: [String]?
     }
+
+    /// One message the scripted ISO 8583 host received: its MTI, and fields as the trace shows
+    /// them (card numbers masked, the PIN block withheld); `55.9F27` names a tag of field 55.
+    public struct ISO8583Expectation: Sendable {
+        public let line: Int
+        public let mti: String
+        public let fields: [(field: String, matcher: Matcher)]
+    }
+}
+
+/// A scenario's scripted external ISO 8583 host (`iso8583_host:`, docs/scenarios.md): the runner
+/// starts it, points the scenario's terminal at it, and answers each authorisation (0100, 0200)
+/// by the next of `answers`, then by the core's emulated issuer.
+public struct ISO8583HostScript: Sendable, Equatable {
+    public enum Answer: Sendable, Equatable {
+        /// The emulated issuer's answer (ARQC checked, ARPC in field 55), reached over its own
+        /// ISO 8583 listener; issuer scripts (hex commands) added in tags 71 and 72.
+        case issuer(scriptBefore: [String], scriptAfter: [String])
+        /// This response code, with this authorisation code, and nothing in field 55.
+        case code(String, authorisationCode: String?)
+        /// No answer: the terminal's host timeout runs out.
+        case timeout
+        /// Bytes that are no ISO 8583 message.
+        case malformed
+    }
+
+    /// A packager name (`host.iso8583.packager`).
+    public var packager = "pyiso8583-default"
+    /// binary2, nac or ascii4.
+    public var framing = "binary2"
+    public var answers: [Answer] = []
+    /// Whether reversals (0400, 0420 and their repeats) are answered; the emulated issuer voids
+    /// the approval they name.
+    public var answerReversals = true
 }
 
 /// A scenario's terminal settings beyond the default (`terminal: {fallback, interfaces, contactless}`).
@@ -193,7 +234,7 @@ extension Scenario {
         }
         guard let root else { throw ScenarioError(file: file, line: 1, reason: "the file is empty") }
         let top = try Mapping(root, file: file, what: "a scenario")
-        try top.allow(["name", "description", "terminal", "clock", "cards", "steps"])
+        try top.allow(["name", "description", "terminal", "clock", "cards", "iso8583_host", "steps"])
         let name = try top.string("name", required: true)!
         var terminal = "bench1"
         var tacDefault: String?
@@ -256,7 +297,66 @@ extension Scenario {
         }
         return Scenario(file: file, name: name, description: try top.string("description"), terminal: terminal, tacDefault: tacDefault,
                         terminalOptions: options,
-                        clockStart: clockStart, cards: cards, steps: steps)
+                        clockStart: clockStart, cards: cards, iso8583Host: try top.mapping("iso8583_host").map(parseISO8583Host), steps: steps)
+    }
+
+    static func parseISO8583Host(_ m: Mapping) throws(ScenarioError) -> ISO8583HostScript {
+        try m.allow(["packager", "framing", "answers", "answer_reversals"])
+        var script = ISO8583HostScript()
+        let packagers = ["pyiso8583-default", "pyiso8583-default-ascii", "jpos-iso87a", "jpos-iso87b"]
+        if let p = try m.string("packager") {
+            guard packagers.contains(p) else { throw m.error("iso8583_host.packager: \(packagers.joined(separator: ", ")), got \"\(p)\"") }
+            script.packager = p
+        }
+        if let f = try m.string("framing") {
+            guard ["binary2", "nac", "ascii4"].contains(f) else { throw m.error("iso8583_host.framing: binary2, nac or ascii4, got \"\(f)\"") }
+            script.framing = f
+        }
+        script.answerReversals = try m.bool("answer_reversals") ?? true
+        if let node = m.node("answers") {
+            guard case .sequence(let items) = node else { throw m.error("iso8583_host.answers: a list of answers") }
+            for item in items {
+                if let word = item.scalar?.string {
+                    switch word {
+                    case "issuer": script.answers.append(.issuer(scriptBefore: [], scriptAfter: []))
+                    case "timeout": script.answers.append(.timeout)
+                    case "malformed": script.answers.append(.malformed)
+                    default:
+                        throw ScenarioError(file: m.file, line: Self.line(item),
+                                            reason: "iso8583_host.answers: issuer, timeout, malformed, {code: NN} or {script_before/script_after: [hex]}, got \"\(word)\"")
+                    }
+                    continue
+                }
+                let a = try Mapping(item, file: m.file, what: "an answer")
+                try a.allow(["code", "authorisation_code", "script_before", "script_after"])
+                if let code = try a.string("code") {
+                    guard code.utf8.count == 2, code.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+                        throw a.error("code: two letters or digits (field 39), got \"\(code)\"")
+                    }
+                    guard a.node("script_before") == nil, a.node("script_after") == nil else {
+                        throw a.error("an answer is a code, or the issuer's answer with scripts, not both")
+                    }
+                    let auth = try a.string("authorisation_code")
+                    if let auth, auth.count != 6 || !auth.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) {
+                        throw a.error("authorisation_code: 6 letters or digits (field 38), got \"\(auth)\"")
+                    }
+                    script.answers.append(.code(code, authorisationCode: auth))
+                    continue
+                }
+                func commands(_ key: String) throws(ScenarioError) -> [String] {
+                    guard let node = a.node(key) else { return [] }
+                    let list = node.sequence?.compactMap { $0.scalar?.string.uppercased() } ?? []
+                    guard !list.isEmpty, list.allSatisfy({ command in (try? Hex.decode(command)).flatMap { try? CommandAPDU(bytes: $0) } != nil }) else {
+                        throw a.error("\(key): a list of command APDUs in hex: CLA INS P1 P2, then Lc and its data, then Le")
+                    }
+                    return list
+                }
+                let before = try commands("script_before"), after = try commands("script_after")
+                guard !before.isEmpty || !after.isEmpty else { throw a.error("an answer needs code, script_before or script_after") }
+                script.answers.append(.issuer(scriptBefore: before, scriptAfter: after))
+            }
+        }
+        return script
     }
 
     static func parseStep(_ node: Node, file: String, cards: inout [String: String], cardsDirectory: String) throws(ScenarioError) -> Step {
@@ -520,7 +620,7 @@ extension Scenario {
     }
 
     static func parseExpectation(_ e: Mapping) throws(ScenarioError) -> Expectation {
-        try e.allow(["callback", "callback_url", "fields_in_order", "ledger", "trace", "original", "oda", "entry", "error"])
+        try e.allow(["callback", "callback_url", "fields_in_order", "ledger", "trace", "original", "oda", "entry", "error", "iso8583", "host_messages"])
         var x = Expectation(line: e.line)
         if let callback = try e.mapping("callback") {
             for (field, node) in callback.entries {
@@ -565,6 +665,35 @@ extension Scenario {
             x.entry = o.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
         }
         x.error = try e.string("error")
+        if let node = e.node("iso8583") {
+            guard case .sequence(let items) = node else { throw e.error("iso8583: a list of the messages the host received, {mti, fields}") }
+            x.iso8583 = []
+            for item in items {
+                let m = try Mapping(item, file: e.file, what: "iso8583: a message")
+                try m.allow(["mti", "fields"])
+                let mti = try m.string("mti", required: true)!
+                guard mti.count == 4, mti.allSatisfy({ $0.isASCII && $0.isNumber }) else { throw m.error("mti: 4 digits, got \"\(mti)\"") }
+                var fields: [(String, Matcher)] = []
+                if let f = try m.mapping("fields") {
+                    for (key, value) in f.entries {
+                        let parts = key.split(separator: ".", maxSplits: 1).map(String.init)
+                        guard let n = Int(parts[0]), (2...128).contains(n), parts.count == 1 || (n == 55 && parts[1].count >= 2 && parts[1].allSatisfy(\.isHexDigit)) else {
+                            throw ScenarioError(file: e.file, line: Self.line(value), reason: "iso8583 fields: a field number 2 to 128, or 55.TAG, got \"\(key)\"")
+                        }
+                        fields.append((key.uppercased(), try matcher(value, file: e.file, what: "iso8583 field \(key)")))
+                    }
+                }
+                x.iso8583!.append(ISO8583Expectation(line: m.line, mti: mti, fields: fields))
+            }
+        }
+        if let node = e.node("host_messages") {
+            let list = node.sequence?.compactMap { $0.scalar?.string } ?? []
+            guard case .sequence = node, list.allSatisfy({ text in
+                let p = text.split(separator: " ")
+                return p.count == 2 && p[0].count == 4 && p[0].allSatisfy({ $0.isASCII && $0.isNumber }) && (p[1] == "in" || p[1] == "out")
+            }) else { throw e.error("host_messages: a list like [\"0200 out\", \"0210 in\"]") }
+            x.hostMessages = list
+        }
         return x
     }
 
@@ -574,7 +703,10 @@ extension Scenario {
         try m.allow(["equals", "matches", "absent", "present"])
         if let v = try m.string("equals") { return .equals(v) }
         if let v = try m.string("matches") {
-            do { _ = try NSRegularExpression(pattern: v) } catch { throw m.error("\(what).matches: not a regular expression: \(v)") }
+            // A pattern with {{saved.values}} is checked once they are filled in.
+            if !v.contains("{{") {
+                do { _ = try NSRegularExpression(pattern: v) } catch { throw m.error("\(what).matches: not a regular expression: \(v)") }
+            }
             return .matches(v)
         }
         if try m.bool("absent") == true { return .absent }

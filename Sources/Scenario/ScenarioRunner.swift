@@ -1,7 +1,9 @@
+import CardIO
 import Daemon
 import EMV
 import Foundation
 import Hummingbird
+import ISO8583
 import Logging
 import Synchronization
 import Yams
@@ -36,6 +38,8 @@ public struct ScenarioResult: Sendable, Encodable {
 public struct ScenarioRunner: Sendable {
     public let target: ScenarioTarget
     private let cores = InProcessCores()
+    /// The scripted ISO 8583 hosts started for a running daemon's terminals.
+    private let hosts = ScriptedHosts()
 
     public init(target: ScenarioTarget) { self.target = target }
 
@@ -47,7 +51,7 @@ public struct ScenarioRunner: Sendable {
             switch target {
             case .inProcess:
                 let daemon = try await cores.checkOut(for: scenario)
-                var execution = Execution(scenario: scenario, client: daemon.client)
+                var execution = Execution(scenario: scenario, client: daemon.client, iso8583Host: daemon.iso8583Host)
                 do { try await execution.run() } catch {
                     // A core a scenario failed in may be left mid-transaction: it is not reused.
                     await daemon.stop()
@@ -57,7 +61,7 @@ public struct ScenarioRunner: Sendable {
             case .daemon(let endpoint):
                 let client = DaemonClient(endpoint: endpoint)
                 try client.checkReachable()
-                var execution = Execution(scenario: scenario, client: client)
+                var execution = Execution(scenario: scenario, client: client, scriptedHosts: hosts)
                 try await execution.run()
             }
         } catch let error as StepFailure {
@@ -74,6 +78,7 @@ public struct ScenarioRunner: Sendable {
     /// Stops the in-process daemon cores this runner started and removes their files.
     public func finish() async {
         for core in cores.drain() { await core.stop() }
+        for host in hosts.drain() { host.stop() }
     }
 }
 
@@ -117,12 +122,15 @@ final class InProcessDaemon: @unchecked Sendable {
         let terminal: String
         let tacDefault: String?
         let options: TerminalOptions
+        /// The scripted ISO 8583 host's packager and framing, when the terminal authorises against one.
+        let iso8583: [String]?
 
         init(_ scenario: Scenario) {
             cardsDirectory = Scenario.cardsDirectory(for: scenario.file)
             terminal = scenario.terminal
             tacDefault = scenario.tacDefault
             options = scenario.terminalOptions
+            iso8583 = scenario.iso8583Host.map { [$0.packager, $0.framing] }
         }
     }
 
@@ -130,6 +138,8 @@ final class InProcessDaemon: @unchecked Sendable {
     let directory: URL
     let bench: Bench
     let client: DaemonClient
+    /// The external host the terminal authorises against (scenarios with `iso8583_host:`).
+    let iso8583Host: ScriptedISO8583Host?
     private let server: Task<Void, any Error>
 
     init(_ key: Key) async throws {
@@ -161,7 +171,25 @@ final class InProcessDaemon: @unchecked Sendable {
         terminal.contactlessCVMLimit = minor(key.options.contactless["cvm_limit"])
         configuration.terminals = [terminal]
         configuration.callbacks.allowedHosts = []
-        bench = try Bench(configuration: configuration)
+        if let format = key.iso8583 {
+            guard let packager = Packager.named(format[0]), let framing = Framing(rawValue: format[1]) else {
+                throw StepFailure(description: "iso8583_host: unknown packager or framing \(format)")
+            }
+            let host = try ScriptedISO8583Host(packager: packager, framing: framing)
+            iso8583Host = host
+            // The terminal asks the scripted host; the issuer behind it listens in the same format.
+            configuration.upstream = ISO8583Upstream(host: "127.0.0.1", port: host.port)
+            configuration.iso8583.packager = packager
+            configuration.iso8583.framing = framing
+            configuration.iso8583.listenPort = 0
+            // As `make scenarios` configures its daemon: a host timeout takes 3 s, not 30.
+            configuration.hostTimeout = .seconds(3)
+        } else {
+            iso8583Host = nil
+        }
+        var benchLogger = Logger(label: "cardbench-scenario-core")
+        benchLogger.logLevel = .warning
+        bench = try Bench(configuration: configuration, logger: benchLogger)
         try bench.start()
         let runtime = configuration.effectiveRuntimeDirectory
         try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
@@ -188,6 +216,7 @@ final class InProcessDaemon: @unchecked Sendable {
     func stop() async {
         server.cancel()
         _ = await server.result
+        iso8583Host?.stop()
         bench.stop()
         try? bench.ledger.close()
         try? FileManager.default.removeItem(at: directory)
@@ -248,10 +277,16 @@ struct Execution {
     var saved: [String: [String: String]] = [:]
     /// Citcon merchants this run has made (each gets its key once).
     var citconMerchants: Set<String> = []
+    /// The scripted ISO 8583 host: the in-process core's, or found in `scriptedHosts` for a
+    /// running daemon's terminal when the run starts.
+    var iso8583Host: ScriptedISO8583Host?
+    let scriptedHosts: ScriptedHosts?
 
-    init(scenario: Scenario, client: DaemonClient) {
+    init(scenario: Scenario, client: DaemonClient, iso8583Host: ScriptedISO8583Host? = nil, scriptedHosts: ScriptedHosts? = nil) {
         self.scenario = scenario
         self.client = client
+        self.iso8583Host = iso8583Host
+        self.scriptedHosts = scriptedHosts
         // A daemon's ledger outlives a scenario: {{run.id}} keeps references apart between runs.
         saved["run"] = ["id": String(UUID().uuidString.prefix(8)).lowercased()]
     }
@@ -283,16 +318,53 @@ struct Execution {
         if let start = scenario.clockStart {
             try await call("POST", "/v1/clock", ClockBody(set: start), line: 0, what: "setting the scenario's clock (the daemon's clock must be manual)")
         }
+        if let script = scenario.iso8583Host { try await prepareISO8583Host(script) }
         for step in scenario.steps { try await perform(step) }
+    }
+
+    /// Finds the scenario's terminal's external host (a running daemon's: started on the port
+    /// its `terminal.<name>.host` names) and gives it the scenario's answers and the issuer to ask.
+    mutating func prepareISO8583Host(_ script: ISO8583HostScript) async throws {
+        let data = try await call("GET", "/v1/host", line: 0)
+        guard let view = try? JSONDecoder().decode(HostView.self, from: data) else {
+            throw StepFailure(description: "\(scenario.file): GET /v1/host: not the daemon's host view")
+        }
+        let upstream = view.upstreams[scenario.terminal] ?? "emulated"
+        let wanted = "\(script.packager), \(script.framing)"
+        if iso8583Host == nil {
+            let needs = "this scenario needs a terminal whose host is iso8583://127.0.0.1:PORT in \(wanted) (`make scenarios` configures bench-iso8583 and others)"
+            guard upstream.hasPrefix("iso8583://127.0.0.1:") || upstream.hasPrefix("iso8583://localhost:"),
+                  let port = UInt16(upstream.split(separator: ":").last ?? "") else {
+                throw StepFailure(description: "\(scenario.file): terminal \(scenario.terminal) authorises against \(upstream): \(needs)")
+            }
+            guard let format = view.upstreamFormats[scenario.terminal], format.packager == script.packager, format.framing == script.framing,
+                  let packager = Packager.named(format.packager), let framing = Framing(rawValue: format.framing) else {
+                let has = view.upstreamFormats[scenario.terminal].map { "\($0.packager), \($0.framing)" } ?? "no format"
+                throw StepFailure(description: "\(scenario.file): terminal \(scenario.terminal) speaks \(has) to its host: \(needs) (terminal.\(scenario.terminal).iso8583.packager and .framing)")
+            }
+            do { iso8583Host = try scriptedHosts?.host(port: port, packager: packager, framing: framing) } catch {
+                throw StepFailure(description: "\(scenario.file): cannot listen on 127.0.0.1:\(port) for terminal \(scenario.terminal)'s host: \(error)")
+            }
+        }
+        var issuer: ScriptedISO8583Host.Issuer?
+        if let listen = view.iso8583.listen, let colon = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: colon)...]),
+           let packager = Packager.named(view.iso8583.packager), let framing = Framing(rawValue: view.iso8583.framing) {
+            var address = String(listen[..<colon])
+            if address.hasPrefix("[") { address = String(address.dropFirst().dropLast()) }
+            if address == "0.0.0.0" { address = "127.0.0.1" } else if address == "::" { address = "::1" }
+            issuer = ScriptedISO8583Host.Issuer(host: address, port: port, packager: packager, framing: framing)
+        }
+        iso8583Host?.prepare(script, issuer: issuer)
     }
 
     mutating func perform(_ step: Scenario.Step) async throws {
         switch step.action {
         case .open(let template):
             let url = try fill(template, step)
+            let heard = iso8583Host?.receivedCount ?? 0
             let reply = try await client.send(method: "POST", "/v1/open", json: OpenRequest(url: url, terminal: scenario.terminal),
                                               timeout: .seconds(120))
-            try await check(step, url: url, reply: reply)
+            try await check(step, url: url, reply: reply, iso8583Since: heard)
         case .insertCard(let card, let removeAfter, let pinTries, let corrupt, let interface, let then):
             try await call("POST", terminalPath + "/card",
                            CardBody(profileYAML: try Self.profileText(scenario.cards[card]!), removeAfter: removeAfter, pinTries: pinTries,
@@ -604,8 +676,10 @@ struct Execution {
 
     // MARK: Checks
 
-    mutating func check(_ step: Scenario.Step, url: String, reply: DaemonClient.Reply) async throws {
+    mutating func check(_ step: Scenario.Step, url: String, reply: DaemonClient.Reply, iso8583Since heard: Int = 0) async throws {
         let expect = step.expect
+        let (heardNow, problems) = iso8583Host?.received(from: heard) ?? ([], [])
+        if let problem = problems.first { throw fail(step, "iso8583_host: \(problem)") }
         guard reply.status == 200 else {
             if let wanted = expect?.error {
                 guard reply.errorMessage.contains(wanted) else {
@@ -707,12 +781,42 @@ struct Execution {
                 if actual != wanted { throw failure("entry.\(field): expected \"\(wanted)\", got \"\(actual ?? "(none)")\" (path: \(report.path.joined(separator: " → ")))") }
             }
         }
+        if let wanted = expect.iso8583 {
+            guard iso8583Host != nil else { throw failure("iso8583: the scenario has no iso8583_host") }
+            try checkISO8583(wanted, heardNow, step, failure)
+        }
+        if let wanted = expect.hostMessages {
+            let traced = (detail?.hostMessages ?? []).map { "\($0.mti) \($0.direction)" }
+            if traced != wanted { throw failure("host_messages: expected \(wanted), the ledger traced \(traced)") }
+        }
         if let original = expect.original {
             guard let originalID = detail?.originalId else { throw failure("original: the transaction acts on no earlier one") }
             let data = try await call("GET", "/v1/transactions/\(originalID)", line: step.line)
             guard let o = try? JSONDecoder().decode(TransactionView.self, from: data) else { throw failure("original: cannot read transaction \(originalID)") }
             for (field, wanted) in original where Self.value(o, field) != wanted {
                 throw failure("original.\(field): expected \"\(wanted)\", got \"\(Self.value(o, field) ?? "(none)")\"")
+            }
+        }
+    }
+
+    /// The messages the scripted host received, against the step's `iso8583:` list: the same
+    /// MTIs in the same order, and each named field as the trace shows it.
+    func checkISO8583(_ wanted: [Scenario.ISO8583Expectation], _ heard: [ScriptedISO8583Host.Received], _ step: Scenario.Step,
+                      _ failure: (String) -> StepFailure) throws {
+        let mtis = heard.map(\.mti)
+        guard mtis == wanted.map(\.mti) else {
+            let unreadable = heard.compactMap(\.unreadable).first.map { " (unreadable: \($0))" } ?? ""
+            throw failure("iso8583: expected the host to receive \(wanted.map(\.mti)), it received \(mtis)\(unreadable)")
+        }
+        for (expectation, message) in zip(wanted, heard) {
+            let fields = message.described?.fields ?? []
+            for (key, matcher) in expectation.fields {
+                let parts = key.split(separator: ".", maxSplits: 1).map(String.init)
+                let field = fields.first { String($0.field) == parts[0] }
+                let actual = parts.count == 2 ? field?.tlv?.first { $0.tag.uppercased() == parts[1] }?.value : field?.value
+                if let problem = try mismatch(matcher, actual, step) {
+                    throw failure("line \(expectation.line): iso8583 \(expectation.mti) field \(key): \(problem)")
+                }
             }
         }
     }

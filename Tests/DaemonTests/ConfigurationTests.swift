@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import CardIO
 import Daemon
+import ISO8583
 
 @Suite("daemon configuration")
 struct ConfigurationTests {
@@ -9,6 +10,39 @@ struct ConfigurationTests {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("cbcfg-\(UUID().uuidString.prefix(8)).yaml").path
         try yaml.write(toFile: path, atomically: true, encoding: .utf8)
         return path
+    }
+
+    @Test("a terminal's external host may speak a format of its own; the others keep host.iso8583's, and GET /v1/host shows each")
+    func iso8583FormatPerTerminal() async throws {
+        let c = try await DaemonConfiguration.load(file: try file("""
+            terminals: [a, b, c]
+            host:
+              upstream: iso8583://127.0.0.1:9000
+              iso8583: {packager: jpos-iso87a, framing: ascii4, retries: 1}
+            terminal:
+              a:
+                iso8583: {packager: jpos-iso87b, framing: nac}
+              b:
+                host: iso8583://127.0.0.1:9001
+              c:
+                host: emulated
+                iso8583: {packager: pyiso8583-default}
+            """), environment: [:])
+        let a = c.iso8583Settings(for: c.terminals[0]), b = c.iso8583Settings(for: c.terminals[1])
+        #expect(a.packager.name == "jpos-iso87b" && a.framing == .nac && a.retries == 1)
+        #expect(b.packager.name == "jpos-iso87a" && b.framing == .ascii4)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cbfmt-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = c
+        configuration.stateDirectory = directory.appendingPathComponent("state").path
+        configuration.runtimeDirectory = directory.appendingPathComponent("run").path
+        let bench = try Bench(configuration: configuration)
+        defer { try? bench.ledger.close() }
+        let view = try bench.hostView()
+        #expect(view.upstreams == ["a": "iso8583://127.0.0.1:9000", "b": "iso8583://127.0.0.1:9001", "c": "emulated"])
+        // The emulated terminal has no external host, so no format either.
+        #expect(view.upstreamFormats == ["a": ISO8583FormatView(packager: "jpos-iso87b", framing: "nac"),
+                                         "b": ISO8583FormatView(packager: "jpos-iso87a", framing: "ascii4")])
     }
 
     @Test("pcsc:<pattern> readers: parsed, checked; vpcd only with a pcsc: reader; one pattern per terminal")

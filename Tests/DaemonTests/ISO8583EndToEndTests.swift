@@ -303,6 +303,8 @@ struct ISO8583EndToEndTests {
             ("host:\n  iso8583:\n    merchant_id: \"1234567890123456\"\n", "host.iso8583.merchant_id: must be 1 to 15"),
             ("terminals: [a]\nterminal:\n  a:\n    host: iso8583://[::1\n", "terminal.a.host: must be iso8583://HOST:PORT"),
             ("terminals: [a]\nterminal:\n  a:\n    host: iso8583://::1:5000\n", "terminal.a.host: must be iso8583://HOST:PORT"),
+            ("terminals: [a]\nterminal:\n  a:\n    iso8583: {packager: jpos-iso93}\n", "terminal.a.iso8583.packager: must be pyiso8583-default"),
+            ("terminals: [a]\nterminal:\n  a:\n    iso8583: {framing: hdlc}\n", "terminal.a.iso8583.framing: must be binary2, nac or ascii4"),
         ]
         for (yaml, expected) in cases {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("iso-conf-\(UUID().uuidString.prefix(8))")

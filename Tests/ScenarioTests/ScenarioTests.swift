@@ -32,6 +32,19 @@ struct ScenarioTests {
         ("name: x\nsteps:\n  - worldline: {challenge: a, result: maybe}\n", 3, "result: pass or fail"),
         ("name: x\nsteps:\n  - worldline: {host: {respond: \"05\", unavailable: true}}\n", 3, "exactly one of respond"),
         ("name: x\nsteps:\n  - worldline: {get: a}\n    expect: {statuss: CAPTURED}\n", 4, "unknown key \"statuss\""),
+        ("name: x\niso8583_host: {packager: jpos-iso93}\nsteps:\n  - wait: 1\n", 2, "iso8583_host.packager: pyiso8583-default, "),
+        ("name: x\niso8583_host: {framing: nac5}\nsteps:\n  - wait: 1\n", 2, "iso8583_host.framing: binary2, nac or ascii4"),
+        ("name: x\niso8583_host: {port: 1}\nsteps:\n  - wait: 1\n", 2, "unknown key \"port\""),
+        ("name: x\niso8583_host:\n  answers: [maybe]\nsteps:\n  - wait: 1\n", 3, "iso8583_host.answers: issuer, timeout, malformed"),
+        ("name: x\niso8583_host:\n  answers:\n    - {code: \"5\"}\nsteps:\n  - wait: 1\n", 4, "code: two letters or digits"),
+        ("name: x\niso8583_host:\n  answers:\n    - {code: \"00\", authorisation_code: \"12\"}\nsteps:\n  - wait: 1\n", 4, "authorisation_code: 6 letters"),
+        ("name: x\niso8583_host:\n  answers:\n    - {code: \"00\", script_after: [\"8418000000\"]}\nsteps:\n  - wait: 1\n", 4, "not both"),
+        // Lc says 8 bytes of data, 2 follow.
+        ("name: x\niso8583_host:\n  answers:\n    - {script_after: [\"84180000080102\"]}\nsteps:\n  - wait: 1\n", 4, "command APDUs in hex"),
+        ("name: x\nsteps:\n  - open: a\n    expect:\n      iso8583: [{mti: \"200\"}]\n", 5, "mti: 4 digits"),
+        ("name: x\nsteps:\n  - open: a\n    expect:\n      iso8583: [{mti: \"0200\", fields: {129: \"x\"}}]\n", 5, "a field number 2 to 128, or 55.TAG"),
+        ("name: x\nsteps:\n  - open: a\n    expect:\n      iso8583: [{mti: \"0200\", fields: {4.9F26: \"x\"}}]\n", 5, "a field number 2 to 128, or 55.TAG"),
+        ("name: x\nsteps:\n  - open: a\n    expect:\n      host_messages: [\"0200 sideways\"]\n", 5, "host_messages: a list like"),
     ])
     func malformed(yaml: String, line: Int, reason: String) async throws {
         try await withScenario(yaml) { file in
@@ -107,6 +120,64 @@ struct ScenarioTests {
             let xml = JUnitReport.xml([result])
             #expect(xml.contains("failures=\"1\"") && xml.contains("<failure message="))
         }
+    }
+
+    @Test("iso8583: the messages the scripted host received are checked: their MTIs in order, then each field")
+    func iso8583Expectations() async throws {
+        func run(_ expectation: String) async throws -> String {
+            let yaml = """
+                name: scripted host
+                terminal: bench-iso8583
+                iso8583_host:
+                  answers: [{code: "51"}]
+                steps:
+                  - card: {insert: visa-credit-cvn10.yaml}
+                  - keypad: {pin: "1234"}
+                  - open: "vivapayclient://pay/v1?callback=pos://r&action=sale&amount=1200&clientTransactionId=i1-{{run.id}}"
+                    expect:
+                \(expectation)
+                """
+            return try await withScenario(yaml) { file in
+                let result = await libraryRunner.run(try Scenario.load(file))
+                return result.failure ?? "passed"
+            }
+        }
+        #expect(try await run("      iso8583: [{mti: \"0200\", fields: {4: \"000000001200\", 55.9F27: \"80\", 52: {absent: true}}}]") == "passed")
+        let count = try await run("      iso8583: [{mti: \"0200\"}, {mti: \"0400\"}]")
+        #expect(count.contains("iso8583: expected the host to receive [\"0200\", \"0400\"], it received [\"0200\"]"), "\(count)")
+        let field = try await run("      iso8583: [{mti: \"0200\", fields: {4: \"000000001300\"}}]")
+        #expect(field.contains("iso8583 0200 field 4: expected \"000000001300\", got \"000000001200\""), "\(field)")
+        let tag = try await run("      iso8583: [{mti: \"0200\", fields: {55.9F27: \"40\"}}]")
+        #expect(tag.contains("iso8583 0200 field 55.9F27: expected \"40\", got \"80\""), "\(tag)")
+        let trace = try await run("      host_messages: [\"0200 out\", \"0210 in\", \"0400 out\"]")
+        #expect(trace.contains("host_messages: expected [\"0200 out\", \"0210 in\", \"0400 out\"], the ledger traced [\"0200 out\", \"0210 in\"]"), "\(trace)")
+        // The card number is compared as the trace keeps it: masked.
+        let pan = try await run("      iso8583: [{mti: \"0200\", fields: {2: \"4761739001010010\"}}]")
+        #expect(pan.contains("got \"476173******0010\""), "\(pan)")
+    }
+
+    @Test("against a running daemon, a scenario with iso8583_host needs its terminal to have an iso8583:// host in its format")
+    func iso8583AgainstDaemon() async throws {
+        let plain = try Scenario.parse("name: plain\nsteps:\n  - wait: 0\n", file: repositoryRoot.appendingPathComponent("Scenarios/x.yaml").path)
+        let nac = try Scenario.parse("name: nac\nterminal: bench1\niso8583_host: {packager: pyiso8583-default-ascii, framing: nac}\nsteps:\n  - wait: 0\n",
+                                     file: repositoryRoot.appendingPathComponent("Scenarios/x.yaml").path)
+        // A core whose bench1 asks the emulated issuer.
+        let emulated = try await InProcessDaemon(InProcessDaemon.Key(plain))
+        let runner = ScenarioRunner(target: .daemon(emulated.client.endpoint))
+        let refused = await runner.run(nac)
+        await runner.finish()
+        await emulated.stop()
+        #expect(refused.failure?.contains("terminal bench1 authorises against emulated: this scenario needs a terminal whose host is iso8583://127.0.0.1:PORT in pyiso8583-default-ascii, nac") == true,
+                "\(refused.failure ?? "passed")")
+        // A core whose bench1 has a scripted host in another format.
+        let binary = try Scenario.parse("name: b\nterminal: bench1\niso8583_host: {}\nsteps:\n  - wait: 0\n",
+                                        file: repositoryRoot.appendingPathComponent("Scenarios/x.yaml").path)
+        let other = try await InProcessDaemon(InProcessDaemon.Key(binary))
+        let second = ScenarioRunner(target: .daemon(other.client.endpoint))
+        let mismatch = await second.run(nac)
+        await second.finish()
+        await other.stop()
+        #expect(mismatch.failure?.contains("terminal bench1 speaks pyiso8583-default, binary2 to its host") == true, "\(mismatch.failure ?? "passed")")
     }
 }
 

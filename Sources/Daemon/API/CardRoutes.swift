@@ -65,6 +65,19 @@ public struct HostView: Codable, Sendable, Equatable {
     public let upstreams: [String: String]
     /// The ISO 8583 link's format, and where the issuer answers external terminals.
     public let iso8583: ISO8583View
+    /// The message format of each terminal that authorises against an external host.
+    public let upstreamFormats: [String: ISO8583FormatView]
+}
+
+/// The message format of a terminal's external host.
+public struct ISO8583FormatView: Codable, Sendable, Equatable {
+    public let packager: String
+    public let framing: String
+
+    public init(packager: String, framing: String) {
+        self.packager = packager
+        self.framing = framing
+    }
 }
 
 /// The ISO 8583 settings in force.
@@ -129,7 +142,11 @@ extension Bench {
                                              listen: iso8583Port.map { port in
                                                  let a = configuration.iso8583.listenAddress
                                                  return (a.contains(":") ? "[\(a)]" : a) + ":\(port)"
-                                             }))
+                                             }),
+                        upstreamFormats: Dictionary(uniqueKeysWithValues: configuration.terminals.filter { context.upstream[$0.name] != nil }.map { t in
+                            let s = configuration.iso8583Settings(for: t)
+                            return (t.name, ISO8583FormatView(packager: s.packager.name, framing: s.framing.rawValue))
+                        }))
     }
 }
 

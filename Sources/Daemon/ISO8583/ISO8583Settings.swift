@@ -55,3 +55,14 @@ public struct ISO8583Settings: Sendable, Equatable {
 
     public init() {}
 }
+
+extension DaemonConfiguration {
+    /// The link settings a terminal's external host gets: `host.iso8583.*`, with the terminal's
+    /// own packager and framing when it names them.
+    public func iso8583Settings(for terminal: TerminalSettings) -> ISO8583Settings {
+        var settings = iso8583
+        if let p = terminal.iso8583Packager { settings.packager = p }
+        if let f = terminal.iso8583Framing { settings.framing = f }
+        return settings
+    }
+}
