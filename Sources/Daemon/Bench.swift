@@ -141,6 +141,10 @@ public final class Bench: @unchecked Sendable {
     /// cardbench's issuer on ISO 8583, while started with `host.iso8583.listen` set.
     private let issuerListener = Mutex<FramedListener?>(nil)
 
+    /// The terminals' own 0800s to their external hosts, while started with `host.iso8583.sign_on`
+    /// or `echo_interval_seconds` set.
+    private let networkManager = Mutex<ISO8583NetworkManager?>(nil)
+
     /// The port the ISO 8583 issuer listens on (the kernel's choice when configured as 0).
     public var iso8583Port: UInt16? { issuerListener.withLock { $0?.port } }
 
@@ -163,6 +167,12 @@ public final class Bench: @unchecked Sendable {
             }, handle: { peer, bytes in service.handle(peer: peer, bytes) })
             issuerListener.withLock { $0 = listener }
             logger.info("ISO 8583 issuer listening on \(configuration.iso8583.listenAddress):\(listener.port) (\(configuration.iso8583.packager.name), \(configuration.iso8583.framing.rawValue))")
+        }
+        let links = configuration.terminals.compactMap { t in (context.upstream[t.name] as? ISO8583UpstreamLink).map { (t, $0) } }
+        if !links.isEmpty, configuration.iso8583.signOn || configuration.iso8583.echoInterval != nil {
+            let manager = ISO8583NetworkManager(links: links, signOn: configuration.iso8583.signOn, interval: configuration.iso8583.echoInterval,
+                                                ledger: ledger, clock: clock, logger: logger)
+            networkManager.withLock { $0 = manager }
         }
         let hotplug = terminals.filter { $0.settings.udevName != nil }
         guard !hotplug.isEmpty else { return }
@@ -194,6 +204,7 @@ public final class Bench: @unchecked Sendable {
     public func stop() -> (any Error)? {
         udevLock.withLock { udev }?.stop()
         issuerListener.withLock { $0 }?.stop()
+        networkManager.withLock { $0 }?.stop()
         for t in terminals { t.stop() }
         defer { events.finish() }
         // A clean stop gives back the STANs reserved ahead, so a reboot skips none.

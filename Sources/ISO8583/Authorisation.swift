@@ -124,13 +124,13 @@ public enum TerminalMessages {
         return m
     }
 
-    /// An 0800 echo test (field 70: 301).
-    public static func echo(_ c: MessageContext) -> ISOMessage {
+    /// An 0800 network management request: an echo test (field 70: 301), or a sign-on (001).
+    public static func echo(_ c: MessageContext, signOn: Bool = false) -> ISOMessage {
         var m = ISOMessage(mti: "0800")
         m[7] = two(c.date.month) + two(c.date.day) + two(c.date.hour) + two(c.date.minute) + two(c.date.second)
         m[11] = c.stan.description
         m[41] = c.terminalID
-        m[70] = "301"
+        m[70] = signOn ? "001" : "301"
         return m
     }
 

@@ -199,6 +199,18 @@ extension Ledger {
         syncedReservations.set(reservation, for: terminalID)
     }
 
+    /// The terminal's next STAN for a message that is no transaction (an ISO 8583 sign-on or echo
+    /// test), taken durably so no transaction can be given it after a crash.
+    public func networkSTAN(terminal name: String) throws -> STAN {
+        try write("allocate a STAN on terminal \(name)") { db in
+            let terminal = try Self.terminal(db, name: name)
+            guard let stan = try Self.allocateSTAN(db, terminalID: terminal.id, durable: true) else {
+                throw LedgerError.database(operation: "allocate a STAN", message: "no STAN for terminal \(name)")
+            }
+            return stan
+        }
+    }
+
     /// Gives back what is reserved ahead (durably, which also syncs every begun row), so a clean
     /// stop followed by a reboot skips no STAN. The daemon calls it when it stops.
     public func releaseSTANReservations() throws {

@@ -69,6 +69,8 @@ public struct Scenario: Sendable {
         case worldline(WorldlineStep)
         /// A request to the Citcon platform (docs/scenarios.md, "Citcon").
         case citcon(CitconStep)
+        /// An 0800 from the terminal to its external ISO 8583 host: an echo test, or a sign-on.
+        case iso8583Echo(signOn: Bool)
     }
 
     /// A Citcon platform step, made through the control API as merchant `merchant`'s backend
@@ -170,6 +172,8 @@ public struct Scenario: Sendable {
         public var iso8583: [ISO8583Expectation]?
         /// The transaction's ISO 8583 messages as the ledger traced them: "0200 out", "0210 in".
         public var hostMessages: [String]?
+        /// An `iso8583_echo` step's outcome: answered, responseCode, function (equals).
+        public var echo: [(field: String, value: String)]?
     }
 
     /// One message the scripted ISO 8583 host received: its MTI, and fields as the trace shows
@@ -361,7 +365,7 @@ extension Scenario {
 
     static func parseStep(_ node: Node, file: String, cards: inout [String: String], cardsDirectory: String) throws(ScenarioError) -> Step {
         let m = try Mapping(node, file: file, what: "a step")
-        let actions = ["open", "card", "keypad", "host", "clock", "wait", "billpocket", "worldline", "citcon"]
+        let actions = ["open", "card", "keypad", "host", "clock", "wait", "billpocket", "worldline", "citcon", "iso8583_echo"]
         let present = actions.filter { m.node($0) != nil }
         guard present.count == 1 else {
             throw m.error(present.isEmpty ? "a step needs one of \(actions.joined(separator: ", "))" : "a step has one action, this one has \(present.joined(separator: " and "))")
@@ -430,6 +434,10 @@ extension Scenario {
             action = .worldline(try parseWorldline(try m.mapping("worldline")!, cards: &cards, cardsDirectory: cardsDirectory))
         case "citcon":
             action = .citcon(try parseCitcon(try m.mapping("citcon")!, cards: &cards, cardsDirectory: cardsDirectory))
+        case "iso8583_echo":
+            let e = try m.mapping("iso8583_echo")!
+            try e.allow(["sign_on"])
+            action = .iso8583Echo(signOn: try e.bool("sign_on") ?? false)
         case "wait":
             guard let seconds = m.node("wait")?.scalar.flatMap({ Double($0.string) }), seconds >= 0, seconds <= 60 else {
                 throw m.error("wait: seconds, 0 to 60")
@@ -473,6 +481,15 @@ extension Scenario {
             } else if case .citcon = action {
                 var x = Expectation(line: e.line)
                 x.citcon = try parseCitconExpectation(e)
+                expectation = x
+            } else if case .iso8583Echo = action {
+                try e.allow(["iso8583", "echo"])
+                var x = Expectation(line: e.line)
+                x.iso8583 = try parseISO8583Messages(e)
+                if let o = try e.mapping("echo") {
+                    try o.allow(["answered", "responseCode", "function"])
+                    x.echo = o.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
+                }
                 expectation = x
             } else {
                 expectation = try parseExpectation(e)
@@ -665,27 +682,7 @@ extension Scenario {
             x.entry = o.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
         }
         x.error = try e.string("error")
-        if let node = e.node("iso8583") {
-            guard case .sequence(let items) = node else { throw e.error("iso8583: a list of the messages the host received, {mti, fields}") }
-            x.iso8583 = []
-            for item in items {
-                let m = try Mapping(item, file: e.file, what: "iso8583: a message")
-                try m.allow(["mti", "fields"])
-                let mti = try m.string("mti", required: true)!
-                guard mti.count == 4, mti.allSatisfy({ $0.isASCII && $0.isNumber }) else { throw m.error("mti: 4 digits, got \"\(mti)\"") }
-                var fields: [(String, Matcher)] = []
-                if let f = try m.mapping("fields") {
-                    for (key, value) in f.entries {
-                        let parts = key.split(separator: ".", maxSplits: 1).map(String.init)
-                        guard let n = Int(parts[0]), (2...128).contains(n), parts.count == 1 || (n == 55 && parts[1].count >= 2 && parts[1].allSatisfy(\.isHexDigit)) else {
-                            throw ScenarioError(file: e.file, line: Self.line(value), reason: "iso8583 fields: a field number 2 to 128, or 55.TAG, got \"\(key)\"")
-                        }
-                        fields.append((key.uppercased(), try matcher(value, file: e.file, what: "iso8583 field \(key)")))
-                    }
-                }
-                x.iso8583!.append(ISO8583Expectation(line: m.line, mti: mti, fields: fields))
-            }
-        }
+        x.iso8583 = try parseISO8583Messages(e)
         if let node = e.node("host_messages") {
             let list = node.sequence?.compactMap { $0.scalar?.string } ?? []
             guard case .sequence = node, list.allSatisfy({ text in
@@ -695,6 +692,31 @@ extension Scenario {
             x.hostMessages = list
         }
         return x
+    }
+
+    /// `iso8583:`: the messages the scripted host must have received during the step.
+    static func parseISO8583Messages(_ e: Mapping) throws(ScenarioError) -> [ISO8583Expectation]? {
+        guard let node = e.node("iso8583") else { return nil }
+        guard case .sequence(let items) = node else { throw e.error("iso8583: a list of the messages the host received, {mti, fields}") }
+        var out: [ISO8583Expectation] = []
+        for item in items {
+            let m = try Mapping(item, file: e.file, what: "iso8583: a message")
+            try m.allow(["mti", "fields"])
+            let mti = try m.string("mti", required: true)!
+            guard mti.count == 4, mti.allSatisfy({ $0.isASCII && $0.isNumber }) else { throw m.error("mti: 4 digits, got \"\(mti)\"") }
+            var fields: [(String, Matcher)] = []
+            if let f = try m.mapping("fields") {
+                for (key, value) in f.entries {
+                    let parts = key.split(separator: ".", maxSplits: 1).map(String.init)
+                    guard let n = Int(parts[0]), (2...128).contains(n), parts.count == 1 || (n == 55 && parts[1].count >= 2 && parts[1].allSatisfy(\.isHexDigit)) else {
+                        throw ScenarioError(file: e.file, line: Self.line(value), reason: "iso8583 fields: a field number 2 to 128, or 55.TAG, got \"\(key)\"")
+                    }
+                    fields.append((key.uppercased(), try matcher(value, file: e.file, what: "iso8583 field \(key)")))
+                }
+            }
+            out.append(ISO8583Expectation(line: m.line, mti: mti, fields: fields))
+        }
+        return out
     }
 
     static func matcher(_ node: Node, file: String, what: String) throws(ScenarioError) -> Matcher {

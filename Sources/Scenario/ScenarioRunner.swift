@@ -403,6 +403,24 @@ struct Execution {
             try await worldline(w, step)
         case .citcon(let c):
             try await citcon(c, step)
+        case .iso8583Echo(let signOn):
+            let heard = iso8583Host?.receivedCount ?? 0
+            let data = try await call("POST", terminalPath + "/iso8583/echo", ISO8583EchoBody(signOn: signOn ? true : nil), line: step.line)
+            guard let echo = try? JSONDecoder().decode(ISO8583EchoView.self, from: data) else {
+                throw fail(step, "iso8583_echo: the daemon's answer is not an echo: \(String(decoding: data, as: UTF8.self))")
+            }
+            let (heardNow, problems) = iso8583Host?.received(from: heard) ?? ([], [])
+            if let problem = problems.first { throw fail(step, "iso8583_host: \(problem)") }
+            func failure(_ what: String) -> StepFailure {
+                fail(step, "\(what)\n    \(echo.function) (STAN \(echo.stan)): \(echo.responseCode.map { "answered \($0)" } ?? "no answer: \(echo.error ?? "")")")
+            }
+            let values = ["answered": String(echo.answered), "responseCode": echo.responseCode ?? "(none)", "function": echo.function]
+            if let name = step.save { saved[name] = values.merging(["stan": echo.stan]) { a, _ in a } }
+            let wanted = step.expect?.echo ?? [("answered", "true"), ("responseCode", "00")]
+            for (field, value) in wanted where values[field] != value {
+                throw failure("echo.\(field): expected \"\(value)\", got \"\(values[field] ?? "(none)")\"")
+            }
+            if let expected = step.expect?.iso8583 { try checkISO8583(expected, heardNow, step, failure) }
         }
     }
 

@@ -1,13 +1,56 @@
 import ArgumentParser
+import Daemon
+import Foundation
 import EMV
 import ISO8583
 
-struct ISO8583Command: ParsableCommand {
+struct ISO8583Command: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "iso8583",
-        abstract: "Decode ISO 8583 messages in the formats cardbench's host link speaks.",
-        subcommands: [ISO8583Decode.self]
+        abstract: "Decode ISO 8583 messages in the formats cardbench's host link speaks; ask a terminal's external host if it is there.",
+        subcommands: [ISO8583Decode.self, ISO8583Echo.self]
     )
+}
+
+struct ISO8583Echo: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "echo",
+        abstract: "Send an 0800 echo test (or a sign-on) to a terminal's external ISO 8583 host and show its 0810.",
+        discussion: """
+            The 0800 carries the terminal's TID and its next STAN; field 70 is 301 (echo test), or 001 \
+            with --sign-on. Exit status 0 when the host answers 00, 1 when it answers another code or \
+            not at all, 2 when the terminal has no external host.
+            """
+    )
+
+    @Argument(help: "The terminal (default: the daemon's first).")
+    var terminal: String?
+
+    @Flag(help: "Send a sign-on (70 = 001) instead of an echo test (301).")
+    var signOn = false
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    @OptionGroup var daemon: DaemonOptions
+
+    func run() async throws {
+        var name = terminal ?? "bench1"
+        if terminal == nil, let first = try decodeReply([TerminalView].self, try await daemon.call(.GET, "/v1/terminals")).first { name = first.name }
+        let data = try await daemon.call(.POST, "/v1/terminals/\(pathComponent(name))/iso8583/echo", json: ISO8583EchoBody(signOn: signOn ? true : nil))
+        let echo = try decodeReply(ISO8583EchoView.self, data)
+        if json {
+            printRaw(data)
+        } else {
+            let outcome = echo.responseCode.map { "answered \($0)" } ?? "no answer: \(echo.error ?? "")"
+            print("\(echo.function) of \(echo.terminal) (STAN \(echo.stan)) to \(echo.host): \(outcome) in \(String(format: "%.1f", echo.milliseconds)) ms")
+            for m in echo.messages {
+                print("\(m.direction == "out" ? ">" : "<") \(m.mti) (\(m.meaning))")
+                for f in m.fields { print("    \(f.field) \(f.name): \(f.value)") }
+            }
+        }
+        if !(echo.answered && echo.responseCode == "00") { throw ExitCode(1) }
+    }
 }
 
 struct ISO8583Decode: ParsableCommand {

@@ -195,6 +195,58 @@ struct ISO8583EndToEndTests {
         #expect(reversal["39"] == "17" && reversal["90"]?.hasPrefix("0200" + saleSTAN) == true, "\(reversal)")
     }
 
+    @Test("0800s to the external host: a sign-on at start, echo tests every second, `cardbench iso8583 echo` on demand; a host gone is said")
+    func echoAndSignOn() async throws {
+        let host = try await PeerHost(spec: "default", framing: "binary2")
+        var hostStopped = false
+        defer { if !hostStopped { host.stop() } }
+        let config = Self.config(upstreamPort: host.port, packager: "pyiso8583-default", framing: "binary2")
+            + "\n    sign_on: true\n    echo_interval_seconds: 1\nterminals: [bench1, local]\nterminal:\n  local:\n    host: emulated\n"
+        let daemon = try await DaemonProcess(["--demo"], config: config)
+        defer { daemon.remove() }
+        func received() throws -> [[String: String]] {
+            try host.messages().filter { $0["mti"] as? String == "0800" && $0["direction"] as? String == "in" }.compactMap { $0["fields"] as? [String: String] }
+        }
+        // The sign-on first, then echo tests, each with a STAN of bench1's own.
+        let deadline = Date().addingTimeInterval(20)
+        while try received().count < 3, Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        let heard = try received()
+        #expect(heard.first?["70"] == "001", "\(heard)")
+        #expect(heard.dropFirst().prefix(2).map { $0["70"] } == ["301", "301"], "\(heard)")
+        #expect(heard.allSatisfy { $0["41"] == "10000001" })
+        #expect(Set(heard.compactMap { $0["11"] }).count == heard.count, "each 0800 has a STAN of its own: \(heard)")
+        #expect(daemon.logText.contains("ISO 8583 sign-on of terminal bench1"), "\(daemon.logText)")
+
+        // On demand: the 0800 and the host's 0810, with the STAN the terminal's next transaction
+        // will not reuse.
+        let echoed = try cli(["iso8583", "echo", "bench1", "--json"], socket: daemon.socket)
+        #expect(echoed.status == 0, "\(echoed.stderr)")
+        let view = try JSONDecoder().decode(ISO8583EchoView.self, from: Data(echoed.stdout.utf8))
+        #expect(view.answered && view.responseCode == "00" && view.function == "echo test" && view.host == "iso8583://127.0.0.1:\(host.port)")
+        #expect(view.messages.map { "\($0.direction) \($0.mti)" } == ["out 0800", "in 0810"])
+        #expect(view.messages.first?.fields.first { $0.field == 11 }?.value == view.stan)
+        #expect(try received().last?["11"] == view.stan)
+        let signOn = try cli(["iso8583", "echo", "--sign-on"], socket: daemon.socket)
+        #expect(signOn.status == 0 && signOn.stdout.contains("sign-on of bench1 (STAN ") && signOn.stdout.contains("answered 00"), "\(signOn.stdout)")
+        #expect(signOn.stdout.contains("> 0800 (network management request)") && signOn.stdout.contains("70 "), "\(signOn.stdout)")
+        let local = try cli(["iso8583", "echo", "local"], socket: daemon.socket)
+        #expect(local.status == 2 && local.stderr.contains("terminal local asks the emulated issuer"), "\(local.stderr)")
+        let unknown = try cli(["iso8583", "echo", "nowhere"], socket: daemon.socket)
+        #expect(unknown.status != 0 && unknown.stderr.contains("nowhere"), "\(unknown.stderr)")
+
+        // The host gone: the echo says why, exits 1, and the daemon logs that it stopped answering.
+        host.stop()
+        hostStopped = true
+        let gone = try cli(["iso8583", "echo", "bench1"], socket: daemon.socket)
+        #expect(gone.status == 1 && gone.stdout.contains("no answer: host "), "\(gone.stdout) \(gone.stderr)")
+        func stoppedAnswering() -> Bool {
+            daemon.logText.split(separator: "\n").contains { $0.contains("echo test of terminal bench1") && $0.contains("no answer") }
+        }
+        let logged = Date().addingTimeInterval(20)
+        while !stoppedAnswering(), Date() < logged { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(stoppedAnswering(), "\(daemon.logText)")
+    }
+
     @Test("the other framings and packagers: NAC with pyiso8583's default_ascii, ASCII lengths with default", arguments: [
         ("default_ascii", "pyiso8583-default-ascii", "nac"), ("default", "pyiso8583-default", "ascii4"),
     ])

@@ -285,6 +285,8 @@ let schemaBindings: [String: SchemaBinding] = [
     "DescribedField": .of(DescribedField.self),
     "DescribedTag": .of(DescribedTag.self),
     "ISO8583View": .of(ISO8583View.self),
+    "ISO8583EchoBody": .of(ISO8583EchoBody.self),
+    "ISO8583EchoView": .of(ISO8583EchoView.self),
     "ODAReport": .of(ODAReport.self),
     "EntryReport": .of(EntryReport.self),
     "OutboxView": .of(OutboxView.self),

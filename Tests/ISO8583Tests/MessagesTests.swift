@@ -107,6 +107,7 @@ import Terminal
         #expect(completion[90] == "0200" + "000042" + "1125093015" + String(repeating: "0", count: 22))
         #expect(TerminalMessages.responseMTI("0221") == "0230")
         #expect(TerminalMessages.echo(Self.context)[70] == "301")
+        #expect(TerminalMessages.echo(Self.context, signOn: true)[70] == "001")
     }
 
     @Test func theIssuerReadsWhatATerminalSends() throws {

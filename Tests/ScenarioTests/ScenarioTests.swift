@@ -45,6 +45,11 @@ struct ScenarioTests {
         ("name: x\nsteps:\n  - open: a\n    expect:\n      iso8583: [{mti: \"0200\", fields: {129: \"x\"}}]\n", 5, "a field number 2 to 128, or 55.TAG"),
         ("name: x\nsteps:\n  - open: a\n    expect:\n      iso8583: [{mti: \"0200\", fields: {4.9F26: \"x\"}}]\n", 5, "a field number 2 to 128, or 55.TAG"),
         ("name: x\nsteps:\n  - open: a\n    expect:\n      host_messages: [\"0200 sideways\"]\n", 5, "host_messages: a list like"),
+        ("name: x\nsteps:\n  - iso8583_echo: {signon: true}\n", 3, "unknown key \"signon\""),
+        ("name: x\nsteps:\n  - iso8583_echo: {}\n    expect: {callback: {status: success}}\n", 4, "unknown key \"callback\""),
+        ("name: x\nsteps:\n  - iso8583_echo: {}\n    expect: {echo: {code: \"00\"}}\n", 4, "unknown key \"code\""),
+        // `echo:` belongs to an iso8583_echo step: on an open step it is an unknown key, not ignored.
+        ("name: x\nsteps:\n  - open: a\n    expect: {echo: {answered: \"true\"}}\n", 4, "unknown key \"echo\""),
     ])
     func malformed(yaml: String, line: Int, reason: String) async throws {
         try await withScenario(yaml) { file in

@@ -77,7 +77,7 @@ struct RequestMetricsMiddleware: RouterMiddleware {
         "/v1/transactions": "transactions", "/v1/transactions/{id}": "transaction", "/v1/terminals": "terminals",
         "/v1/terminals/{name}": "terminal", "/v1/readers": "readers", "/v1/terminals/{name}/card": "card",
         "/v1/terminals/{name}/reset": "reset", "/v1/terminals/{name}/keypad": "keypad", "/v1/terminals/{name}/abort": "abort",
-        "/v1/terminals/{name}/host-queue": "host-queue", "/v1/host/accounts": "accounts", "/v1/clock": "clock", "/v1/events": "events",
+        "/v1/terminals/{name}/host-queue": "host-queue", "/v1/terminals/{name}/iso8583/echo": "iso8583-echo", "/v1/host/accounts": "accounts", "/v1/clock": "clock", "/v1/events": "events",
         "/v1/billpocket/users": "billpocket-users", "/v1/billpocket/users/{id}/rotate": "billpocket-users",
         "/v1/billpocket/users/{id}/invalidate": "billpocket-users", "/v1/billpocket/device-tokens": "billpocket-device-tokens",
         "/v1/vouchers/{id}": "vouchers", "/v1/worldline/api-keys": "worldline-api-keys",

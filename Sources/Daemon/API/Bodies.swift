@@ -158,3 +158,10 @@ public struct HostOutcomeBody: Codable, Sendable {
         return .unavailable
     }
 }
+
+/// `POST /v1/terminals/{name}/iso8583/echo`: an echo test, or a sign-on with `signOn: true`.
+public struct ISO8583EchoBody: Codable, Sendable {
+    public let signOn: Bool?
+
+    public init(signOn: Bool? = nil) { self.signOn = signOn }
+}

@@ -128,6 +128,19 @@ struct TerminalRoutes {
         routes.delete("/v1/terminals/:name/host-queue") { _, context in
             json(try bench.clearHostQueue(terminal: context.parameters.get("name")).map(HostOutcomeBody.init))
         }
+        routes.post("/v1/terminals/:name/iso8583/echo") { request, context in
+            let body = try await decode(ISO8583EchoBody.self, request, context)
+            let name = context.parameters.get("name")
+            // Off the event loops: the 0800 waits for the host up to its timeout.
+            let result: Result<ISO8583EchoView, DaemonError> = await withCheckedContinuation { continuation in
+                DispatchQueue.global().async {
+                    do throws(DaemonError) { continuation.resume(returning: .success(try bench.iso8583Echo(terminal: name, signOn: body.signOn ?? false))) } catch {
+                        continuation.resume(returning: .failure(error))
+                    }
+                }
+            }
+            return json(try result.get())
+        }
         return routes
     }
 }

@@ -52,6 +52,12 @@ public struct ISO8583Settings: Sendable, Equatable {
     public var listenPort: UInt16?
     /// `host.iso8583.listen_address`: 127.0.0.1 unless set (docs/security.md).
     public var listenAddress = "127.0.0.1"
+    /// `host.iso8583.sign_on`: each terminal with an external host signs on (0800, 70 = 001) when
+    /// the daemon starts (default false).
+    public var signOn = false
+    /// `host.iso8583.echo_interval_seconds`: each terminal with an external host sends it an echo
+    /// test (0800, 70 = 301) this often, logging when it stops or starts answering (nil: never).
+    public var echoInterval: Duration?
 
     public init() {}
 }
@@ -65,4 +71,24 @@ extension DaemonConfiguration {
         if let f = terminal.iso8583Framing { settings.framing = f }
         return settings
     }
+}
+
+/// What an 0800 to a terminal's external host found (`POST /v1/terminals/{name}/iso8583/echo`,
+/// `cardbench iso8583 echo`).
+public struct ISO8583EchoView: Codable, Sendable, Equatable {
+    public let terminal: String
+    /// `iso8583://HOST:PORT`.
+    public let host: String
+    /// "echo test" (70 = 301) or "sign-on" (70 = 001).
+    public let function: String
+    public let stan: String
+    /// Whether the host answered with the 0810 for this STAN and a response code.
+    public let answered: Bool
+    public let responseCode: String?
+    /// From connecting to the answer (or to giving up).
+    public let milliseconds: Double
+    /// Why there is no usable answer: no connection, no answer in time, an unreadable answer.
+    public let error: String?
+    /// The 0800 and its answer, described as the trace keeps them.
+    public let messages: [HostMessageView]
 }

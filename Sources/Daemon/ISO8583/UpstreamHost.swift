@@ -41,6 +41,33 @@ final class ISO8583UpstreamLink: UpstreamLink {
         _ = approvals.withLock { $0.remove("\(context.terminalID)/\(context.stan)") }
     }
 
+    /// Sends an 0800 (an echo test, or a sign-on) and reads its 0810: whether the host is there,
+    /// and how long it took.
+    func networkManagement(terminal: String, terminalID: String, stan: STAN, date: UTCDateParts, signOn: Bool) -> ISO8583EchoView {
+        let context = MessageContext(terminalID: terminalID, merchantID: settings.merchantID, stan: stan, rrn: "", date: date)
+        let session = ISO8583UpstreamSession(link: self, context: context)
+        let request = TerminalMessages.echo(context, signOn: signOn)
+        let start = ContinuousClock.now
+        var code: String?, problem: String?
+        do {
+            let answer = try session.exchange(request)
+            if answer.mti != "0810" || answer[11] != request[11] {
+                problem = "the answer is a \(answer.mti) for STAN \(answer[11] ?? "(none)"), not the 0810 for STAN \(stan)"
+            } else if let c = answer[39] {
+                code = c
+            } else {
+                problem = "the 0810 has no response code (field 39)"
+            }
+        } catch {
+            problem = error.description
+        }
+        let elapsed = ContinuousClock.now - start
+        return ISO8583EchoView(terminal: terminal, host: "iso8583://" + (upstream.host.contains(":") ? "[\(upstream.host)]" : upstream.host) + ":\(upstream.port)",
+                               function: signOn ? "sign-on" : "echo test", stan: stan.description, answered: code != nil, responseCode: code,
+                               milliseconds: Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15,
+                               error: problem, messages: session.messages.map(HostMessageView.init))
+    }
+
     func actOn(_ action: TransactionAction, original: StoredTransaction, amount: Int64, terminal: any TerminalSession, stan: STAN,
                date: UTCDateParts) -> [HostMessageEntry] {
         let key = "\(original.tid)/\(original.stan)"
@@ -138,6 +165,12 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
         link.forget(context)
         link.logger.notice("ISO 8583 reversal of STAN \(context.stan): \(why)", metadata: ["host": "\(link.upstream.host):\(link.upstream.port)"])
         advise(TerminalMessages.reversal(of: request, advice: advice, answer: answer, context), repeatMTI: advice ? "0421" : "0401")
+    }
+
+    /// A message outside any transaction (an 0800): sent once, its answer read before the host timeout.
+    func exchange(_ message: ISOMessage) throws(ExchangeError) -> ISOMessage {
+        var sent = false
+        return try exchange(message, deadline: ContinuousClock.now + link.timeout, connectAttempts: 1, sent: &sent)
     }
 
     enum ExchangeError: Error, CustomStringConvertible {
