@@ -191,8 +191,9 @@ public struct Scenario: Sendable {
 public struct ISO8583HostScript: Sendable, Equatable {
     public enum Answer: Sendable, Equatable {
         /// The emulated issuer's answer (ARQC checked, ARPC in field 55), reached over its own
-        /// ISO 8583 listener; issuer scripts (hex commands) added in tags 71 and 72.
-        case issuer(scriptBefore: [String], scriptAfter: [String])
+        /// ISO 8583 listener; issuer scripts (hex commands) added in tags 71 and 72; with
+        /// `corruptARPC`, one bit of tag 91's cryptogram flipped.
+        case issuer(scriptBefore: [String], scriptAfter: [String], corruptARPC: Bool = false)
         /// This response code, with this authorisation code, and nothing in field 55.
         case code(String, authorisationCode: String?)
         /// No answer: the terminal's host timeout runs out.
@@ -327,17 +328,17 @@ extension Scenario {
                     case "malformed": script.answers.append(.malformed)
                     default:
                         throw ScenarioError(file: m.file, line: Self.line(item),
-                                            reason: "iso8583_host.answers: issuer, timeout, malformed, {code: NN} or {script_before/script_after: [hex]}, got \"\(word)\"")
+                                            reason: "iso8583_host.answers: issuer, timeout, malformed, {code: NN}, {script_before/script_after: [hex]} or {corrupt_arpc: true}, got \"\(word)\"")
                     }
                     continue
                 }
                 let a = try Mapping(item, file: m.file, what: "an answer")
-                try a.allow(["code", "authorisation_code", "script_before", "script_after"])
+                try a.allow(["code", "authorisation_code", "script_before", "script_after", "corrupt_arpc"])
                 if let code = try a.string("code") {
                     guard code.utf8.count == 2, code.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
                         throw a.error("code: two letters or digits (field 39), got \"\(code)\"")
                     }
-                    guard a.node("script_before") == nil, a.node("script_after") == nil else {
+                    guard a.node("script_before") == nil, a.node("script_after") == nil, a.node("corrupt_arpc") == nil else {
                         throw a.error("an answer is a code, or the issuer's answer with scripts, not both")
                     }
                     let auth = try a.string("authorisation_code")
@@ -356,8 +357,11 @@ extension Scenario {
                     return list
                 }
                 let before = try commands("script_before"), after = try commands("script_after")
-                guard !before.isEmpty || !after.isEmpty else { throw a.error("an answer needs code, script_before or script_after") }
-                script.answers.append(.issuer(scriptBefore: before, scriptAfter: after))
+                let corrupt = try a.bool("corrupt_arpc") ?? false
+                guard !before.isEmpty || !after.isEmpty || corrupt else {
+                    throw a.error("an answer needs code, script_before, script_after or corrupt_arpc: true")
+                }
+                script.answers.append(.issuer(scriptBefore: before, scriptAfter: after, corruptARPC: corrupt))
             }
         }
         return script

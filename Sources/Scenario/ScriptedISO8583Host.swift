@@ -103,10 +103,19 @@ final class ScriptedISO8583Host: Sendable {
                 var m = IssuerMessages.answer(request, code: ResponseCode(code))
                 if let auth { m[38] = auth }
                 reply = m
-            case .issuer(let before, let after):
+            case .issuer(let before, let after, let corrupt):
                 guard var m = forward(request, to: issuer) else { return nil }
-                if !before.isEmpty || !after.isEmpty {
+                if !before.isEmpty || !after.isEmpty || corrupt {
                     var icc = (m.bytes(55)).flatMap { try? TLV.parse($0) } ?? []
+                    if corrupt {
+                        guard let i = icc.firstIndex(where: { $0.tag == 0x91 }), !icc[i].value.isEmpty else {
+                            note("corrupt_arpc: the issuer's answer has no tag 91 to corrupt")
+                            return nil
+                        }
+                        var arpc = icc[i].value
+                        arpc[0] ^= 0x01
+                        icc[i] = TLV(0x91, arpc)
+                    }
                     if !before.isEmpty { icc.append(Self.script(0x71, id: 1, commands: before)) }
                     if !after.isEmpty { icc.append(Self.script(0x72, id: 2, commands: after)) }
                     m.fields[55] = .bytes(icc.flatMap { $0.encoded() })

@@ -39,6 +39,8 @@ struct ScenarioTests {
         ("name: x\niso8583_host:\n  answers:\n    - {code: \"5\"}\nsteps:\n  - wait: 1\n", 4, "code: two letters or digits"),
         ("name: x\niso8583_host:\n  answers:\n    - {code: \"00\", authorisation_code: \"12\"}\nsteps:\n  - wait: 1\n", 4, "authorisation_code: 6 letters"),
         ("name: x\niso8583_host:\n  answers:\n    - {code: \"00\", script_after: [\"8418000000\"]}\nsteps:\n  - wait: 1\n", 4, "not both"),
+        ("name: x\niso8583_host:\n  answers:\n    - {code: \"00\", corrupt_arpc: true}\nsteps:\n  - wait: 1\n", 4, "not both"),
+        ("name: x\niso8583_host:\n  answers:\n    - {corrupt_arpc: false}\nsteps:\n  - wait: 1\n", 4, "an answer needs code, script_before, script_after or corrupt_arpc"),
         // Lc says 8 bytes of data, 2 follow.
         ("name: x\niso8583_host:\n  answers:\n    - {script_after: [\"84180000080102\"]}\nsteps:\n  - wait: 1\n", 4, "command APDUs in hex"),
         ("name: x\nsteps:\n  - open: a\n    expect:\n      iso8583: [{mti: \"200\"}]\n", 5, "mti: 4 digits"),
