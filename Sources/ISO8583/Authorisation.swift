@@ -12,15 +12,24 @@ public struct MessageContext: Sendable, Equatable {
     public var stan: STAN
     /// Field 37, 12 characters.
     public var rrn: String
-    /// When the message is sent (fields 7, 12, 13), UTC.
+    /// When the message is sent, UTC: field 7 (transmission date and time).
     public var date: UTCDateParts
+    /// The terminal's offset from UTC at `date`, in seconds: fields 12 and 13 are its local time
+    /// and date (ISO 8583:1987 "time, local transaction").
+    public var localOffsetSeconds: Int
 
-    public init(terminalID: String, merchantID: String, stan: STAN, rrn: String, date: UTCDateParts) {
+    public init(terminalID: String, merchantID: String, stan: STAN, rrn: String, date: UTCDateParts, localOffsetSeconds: Int = 0) {
         self.terminalID = terminalID
         self.merchantID = merchantID
         self.stan = stan
         self.rrn = rrn
         self.date = date
+        self.localOffsetSeconds = localOffsetSeconds
+    }
+
+    /// `date` on the terminal's clock.
+    public var localDate: UTCDateParts {
+        localOffsetSeconds == 0 ? date : UTCDateParts(secondsSince1970: date.secondsSince1970 + Int64(localOffsetSeconds))
     }
 }
 
@@ -40,10 +49,11 @@ public enum TerminalMessages {
     }
 
     /// Field 7 (MMDDhhmmss), 12 (hhmmss) and 13 (MMDD) of `d`.
-    static func dateFields(_ d: UTCDateParts, into m: inout ISOMessage) {
+    static func dateFields(_ c: MessageContext, into m: inout ISOMessage) {
+        let d = c.date, local = c.localDate
         m[7] = two(d.month) + two(d.day) + two(d.hour) + two(d.minute) + two(d.second)
-        m[12] = two(d.hour) + two(d.minute) + two(d.second)
-        m[13] = two(d.month) + two(d.day)
+        m[12] = two(local.hour) + two(local.minute) + two(local.second)
+        m[13] = two(local.month) + two(local.day)
     }
 
     /// A 0100 (pre-authorisation) or 0200 (sale, refund) for `request`.
@@ -53,7 +63,7 @@ public enum TerminalMessages {
         m[2] = request.pan
         m[3] = request.kind == .refund ? "200000" : "000000"
         m[4] = digits(request.amount, 12)
-        dateFields(c.date, into: &m)
+        dateFields(c, into: &m)
         m[11] = c.stan.description
         if let expiry = tags[0x5F24], expiry.count == 3 { m[14] = String(Hex.encode(expiry).prefix(4)) }
         // Field 22: the entry mode, then 1: the terminal can take a PIN.
@@ -98,7 +108,7 @@ public enum TerminalMessages {
     public static func reversal(of original: ISOMessage, advice: Bool, answer: ISOMessage?, _ c: MessageContext) -> ISOMessage {
         var m = ISOMessage(mti: advice ? "0420" : "0400")
         for n in [2, 3, 4, 14, 22, 23, 25, 37, 41, 42, 49] { m.fields[n] = original.fields[n] }
-        dateFields(c.date, into: &m)
+        dateFields(c, into: &m)
         m[11] = c.stan.description
         if let code = answer?[38] { m[38] = code }
         // 39 in a reversal: why it is sent (ISO 8583 leaves it to the network; 17 customer cancellation
@@ -116,7 +126,7 @@ public enum TerminalMessages {
         var m = ISOMessage(mti: "0220")
         for n in [2, 3, 14, 22, 23, 25, 37, 41, 42, 49, 55] { m.fields[n] = original.fields[n] }
         m[4] = digits(amount, 12)
-        dateFields(c.date, into: &m)
+        dateFields(c, into: &m)
         m[11] = c.stan.description
         m[38] = answer[38]
         m[39] = "00"

@@ -67,6 +67,18 @@ public struct UTCDateParts: Hashable, Sendable {
         self.init(year: y, month: m, day: d, hour: secs / 3600, minute: secs % 3600 / 60, second: secs % 60)
     }
 
+    /// Seconds since 1970 (UTC): the inverse of `init(secondsSince1970:)` (days-from-civil).
+    public var secondsSince1970: Int64 {
+        let y = Int64(month <= 2 ? year - 1 : year)
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let mp = Int64(month > 2 ? month - 3 : month + 9)
+        let doy = (153 * mp + 2) / 5 + Int64(day) - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        let days = era * 146_097 + doe - 719_468
+        return days * 86_400 + Int64(hour) * 3600 + Int64(minute) * 60 + Int64(second)
+    }
+
     var isLeapYear: Bool { year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) }
 
     /// Day of the year, 1–366.

@@ -105,7 +105,9 @@ struct ISO8583EndToEndTests {
     func terminalAgainstExternalHost() async throws {
         let host = try await PeerHost(spec: "default", framing: "binary2")
         defer { host.stop() }
-        let daemon = try await DaemonProcess(["--demo"], config: Self.config(upstreamPort: host.port, packager: "pyiso8583-default", framing: "binary2"))
+        // Mexico City: UTC-6 all year (no daylight saving time since 2022).
+        let daemon = try await DaemonProcess(["--demo"], config: Self.config(upstreamPort: host.port, packager: "pyiso8583-default", framing: "binary2"),
+                                             environment: ["TZ": "America/Mexico_City"])
         defer { daemon.remove() }
         let inserted = try InsertedCard("visa-credit-cvn10.yaml", reader: daemon.readerSocket())
         defer { inserted.remove() }
@@ -126,6 +128,18 @@ struct ISO8583EndToEndTests {
                                                       "9F26", "9F27", "9F33", "9F34", "9F35", "9F36", "9F37", "9F41"])
         var log = try host.messages()
         #expect(log.first { $0["mti"] as? String == "0200" }?["arqc_ok"] as? Bool == true)
+        // Field 7 is UTC; 12 and 13 the terminal's local time, the daemon's time zone.
+        let first = try #require(log.first { $0["mti"] as? String == "0200" }?["fields"] as? [String: String])
+        let utc = try #require(first["7"]), localTime = try #require(first["12"]), localDate = try #require(first["13"])
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let year = calendar.component(.year, from: Date())
+        func int(_ s: String, _ from: Int, _ count: Int) -> Int { Int(s.dropFirst(from).prefix(count))! }
+        let sentAt = try #require(calendar.date(from: DateComponents(year: year, month: int(utc, 0, 2), day: int(utc, 2, 2), hour: int(utc, 4, 2),
+                                                                     minute: int(utc, 6, 2), second: int(utc, 8, 2))))
+        let local = calendar.dateComponents([.month, .day, .hour, .minute, .second], from: sentAt.addingTimeInterval(-6 * 3600))
+        #expect(localTime == String(format: "%02d%02d%02d", local.hour!, local.minute!, local.second!), "7 \(utc), 12 \(localTime)")
+        #expect(localDate == String(format: "%02d%02d", local.month!, local.day!), "7 \(utc), 13 \(localDate)")
 
         // Declined 51 by the host.
         fields = try Self.sell(5100, daemon)

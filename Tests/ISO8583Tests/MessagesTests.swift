@@ -110,6 +110,25 @@ import Terminal
         #expect(TerminalMessages.echo(Self.context, signOn: true)[70] == "001")
     }
 
+    @Test("fields 12 and 13 are the terminal's local time and date, field 7 stays UTC; UTC parts and seconds convert both ways")
+    func localTime() throws {
+        var c = Self.context
+        // 03:04:05 UTC on 1 January is 21:04:05 on 31 December the year before in UTC-6.
+        c.date = UTCDateParts(year: 2027, month: 1, day: 1, hour: 3, minute: 4, second: 5)
+        c.localOffsetSeconds = -6 * 3600
+        let request = AuthorisationRequest(pan: "4761739001010010", aid: [], kind: .purchase, amount: 100, currency: 484, arqc: nil,
+                                           cryptogramData: nil, pinBlock: nil, date: c.date)
+        for m in [TerminalMessages.authorisation(request, c), TerminalMessages.reversal(of: TerminalMessages.authorisation(request, c), advice: false, answer: nil, c)] {
+            #expect(m[7] == "0101030405")
+            #expect(m[12] == "210405" && m[13] == "1231", "\(m.fields)")
+        }
+        c.localOffsetSeconds = 0
+        #expect(TerminalMessages.authorisation(request, c)[12] == "030405")
+        for t: Int64 in [0, 86_399, 951_782_400, 1_798_761_845, 4_102_444_800, -1] {
+            #expect(UTCDateParts(secondsSince1970: t).secondsSince1970 == t)
+        }
+    }
+
     @Test func theIssuerReadsWhatATerminalSends() throws {
         let sent = TerminalMessages.authorisation(Self.chipSale(), Self.context)
         let read = try IssuerMessages.authorisationRequest(sent, now: Self.context.date)

@@ -25,7 +25,13 @@ final class ISO8583UpstreamLink: UpstreamLink {
 
     func session(terminal: any TerminalSession, stan: STAN, rrn: String, date: UTCDateParts) -> any UpstreamSession {
         ISO8583UpstreamSession(link: self, context: MessageContext(terminalID: terminal.tid, merchantID: settings.merchantID,
-                                                                   stan: stan, rrn: rrn, date: date))
+                                                                   stan: stan, rrn: rrn, date: date, localOffsetSeconds: Self.localOffset(date)))
+    }
+
+    /// The daemon's time zone (`TZ`, else /etc/localtime) at `date`: the terminals' local time,
+    /// which fields 12 and 13 carry.
+    static func localOffset(_ date: UTCDateParts) -> Int {
+        TimeZone.current.secondsFromGMT(for: Date(timeIntervalSince1970: TimeInterval(date.secondsSince1970)))
     }
 
     /// The host's approvals, by TID and STAN, with the request that got them: what a capture's
@@ -44,7 +50,8 @@ final class ISO8583UpstreamLink: UpstreamLink {
     /// Sends an 0800 (an echo test, or a sign-on) and reads its 0810: whether the host is there,
     /// and how long it took.
     func networkManagement(terminal: String, terminalID: String, stan: STAN, date: UTCDateParts, signOn: Bool) -> ISO8583EchoView {
-        let context = MessageContext(terminalID: terminalID, merchantID: settings.merchantID, stan: stan, rrn: "", date: date)
+        let context = MessageContext(terminalID: terminalID, merchantID: settings.merchantID, stan: stan, rrn: "", date: date,
+                                     localOffsetSeconds: Self.localOffset(date))
         let session = ISO8583UpstreamSession(link: self, context: context)
         let request = TerminalMessages.echo(context, signOn: signOn)
         let start = ContinuousClock.now
@@ -76,7 +83,8 @@ final class ISO8583UpstreamLink: UpstreamLink {
                            metadata: ["host": "\(upstream.host):\(upstream.port)"])
             return []
         }
-        let context = MessageContext(terminalID: terminal.tid, merchantID: settings.merchantID, stan: stan, rrn: original.rrn, date: date)
+        let context = MessageContext(terminalID: terminal.tid, merchantID: settings.merchantID, stan: stan, rrn: original.rrn, date: date,
+                                     localOffsetSeconds: Self.localOffset(date))
         let session = ISO8583UpstreamSession(link: self, context: context)
         switch action {
         case .capture:
