@@ -15,6 +15,8 @@ public struct CardRun: Sendable {
     public let trace: [TraceEntry]
     /// The kernel's outcome (approved or declined), or why there was none.
     public let result: Result<TransactionOutcome, TransactionFailure>
+    /// The conversation with the terminal's external host, when it has one.
+    public var upstream: (any UpstreamSession)? = nil
 }
 
 /// One chip transaction to run: what the ledger begins, what the host is asked, by which table
@@ -95,7 +97,10 @@ extension WorkflowContext {
         let completion = run.completion
         let approved = completion.status == .approved
         var reversed = false
-        if approved, let code = completion.authorisationCode {
+        if approved, let session = run.upstream {
+            // An external host's approval: a 0420 takes it back there.
+            reversed = session.takeBackApproval()
+        } else if approved, let code = completion.authorisationCode {
             reversed = host.void(authorisationCode: code, amount: Int(run.amount))
         }
         var failed = completion
@@ -175,7 +180,8 @@ extension WorkflowContext {
             completion.installments = installments
             completion.hostMessages = upstreamSession?.messages ?? []
             return CardRun(started: started, amount: new.amount, completion: completion,
-                           trace: outcome.trace.map { TraceEntry(command: $0.command, response: $0.response) }, result: result)
+                           trace: outcome.trace.map { TraceEntry(command: $0.command, response: $0.response) }, result: result,
+                           upstream: upstreamSession)
         case .failure(let failure):
             var completion = Completion(failure, completedAt: now)
             completion.hostMessages = upstreamSession?.messages ?? []
@@ -184,7 +190,8 @@ extension WorkflowContext {
             default: break
             }
             return CardRun(started: started, amount: new.amount, completion: completion,
-                           trace: failure.trace.map { TraceEntry(command: $0.command, response: $0.response) }, result: result)
+                           trace: failure.trace.map { TraceEntry(command: $0.command, response: $0.response) }, result: result,
+                           upstream: upstreamSession)
         }
     }
 

@@ -17,7 +17,11 @@ public protocol UpstreamLink: Sendable {
 }
 
 /// One transaction's conversation with an external host.
-public protocol UpstreamSession: AuthorisationHost, AnyObject {
+public protocol UpstreamSession: AuthorisationHost, AnyObject, Sendable {
     /// The messages exchanged so far, described and masked, in order.
     var messages: [HostMessageEntry] { get }
+    /// Takes back the host's approval of this transaction (a 0420): the ledger could not record
+    /// it, and nothing may stay authorised that is not recorded. Whether the host acknowledged it;
+    /// false when there was no approval to take back.
+    func takeBackApproval() -> Bool
 }

@@ -1,5 +1,8 @@
+import CardIO
 import Foundation
+import ISO8583
 import Ledger
+import Synchronization
 import Terminal
 import Testing
 @testable import Daemon
@@ -137,6 +140,57 @@ struct UnrecordableTests {
         #expect(sale.message?.hasPrefix("not recorded: outbox[0].payload") == true, "\(sale.message ?? "")")
         #expect(rows.contains { $0.action == .reversal && $0.originalID == sale.id })
         #expect(try bench.ledger.outbox(transactionID: sale.id).isEmpty)
+    }
+
+    @Test("an external host's approval that cannot be recorded is taken back there with a 0420")
+    func upstreamApprovalRefused() async throws {
+        // The external host: approves each 0200 (no ARPC, so the card decides alone) and
+        // acknowledges everything else, keeping what it got.
+        let received = Mutex<[ISOMessage]>([])
+        let packager = Packager.pyiso8583Default
+        let listener = try FramedListener(address: "127.0.0.1", port: 0)
+        listener.start(framing: .binary2, onError: { _, _ in }) { _, bytes in
+            guard let m = try? packager.unpack(bytes) else { return nil }
+            received.withLock { $0.append(m) }
+            var answer = IssuerMessages.answer(m, code: .approved)
+            if m.mti == "0200" { answer[38] = "EXT001" }
+            return try? packager.pack(answer)
+        }
+        defer { listener.stop() }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cbd-unrec-\(UUID().uuidString.prefix(6))")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = DaemonConfiguration()
+        configuration.stateDirectory = directory.path
+        configuration.httpPort = nil
+        configuration.cardProfiles = [repositoryRoot.appendingPathComponent("Scenarios/cards").path]
+        configuration.demoCard = repositoryRoot.appendingPathComponent("Scenarios/cards/visa-credit-cvn10.yaml").path
+        configuration.upstream = ISO8583Upstream(host: "127.0.0.1", port: listener.port)
+        configuration.hostTimeout = .seconds(10)
+        let bench = try Bench(configuration: configuration)
+        try bench.start()
+        defer { bench.stop() }
+        let terminal = try bench.terminal("bench1")
+        try terminal.acquire("test")
+        defer { terminal.release() }
+        let new = NewTransaction(terminal: "bench1", provider: .viva, action: .sale, amount: 1300, currency: 978,
+                                 clientReference: "unrec-2", createdAt: bench.clock.nowMicroseconds())
+        do {
+            _ = try await bench.context.cardTransaction(on: terminal, CardTransactionPlan(new: new, kind: .purchase, amountTable: .none)) { run in
+                let pan = (try? run.result.get())?.pan ?? ""
+                return Callback(url: "myapp://r?pan=\(pan)", target: "myapp://r", fields: [], status: "", message: "")
+            }
+            Issue.record("the transaction was answered as if recorded")
+        } catch {
+            guard case .unrecordable(let message) = error else { Issue.record("\(error)"); return }
+            #expect(message.contains("approved, then reversed at the host") && message.contains("recorded as failed"), "\(message)")
+        }
+        let got = received.withLock { $0 }
+        #expect(got.map(\.mti) == ["0200", "0420"])
+        let reversal = try #require(got.last)
+        #expect(reversal[38] == "EXT001" && reversal[4] == "000000001300")
+        #expect(reversal[90]?.hasPrefix("0200" + (got.first?[11] ?? "-")) == true, "\(reversal.fields)")
+        let sale = try #require(try bench.ledger.transactions(terminal: "bench1").first { $0.action == .sale })
+        #expect(sale.status == .reversed)
     }
 }
 

@@ -143,19 +143,26 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
 
     /// Sends an advice or a reversal the host must acknowledge, repeated as `repeatMTI` until it
     /// does or the retries run out (one connection attempt each).
-    func advise(_ message: ISOMessage, repeatMTI: String) {
+    @discardableResult
+    func advise(_ message: ISOMessage, repeatMTI: String) -> Bool {
         var message = message
         for attempt in 0...link.settings.retries {
             if attempt > 0 { message.mti = repeatMTI }
             do {
                 var sent = false
                 let got = try exchange(message, deadline: ContinuousClock.now + link.timeout, connectAttempts: 1, sent: &sent)
-                if got.mti == TerminalMessages.responseMTI(message.mti) { return }
+                if got.mti == TerminalMessages.responseMTI(message.mti) { return true }
             } catch {
                 link.logger.warning("ISO 8583 \(message.mti) for STAN \(context.stan) not answered: \(error)",
                                     metadata: ["host": "\(link.upstream.host):\(link.upstream.port)"])
             }
         }
+        return false
+    }
+
+    func takeBackApproval() -> Bool {
+        guard let code = answer?[39], code.utf8.count == 2, ResponseCode(code).isApproval else { return false }
+        return reverse(advice: true, why: "the ledger could not record the approval")
     }
 
     /// The kernel takes back an approval it could not complete (the card removed after it, an AAC
@@ -166,13 +173,14 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
 
     /// Sends a 0400 (or 0420) for the authorisation, repeated (0401, 0421) until the host answers it
     /// or the retries run out.
-    private func reverse(advice: Bool, why: String) {
-        guard let request, !reversed else { return }
+    @discardableResult
+    private func reverse(advice: Bool, why: String) -> Bool {
+        guard let request, !reversed else { return false }
         reversed = true
         // The approval is not one to capture or cancel any more.
         link.forget(context)
         link.logger.notice("ISO 8583 reversal of STAN \(context.stan): \(why)", metadata: ["host": "\(link.upstream.host):\(link.upstream.port)"])
-        advise(TerminalMessages.reversal(of: request, advice: advice, answer: answer, context), repeatMTI: advice ? "0421" : "0401")
+        return advise(TerminalMessages.reversal(of: request, advice: advice, answer: answer, context), repeatMTI: advice ? "0421" : "0401")
     }
 
     /// A message outside any transaction (an 0800): sent once, its answer read before the host timeout.
