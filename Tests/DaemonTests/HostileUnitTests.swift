@@ -103,36 +103,50 @@ struct CallbackTargetTests {
 
 @Suite("a completion the ledger refuses", .serialized)
 struct UnrecordableTests {
-    @Test("an approval that cannot be recorded is reversed at the host and recorded as failed, never left in progress")
-    func approvedButRefused() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cbd-unrec-\(UUID().uuidString.prefix(6))")
-        defer { try? FileManager.default.removeItem(at: directory) }
+    /// A bench with the demo card in bench1's reader, its upstream `adjust` says.
+    static func bench(_ directory: URL, _ adjust: (inout DaemonConfiguration) -> Void = { _ in }) throws -> Bench {
         var configuration = DaemonConfiguration()
         configuration.stateDirectory = directory.path
         configuration.httpPort = nil
         configuration.cardProfiles = [repositoryRoot.appendingPathComponent("Scenarios/cards").path]
         configuration.demoCard = repositoryRoot.appendingPathComponent("Scenarios/cards/visa-credit-cvn10.yaml").path
+        adjust(&configuration)
         let bench = try Bench(configuration: configuration)
         try bench.start()
-        defer { bench.stop() }
-        let balance = try #require(bench.host.account(pan: "4761739001010010")?.balance)
+        return bench
+    }
+
+    /// Sells `amount` on bench1 through a front that puts the card number into its callback, which
+    /// the ledger refuses in the outbox; returns the message of the `unrecordable` error.
+    static func refusedSale(_ bench: Bench, amount: Int64, reference: String) async throws -> String? {
         let terminal = try bench.terminal("bench1")
         try terminal.acquire("test")
         defer { terminal.release() }
-        let new = NewTransaction(terminal: "bench1", provider: .viva, action: .sale, amount: 1200, currency: 978,
-                                 clientReference: "unrec-1", createdAt: bench.clock.nowMicroseconds())
+        let new = NewTransaction(terminal: "bench1", provider: .viva, action: .sale, amount: amount, currency: 978,
+                                 clientReference: reference, createdAt: bench.clock.nowMicroseconds())
         do {
-            // A front that puts the card number into its callback: the ledger refuses the outbox.
             _ = try await bench.context.cardTransaction(on: terminal, CardTransactionPlan(new: new, kind: .purchase, amountTable: .none)) { run in
                 let pan = (try? run.result.get())?.pan ?? ""
                 return Callback(url: "myapp://r?pan=\(pan)", target: "myapp://r", fields: [], status: "", message: "")
             }
             Issue.record("the transaction was answered as if recorded")
         } catch {
-            guard case .unrecordable(let message) = error else { Issue.record("\(error)"); return }
+            guard case .unrecordable(let message) = error else { Issue.record("\(error)"); return nil }
             #expect(DaemonError(error).statusCode == 422)
-            #expect(message.contains("approved, then reversed at the host") && message.contains("recorded as failed"), "\(message)")
+            return message
         }
+        return nil
+    }
+
+    @Test("an approval that cannot be recorded is reversed at the host and recorded as failed, never left in progress")
+    func approvedButRefused() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cbd-unrec-\(UUID().uuidString.prefix(6))")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let bench = try Self.bench(directory)
+        defer { bench.stop() }
+        let balance = try #require(bench.host.account(pan: "4761739001010010")?.balance)
+        let message = try await Self.refusedSale(bench, amount: 1200, reference: "unrec-1")
+        #expect(message?.contains("approved, then reversed at the host") == true && message?.contains("recorded as failed") == true, "\(message ?? "")")
         #expect(bench.host.account(pan: "4761739001010010")?.balance == balance, "the approval was taken back")
         let rows = try bench.ledger.transactions(terminal: "bench1")
         let sale = try #require(rows.first { $0.action == .sale })
@@ -159,31 +173,13 @@ struct UnrecordableTests {
         defer { listener.stop() }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cbd-unrec-\(UUID().uuidString.prefix(6))")
         defer { try? FileManager.default.removeItem(at: directory) }
-        var configuration = DaemonConfiguration()
-        configuration.stateDirectory = directory.path
-        configuration.httpPort = nil
-        configuration.cardProfiles = [repositoryRoot.appendingPathComponent("Scenarios/cards").path]
-        configuration.demoCard = repositoryRoot.appendingPathComponent("Scenarios/cards/visa-credit-cvn10.yaml").path
-        configuration.upstream = ISO8583Upstream(host: "127.0.0.1", port: listener.port)
-        configuration.hostTimeout = .seconds(10)
-        let bench = try Bench(configuration: configuration)
-        try bench.start()
-        defer { bench.stop() }
-        let terminal = try bench.terminal("bench1")
-        try terminal.acquire("test")
-        defer { terminal.release() }
-        let new = NewTransaction(terminal: "bench1", provider: .viva, action: .sale, amount: 1300, currency: 978,
-                                 clientReference: "unrec-2", createdAt: bench.clock.nowMicroseconds())
-        do {
-            _ = try await bench.context.cardTransaction(on: terminal, CardTransactionPlan(new: new, kind: .purchase, amountTable: .none)) { run in
-                let pan = (try? run.result.get())?.pan ?? ""
-                return Callback(url: "myapp://r?pan=\(pan)", target: "myapp://r", fields: [], status: "", message: "")
-            }
-            Issue.record("the transaction was answered as if recorded")
-        } catch {
-            guard case .unrecordable(let message) = error else { Issue.record("\(error)"); return }
-            #expect(message.contains("approved, then reversed at the host") && message.contains("recorded as failed"), "\(message)")
+        let bench = try Self.bench(directory) {
+            $0.upstream = ISO8583Upstream(host: "127.0.0.1", port: listener.port)
+            $0.hostTimeout = .seconds(10)
         }
+        defer { bench.stop() }
+        let message = try await Self.refusedSale(bench, amount: 1300, reference: "unrec-2")
+        #expect(message?.contains("approved, then reversed at the host") == true && message?.contains("recorded as failed") == true, "\(message ?? "")")
         let got = received.withLock { $0 }
         #expect(got.map(\.mti) == ["0200", "0420"])
         let reversal = try #require(got.last)
