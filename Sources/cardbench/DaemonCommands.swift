@@ -152,12 +152,17 @@ struct TxShow: AsyncParsableCommand {
             print(String(format: "%3d ", i + 1) + "> \(e.command)  \(e.name)")
             print("    < \(e.response)")
         }
-        for m in t.hostMessages ?? [] {
-            print("ISO 8583 \(m.direction == "out" ? ">" : "<") \(m.mti) (\(m.meaning))")
-            for f in m.fields {
-                print("    \(f.field) \(f.name): \(f.value)")
-                for tag in f.tlv ?? [] { print("        \(tag.tag) \(tag.name): \(tag.value)") }
-            }
+        printHostMessages(t.hostMessages ?? [])
+    }
+}
+
+/// ISO 8583 messages as the trace keeps them, field by field (`tx show`, `iso8583 echo`).
+func printHostMessages(_ messages: [HostMessageView]) {
+    for m in messages {
+        print("ISO 8583 \(m.direction == "out" ? ">" : "<") \(m.mti) (\(m.meaning))")
+        for f in m.fields {
+            print("    \(f.field) \(f.name): \(f.value)")
+            for tag in f.tlv ?? [] { print("        \(tag.tag) \(tag.name): \(tag.value)") }
         }
     }
 }

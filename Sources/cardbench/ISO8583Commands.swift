@@ -44,10 +44,7 @@ struct ISO8583Echo: AsyncParsableCommand {
         } else {
             let outcome = echo.responseCode.map { "answered \($0)" } ?? "no answer: \(echo.error ?? "")"
             print("\(echo.function) of \(echo.terminal) (STAN \(echo.stan)) to \(echo.host): \(outcome) in \(String(format: "%.1f", echo.milliseconds)) ms")
-            for m in echo.messages {
-                print("\(m.direction == "out" ? ">" : "<") \(m.mti) (\(m.meaning))")
-                for f in m.fields { print("    \(f.field) \(f.name): \(f.value)") }
-            }
+            printHostMessages(echo.messages)
         }
         if !(echo.answered && echo.responseCode == "00") { throw ExitCode(1) }
     }

@@ -101,6 +101,30 @@ struct CallbackTargetTests {
     }
 }
 
+@Suite("the ISO 8583 link's bounded memory")
+struct RecentTests {
+    @Test("the oldest goes first past the capacity; a key removed or inserted again never evicts its newer value; removals leave no growth")
+    func bounded() {
+        var r = Recent<Int>(capacity: 3)
+        for (i, k) in ["a", "b", "c", "d"].enumerated() { r.insert(i, for: k) }
+        #expect(r.count == 3 && r.value(for: "a") == nil && r.value(for: "d") == 3)
+        // b is removed then inserted again: its old place in the order must not evict the new value.
+        #expect(r.remove("b") == 1)
+        r.insert(10, for: "b")
+        r.insert(11, for: "e")
+        #expect(r.value(for: "b") == 10, "the re-inserted key keeps its newer value")
+        #expect(r.value(for: "c") == nil && r.value(for: "d") == 3 && r.value(for: "e") == 11)
+        // Insert and remove many times: what is held and what is remembered in order stay bounded.
+        for i in 0..<1_000 {
+            r.insert(i, for: "k\(i)")
+            _ = r.remove("k\(i)")
+        }
+        #expect(r.count <= 3)
+        #expect(r.ordered <= 2 * 3 + 1, "\(r.ordered) entries remembered")
+        #expect(r.value(for: "b") == 10 && r.value(for: "e") == 11)
+    }
+}
+
 @Suite("a completion the ledger refuses", .serialized)
 struct UnrecordableTests {
     /// A bench with the demo card in bench1's reader, its upstream `adjust` says.

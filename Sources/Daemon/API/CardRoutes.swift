@@ -135,8 +135,7 @@ extension Bench {
                                        "iso8583": configuration.iso8583AmountTable.option],
                         timeoutSeconds: Double(configuration.hostTimeout.components.seconds), queues: queues,
                         upstreams: Dictionary(uniqueKeysWithValues: configuration.terminals.map { t in
-                            (t.name, context.upstream[t.name] == nil ? "emulated" : "iso8583://" + ((t.upstream ?? configuration.upstream).map { u in
-                                (u.host.contains(":") ? "[\(u.host)]" : u.host) + ":\(u.port)" } ?? ""))
+                            (t.name, context.upstream[t.name] == nil ? "emulated" : (t.upstream ?? configuration.upstream)?.url ?? "emulated")
                         }),
                         iso8583: ISO8583View(packager: configuration.iso8583.packager.name, framing: configuration.iso8583.framing.rawValue,
                                              listen: iso8583Port.map { port in

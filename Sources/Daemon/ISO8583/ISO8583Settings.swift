@@ -33,6 +33,9 @@ public struct ISO8583Upstream: Sendable, Equatable {
         self.host = host
         self.port = port
     }
+
+    /// `iso8583://HOST:PORT`, an IPv6 literal in brackets.
+    public var url: String { "iso8583://" + (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
 }
 
 /// The message format both directions use, and the link's limits (`host.iso8583.*`).

@@ -189,26 +189,40 @@ final class ISO8583IssuerService: @unchecked Sendable {
 }
 
 /// The last `capacity` values by key: what the issuer remembers of external terminals' messages,
-/// bounded so a terminal that never reverses cannot grow it without end.
+/// bounded so a terminal that never reverses cannot grow it without end. Each insertion has a
+/// number: the oldest still held goes first, and a key removed or inserted again leaves no entry
+/// behind that could evict its newer value. The insertion order is compacted once it is twice
+/// the capacity, so removals cannot grow it either.
 struct Recent<Value> {
-    private var values: [String: Value] = [:]
-    private var order: [String] = []
+    private var values: [String: (number: Int, value: Value)] = [:]
+    private var order: [(key: String, number: Int)] = []
     private var start = 0
-    let capacity = 10_000
+    private var next = 0
+    let capacity: Int
 
-    func value(for key: String) -> Value? { values[key] }
+    init(capacity: Int = 10_000) { self.capacity = capacity }
+
+    var count: Int { values.count }
+
+    func value(for key: String) -> Value? { values[key]?.value }
 
     mutating func insert(_ value: Value, for key: String) {
-        if values.updateValue(value, forKey: key) == nil { order.append(key) }
+        next += 1
+        values[key] = (next, value)
+        order.append((key, next))
         while values.count > capacity, start < order.count {
-            values[order[start]] = nil
+            let (oldest, number) = order[start]
+            if values[oldest]?.number == number { values[oldest] = nil }
             start += 1
         }
-        if start > capacity {
-            order.removeFirst(start)
+        if order.count - start > 2 * capacity || start > capacity {
+            order = order[start...].filter { values[$0.key]?.number == $0.number }
             start = 0
         }
     }
 
-    mutating func remove(_ key: String) -> Value? { values.removeValue(forKey: key) }
+    mutating func remove(_ key: String) -> Value? { values.removeValue(forKey: key)?.value }
+
+    /// How many insertions are remembered in order (held or not yet compacted away): for tests.
+    var ordered: Int { order.count - start }
 }

@@ -69,7 +69,7 @@ final class ISO8583UpstreamLink: UpstreamLink {
             problem = error.description
         }
         let elapsed = ContinuousClock.now - start
-        return ISO8583EchoView(terminal: terminal, host: "iso8583://" + (upstream.host.contains(":") ? "[\(upstream.host)]" : upstream.host) + ":\(upstream.port)",
+        return ISO8583EchoView(terminal: terminal, host: upstream.url,
                                function: signOn ? "sign-on" : "echo test", stan: stan.description, answered: code != nil, responseCode: code,
                                milliseconds: Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15,
                                error: problem, messages: session.messages.map(HostMessageView.init))
