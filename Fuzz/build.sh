@@ -20,7 +20,7 @@ SANITIZE=(-sanitize=fuzzer,address)
 extra_sources() {
     case $1 in
         scenario) echo Sources/Scenario/ScenarioFile.swift ;;
-        json) echo Sources/Daemon/JSONBody.swift ;;
+        json) echo Sources/Fronts/JSONBody.swift ;;
     esac
 }
 

@@ -1,6 +1,6 @@
 import Foundation
 
-// Compiled together with Sources/Daemon/JSONBody.swift (the Daemon module needs the whole daemon),
+// Compiled together with Sources/Fronts/JSONBody.swift (the Fronts module needs EMV and swift-crypto),
 // so `JSONBody` here is the reader the API uses, not a copy.
 //
 // The API's JSON bodies (JSONBody.check and JSONBody.decode).

@@ -303,14 +303,19 @@ public final class FramedListener: @unchecked Sendable {
                 return p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { a in
                     var addr = a.pointee.sin6_addr
                     inet_ntop(AF_INET6, &addr, &text, socklen_t(text.count))
-                    return "[\(String(cString: text))]:\(UInt16(bigEndian: a.pointee.sin6_port))"
+                    return "[\(Self.text(text))]:\(UInt16(bigEndian: a.pointee.sin6_port))"
                 }
             }
             return p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { a in
                 var addr = a.pointee.sin_addr
                 inet_ntop(AF_INET, &addr, &text, socklen_t(text.count))
-                return "\(String(cString: text)):\(UInt16(bigEndian: a.pointee.sin_port))"
+                return "\(Self.text(text)):\(UInt16(bigEndian: a.pointee.sin_port))"
             }
         }
+    }
+
+    /// A C string's text: the bytes before its NUL.
+    static func text(_ chars: [CChar]) -> String {
+        String(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

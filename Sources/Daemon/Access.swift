@@ -214,3 +214,25 @@ public enum APIToken {
         return nil
     }
 }
+
+/// The origin rule for a page's form on a platform listener (a 3-D Secure challenge, a wallet):
+/// the answer must come from the page itself. A browser says where a post comes from
+/// (`Sec-Fetch-Site`, `Origin`); a post from another site — a page tricking the customer's
+/// browser into passing a challenge — is refused, as the control API refuses one. A client
+/// that is not a browser sends neither header and is let through (a test's HTTP client, a
+/// script). Navigating to the page (a GET, from the merchant's site) is what it is for.
+enum PagePost {
+    /// Why a post to a page is refused, or nil.
+    static func refusal(_ request: Request) -> String? {
+        if let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!]?.lowercased(), site != "same-origin", site != "none" {
+            return "a post to this page from another site (Sec-Fetch-Site: \(site.prefix(40))) is refused: only the page itself answers it"
+        }
+        if let origin = request.headers[.origin]?.lowercased() {
+            let authority = request.head.authority?.lowercased() ?? ""
+            guard !authority.isEmpty, origin == "http://" + authority || origin == "https://" + authority else {
+                return "a post to this page from the origin \(origin.prefix(80)) is refused: only the page itself answers it"
+            }
+        }
+        return nil
+    }
+}

@@ -63,13 +63,15 @@ struct CallbackDelivery: Service {
     }
 
     /// One commit for the deliveries that succeeded since the last; a crash before it delivers
-    /// them again (at least once).
+    /// them again (at least once). The rows are released only after the commit, so no look at
+    /// the outbox in between starts them again.
     private func flush(_ flights: Flights) {
         let delivered = flights.takeDelivered()
         guard !delivered.isEmpty else { return }
         if (try? bench.ledger.markDelivered(ids: delivered, at: Self.wallNow())) == nil {
             for id in delivered { _ = try? bench.ledger.markDelivered(id: id, at: Self.wallNow()) }
         }
+        flights.release(delivered)
     }
 
     private func record(_ entry: OutboxEntry, _ outcome: Result<Void, DeliveryError>, _ settings: CallbackSettings, flights: Flights) {
@@ -234,41 +236,71 @@ struct CallbackDelivery: Service {
 
 /// The deliveries under way: which rows, how many per target, and which succeeded since the
 /// last commit.
+///
+/// A row is held from `admit` until its outcome is committed: a failure is committed before
+/// `finish`, a success only by the next flush (one commit for many), so a succeeded row stays
+/// held through `finish` until `release`. Were it let go at `finish`, the outbox scan between
+/// `finish` and the flush would still see it pending and deliver it a second time.
 final class Flights: @unchecked Sendable {
     // Unchecked: everything mutable is under `lock`.
     private let lock = NSLock()
+    /// Rows being delivered, or delivered and waiting for their commit.
     private var rows: Set<Int64> = []
+    /// Rows being delivered: the whole delivery's limit counts these.
+    private var running = 0
     private var perTarget: [String: Int] = [:]
     private var succeeded: [Int64] = []
+    /// Delivered rows held until their commit (`succeeded` is emptied by `takeDelivered`
+    /// before the commit, perhaps before `finish`).
+    private var held: Set<Int64> = []
 
-    /// Takes row `id` for delivery unless it is under way already or its target or the whole
-    /// delivery is at its limit.
+    /// Takes row `id` for delivery unless it is under way already (or delivered and not yet
+    /// committed), or its target or the whole delivery is at its limit.
     func admit(_ id: Int64, key: String) -> Bool {
         lock.withLock {
-            guard !rows.contains(id), rows.count < CallbackDelivery.totalLimit,
+            guard !rows.contains(id), running < CallbackDelivery.totalLimit,
                   perTarget[key, default: 0] < CallbackDelivery.perTargetLimit else { return false }
             rows.insert(id)
+            running += 1
             perTarget[key, default: 0] += 1
             return true
         }
     }
 
-    func delivered(_ id: Int64) { lock.withLock { succeeded.append(id) } }
-
-    /// A row leaves only after its outcome is recorded (or queued for the next commit), so the
-    /// next look at the outbox cannot start it twice.
-    func finish(_ id: Int64, key: String) {
+    /// Row `id` was delivered: it stays held until `release`, after its commit.
+    func delivered(_ id: Int64) {
         lock.withLock {
-            rows.remove(id)
-            perTarget[key, default: 1] -= 1
-            if perTarget[key] == 0 { perTarget[key] = nil }
+            succeeded.append(id)
+            held.insert(id)
         }
     }
 
+    /// Row `id`'s delivery ended: its target's slot is free. A failed row (its attempt already
+    /// committed) may be started again; a delivered one waits for `release`.
+    func finish(_ id: Int64, key: String) {
+        lock.withLock {
+            running -= 1
+            perTarget[key, default: 1] -= 1
+            if perTarget[key] == 0 { perTarget[key] = nil }
+            if !held.contains(id) { rows.remove(id) }
+        }
+    }
+
+    /// The delivered rows not yet committed, for one commit; they stay held until `release`.
     func takeDelivered() -> [Int64] {
         lock.withLock {
             defer { succeeded = [] }
             return succeeded
+        }
+    }
+
+    /// Lets go of delivered rows once their delivery is committed.
+    func release(_ ids: [Int64]) {
+        lock.withLock {
+            for id in ids {
+                rows.remove(id)
+                held.remove(id)
+            }
         }
     }
 }

@@ -315,6 +315,16 @@ extension PAN {
         return brand.panLengths.contains(digits.count)
     }
 
+    /// `text` with everything in it that looks like a card number (`likelyPANRange`) masked
+    /// (first 6, last 4): for text a peer or a client sent that is kept or shown.
+    public static func maskingLikelyPANs(in text: String) -> String {
+        var text = text
+        while let range = likelyPANRange(in: text) {
+            text.replaceSubrange(range, with: masked(String(text[range])))
+        }
+        return text
+    }
+
     /// Whether `text` holds something that looks like a card number (`likelyPANRange`).
     public static func looksLikeItHoldsAPAN(_ text: String) -> Bool { likelyPANRange(in: text) != nil }
 }

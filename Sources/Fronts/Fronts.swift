@@ -1,4 +1,6 @@
+import Crypto
 import EMV
+import Foundation
 import Terminal
 
 /// The apps cardbench stands in for. Each front parses and checks the URL its app receives and
@@ -50,5 +52,32 @@ public enum TextRules {
         }
         if panLike, PAN.looksLikeItHoldsAPAN(value) { return panRule }
         return nil
+    }
+}
+
+/// The unguessable part of a page's address that a platform hands out for one payment (a 3-D
+/// Secure challenge): 128 random bits, kept only as their SHA-256, so neither a payment's id
+/// (which may run in sequence) nor the database reaches the page.
+public enum PageToken {
+    /// A new token and the hash to keep of it.
+    public static func make() -> (token: String, hash: String) {
+        var g = SystemRandomNumberGenerator()
+        let token = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &g)) }.joined()
+        return (token, hash(token))
+    }
+
+    /// The hash kept of `token`: lower-case hex SHA-256.
+    public static func hash(_ token: String) -> String {
+        SHA256.hash(data: Array(token.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Whether `token` is the one `hash` was kept of; equal-length digests compared in full.
+    public static func matches(_ token: String, _ hash: String?) -> Bool {
+        guard let hash else { return false }
+        let presented = Array(Self.hash(token).utf8), kept = Array(hash.utf8)
+        guard presented.count == kept.count else { return false }
+        var difference: UInt8 = 0
+        for (a, b) in zip(presented, kept) { difference |= a ^ b }
+        return difference == 0
     }
 }

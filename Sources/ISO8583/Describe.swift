@@ -102,6 +102,11 @@ extension ISOMessage {
                                tlv: f.tlv?.map { DescribedTag(tag: $0.tag, name: $0.name, value: TraceRedaction.masking(pan: pan, in: $0.value)) })
             }
         }
+        // And any other card number in a field's text (`acct 4012888888881881` in field 48): the
+        // card number scan every surface applies. ICC data is shown as hex and left alone.
+        out = out.map { f in
+            f.tlv != nil ? f : DescribedField(field: f.field, name: f.name, value: PAN.maskingLikelyPANs(in: f.value), tlv: nil)
+        }
         return DescribedMessage(direction: direction, mti: mti, meaning: Self.meaning(of: mti), fields: out)
     }
 

@@ -295,6 +295,13 @@ extension Ledger {
         }
     }
 
+    /// The approved operations of one kind on `originalID`, in minor units.
+    static func approvedAmount(_ db: Database, originalID: Int64, action: TransactionAction) throws -> Int64 {
+        try Int64.fetchOne(db.cachedStatement(sql: """
+            SELECT coalesce(sum(amount), 0) FROM txn WHERE original_id = ? AND action = ? AND status = 'approved'
+            """), arguments: [originalID, action.rawValue]) ?? 0
+    }
+
     /// The approved refunds of `originalID`, in minor units.
     static func refundedAmount(_ db: Database, originalID: Int64) throws -> Int64 {
         try Int64.fetchOne(db.cachedStatement(sql: """
@@ -339,9 +346,27 @@ extension Ledger {
     /// An approved sale or capture adds to the open batch (opening it if it was closed, as a
     /// terminal does); an approved cancel, refund or reversal marks its original and takes it
     /// back out of the batch when it had been counted. A pre-authorisation only holds funds.
+    ///
+    /// The totals are checked here, in the write that records the operation, whichever surface
+    /// asked: what is captured of a pre-authorisation stays within it, what is refunded of a sale
+    /// or capture stays within it, and a pre-authorisation with a capture cannot be cancelled.
+    /// Two operations racing past their surface's own checks cannot both commit.
     static func applyApproval(_ db: Database, _ row: StoredTransaction) throws {
         switch row.action {
-        case .sale, .capture:
+        case .capture:
+            guard let originalID = row.originalID else {
+                throw LedgerError.invalid(field: "originalID", rule: "a capture needs an original")
+            }
+            let original = try transaction(db, id: originalID, field: "originalID")
+            guard original.status == .approved else {
+                throw LedgerError.invalid(field: "originalID", rule: "transaction \(originalID) is already \(original.status.rawValue)")
+            }
+            let captured = try approvedAmount(db, originalID: originalID, action: .capture)
+            guard captured <= original.amount else {
+                throw LedgerError.invalid(field: "amount", rule: "captures of transaction \(originalID) would total \(captured), more than its authorised \(original.amount)")
+            }
+            try addToBatch(db, terminalID: row.terminalID, amount: row.amount)
+        case .sale:
             try addToBatch(db, terminalID: row.terminalID, amount: row.amount)
         case .preAuth:
             break
@@ -354,6 +379,15 @@ extension Ledger {
             let original = try transaction(db, id: originalID, field: "originalID")
             guard original.status == .approved else {
                 throw LedgerError.invalid(field: "originalID", rule: "transaction \(originalID) is already \(original.status.rawValue)")
+            }
+            if row.action == .refund {
+                let refunded = try refundedAmount(db, originalID: originalID)
+                guard refunded <= original.amount else {
+                    throw LedgerError.invalid(field: "amount", rule: "refunds of transaction \(originalID) would total \(refunded), more than its \(original.amount)")
+                }
+            }
+            if row.action == .cancel, original.action == .preAuth, try approvedAmount(db, originalID: originalID, action: .capture) > 0 {
+                throw LedgerError.invalid(field: "originalID", rule: "pre-authorisation \(originalID) has been captured; refund the capture instead")
             }
             let marked: TransactionStatus = switch row.action {
             case .cancel: .cancelled

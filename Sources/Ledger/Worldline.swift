@@ -100,6 +100,9 @@ public struct WorldlinePayment: Sendable, Equatable, Codable {
     public var returnMAC: String?
     /// "challenge-passed", "challenge-failed", "frictionless", or nil when 3-D Secure was not asked for.
     public var threeDSecure: String?
+    /// The SHA-256 of the challenge page's token (`PageToken`): the page is reached by it, not
+    /// by the payment's id.
+    public var challengeTokenHash: String?
     public var operations: [WorldlineOperation]
     public var createdAt: Int64
     public var updatedAt: Int64
@@ -422,7 +425,9 @@ extension Ledger {
                                           arguments: [merchantID, key]) {
                 let at: Int64 = row["requested_at"]
                 if (row["request_hash"] as String) != requestHash { return .differentRequest(requestedAt: at) }
-                if let status: Int = row["status"], let body: String = row["body"] { return .done(requestedAt: at, status: status, body: body) }
+                if let status: Int = row["status"], let body: String = row["body"] {
+                    return .done(requestedAt: at, status: status, body: try Self.openIdempotentBody(body, unseal))
+                }
                 return .inProgress(requestedAt: at)
             }
             try db.execute(sql: "INSERT INTO worldline_idempotence (merchant_id, key, request_hash, requested_at) VALUES (?, ?, ?, ?)",
@@ -431,13 +436,23 @@ extension Ledger {
         }
     }
 
-    /// Stores the answer to an idempotent request; a nil `status` forgets the key (the request
+    /// How a stored answer is marked sealed: an answer can hold a secret (a session's
+    /// `clientSessionId`, the Client API's bearer credential), so it is kept sealed like the
+    /// platform's other secrets. A ledger from before this kept answers as plain JSON.
+    static let sealedBodyPrefix = "sealed:"
+
+    static func openIdempotentBody(_ stored: String, _ unseal: (String) throws -> [UInt8]) throws -> String {
+        guard stored.hasPrefix(sealedBodyPrefix) else { return stored }
+        return String(decoding: try unseal(String(stored.dropFirst(sealedBodyPrefix.count))), as: UTF8.self)
+    }
+
+    /// Stores the answer to an idempotent request, sealed; a nil `status` forgets the key (the request
     /// failed before doing anything, so a retry may run it).
     public func finishWorldlineIdempotence(merchantID: String, key: String, status: Int?, body: String?) throws {
         try write("finish an idempotence key") { db in
             if let status, let body {
                 try db.execute(sql: "UPDATE worldline_idempotence SET status = ?, body = ? WHERE merchant_id = ? AND key = ?",
-                               arguments: [status, body, merchantID, key])
+                               arguments: [status, Self.sealedBodyPrefix + (try seal(Array(body.utf8))), merchantID, key])
             } else {
                 try db.execute(sql: "DELETE FROM worldline_idempotence WHERE merchant_id = ? AND key = ?", arguments: [merchantID, key])
             }

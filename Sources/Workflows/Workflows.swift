@@ -181,6 +181,8 @@ public struct WorkflowContext: Sendable {
     /// The external hosts terminals authorise against, by terminal name; a terminal not named
     /// asks the emulated issuer.
     public var upstream: [String: any UpstreamLink] = [:]
+    /// Operations on one payment, one at a time, for every surface (`PaymentSerialiser`).
+    public let payments = PaymentSerialiser()
 
     public init(store: any TransactionStore, host: EmulatedHost, clock: any Clock, events: any EventSink, cards: any CardDirectory,
                 terminals: any TerminalDirectory, settings: WorkflowSettings) {

@@ -6,6 +6,7 @@ import Synchronization
 import Terminal
 import Testing
 @testable import Daemon
+import Fronts
 import Workflows
 
 @Suite("strict JSON bodies")
@@ -98,6 +99,26 @@ struct CallbackTargetTests {
         #expect(flights.admit(4, key: "b"))
         flights.finish(1, key: "a")
         #expect(flights.admit(3, key: "a"))
+    }
+
+    @Test("a delivered row is not started again before its delivery is committed, whenever the outbox is read")
+    func deliveredOnce() {
+        let flights = Flights()
+        #expect(flights.admit(1, key: "a"))
+        flights.delivered(1)
+        // The commit takes the row before its task has finished, and after it: either way the
+        // row (still pending in the outbox until the commit) is not admitted again.
+        let taken = flights.takeDelivered()
+        #expect(taken == [1])
+        flights.finish(1, key: "a")
+        #expect(!flights.admit(1, key: "a"), "delivered, not yet committed: a second delivery would be a duplicate")
+        #expect(flights.admit(2, key: "a") && flights.admit(3, key: "a"), "its target's slot is free again")
+        flights.release(taken)
+        flights.finish(2, key: "a")
+        #expect(flights.admit(1, key: "a"), "committed and let go (the outbox no longer lists it)")
+        // A failed row (its attempt committed before finish) may be started again at once.
+        flights.finish(1, key: "a")
+        #expect(flights.admit(1, key: "a"))
     }
 }
 

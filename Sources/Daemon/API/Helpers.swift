@@ -1,5 +1,6 @@
 import EMV
 import Foundation
+import Fronts
 import Hummingbird
 import HummingbirdCore
 import Ledger

@@ -32,6 +32,9 @@ struct CitconServer: Sendable {
         }
         let authorization = request.headers[.authorization]
         if segments.first == "citcon", segments.count == 3, ["wallet", "3ds"].contains(segments[1]) {
+            if request.method == .post, let refused = PagePost.refusal(request) {
+                return Self.reply(CitconFront.failure(CitconError(httpStatus: 403, code: "4030", message: "forbidden: \(refused)")))
+            }
             return await page(request.method, kind: segments[1], id: segments[2], body: body)
         }
         return Self.reply(await perform(method: request.method, segments: segments, authorization: authorization, contentType: request.headers[.contentType],

@@ -1,4 +1,5 @@
 import CardIO
+import Crypto
 import EMV
 import Foundation
 import ISO8583
@@ -28,8 +29,8 @@ final class ISO8583IssuerService: @unchecked Sendable {
     let onRecorded: @Sendable (StoredTransaction) -> Void
     /// Approvals by the sending terminal's TID and STAN, for their reversals.
     private let approvals = Mutex(Recent<(id: Int64, code: String, amount: Int)>())
-    /// Answers by TID, STAN and message class, for repeats.
-    private let answers = Mutex(Recent<ISOMessage>())
+    /// Answers by TID, STAN and message class, for repeats, with what identifies their request.
+    private let answers = Mutex(Recent<(answer: ISOMessage, request: String)>())
 
     init(host: EmulatedHost, ledger: Ledger, clock: any Terminal.Clock, packager: Packager, amountTable: AmountTable, logger: Logger,
          onRecorded: @escaping @Sendable (StoredTransaction) -> Void) throws {
@@ -60,8 +61,14 @@ final class ISO8583IssuerService: @unchecked Sendable {
         case "0101", "0201":
             // A repeat is the same request sent again: it gets the first one's answer, and is
             // authorised only when that never arrived here.
+            // A repeat must be that request: the same card, amount, processing code, currency,
+            // terminal and merchant. Another request under the same terminal id and STAN is
+            // refused (94, duplicate transmission) and learns nothing of the first.
             let earlier = answers.withLock { $0.value(for: key(message, stan: message[11]) + "/" + message.mti.prefix(2)) }
-            if var earlier {
+            if let earlier, earlier.request != Self.identity(message) {
+                logger.notice("ISO 8583 \(message.mti) from terminal \(message[41] ?? "?") STAN \(message[11] ?? "?") does not match the request it repeats: refused with 94")
+                answer = IssuerMessages.answer(message, code: "94")
+            } else if var earlier = earlier?.answer {
                 earlier.mti = TerminalMessages.responseMTI(message.mti)
                 answer = earlier
             } else {
@@ -102,8 +109,17 @@ final class ISO8583IssuerService: @unchecked Sendable {
             // the system failed (96), with no authorisation code and no ARPC.
             answer = IssuerMessages.answer(message, code: "96")
         }
-        answers.withLock { $0.insert(answer, for: key(message, stan: message[11]) + "/" + message.mti.prefix(2)) }
+        answers.withLock { $0.insert((answer, Self.identity(message)), for: key(message, stan: message[11]) + "/" + message.mti.prefix(2)) }
         return answer
+    }
+
+    /// What makes a request the one a repeat repeats, hashed (the card number is not kept in
+    /// memory in clear for this): the card (field 2 or 35's), processing code, amount,
+    /// currency, terminal and merchant.
+    static func identity(_ m: ISOMessage) -> String {
+        let card = m[2] ?? m[35].map { String($0.prefix { $0 != "=" && $0 != "D" }) } ?? ""
+        let text = [card, m[3] ?? "", m[4] ?? "", m[49] ?? "", m[41] ?? "", m[42] ?? ""].joined(separator: "|")
+        return Data(SHA256.hash(data: Array(text.utf8))).base64EncodedString()
     }
 
     /// Records the authorisation with its two messages; false when the ledger refused it (an
@@ -126,7 +142,7 @@ final class ISO8583IssuerService: @unchecked Sendable {
                                         completedAt: max(clock.nowMicroseconds(), created), reversal: false)
             completion.maskedPAN = PAN.masked(request.pan)
             completion.pan = request.pan
-            completion.brand = CardBrand.detect(pan: request.pan)?.rawValue
+            completion.brand = CardBrand.detect(pan: request.pan)?.displayName
             completion.arqc = request.arqc.map(Hex.encode)
             completion.atc = request.cryptogramData?.tags[0x9F36].map(Hex.encode)
             completion.aid = request.aid.isEmpty ? nil : Hex.encode(request.aid)

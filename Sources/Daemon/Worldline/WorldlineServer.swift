@@ -264,7 +264,9 @@ struct WorldlineServer: Sendable {
     }
 
     func iin(_ body: [UInt8]) throws -> Replied {
-        let json = try WorldlineJSON.parse(body)
+        // A card's first digits, sent by the SDKs as the customer types: a whole number is not
+        // kept nor echoed (the answer names the IIN only).
+        let json = try WorldlineJSON.parse(body, cardNumberAt: ["bin"])
         let bin = try json.requiredString("bin", maxLength: 19)
         guard let details = try WorldlineProducts.iinDetails(bin) else {
             throw WorldlineError(httpStatus: 404, errorCode: "300450", id: "CARD_NUMBER_NOT_RECOGNIZED", propertyName: "bin",
@@ -279,13 +281,13 @@ struct WorldlineServer: Sendable {
     /// `result=pass|fail` (a form, as the page's buttons send) answers it and sends the customer
     /// back to the merchant's return URL.
     func challenge(_ request: Request, _ segments: [String], _ body: [UInt8]) async throws -> Response {
-        guard segments.count == 2 else { throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no such challenge") }
-        let id = segments[1]
-        if request.method == .get {
-            guard let p = try bench.ledger.worldlinePayment(id: id) else { throw WorldlineError.notFound("UNKNOWN_PAYMENT_ID", "no payment \(shownValue(id, 40))") }
-            return Self.page(Self.challengePage(p))
-        }
+        // `/threeds/{paymentId}/{token}`: the token is the page's key (`PageToken`).
+        guard segments.count == 3 else { throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no such challenge") }
+        let id = segments[1], token = segments[2]
+        let p = try front.challengePayment(paymentID: id, token: token)
+        if request.method == .get { return Self.page(Self.challengePage(p)) }
         guard request.method == .post else { throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no such challenge") }
+        if let refused = PagePost.refusal(request) { throw WorldlineError.forbidden(refused) }
         let form = RenderedCallback.fields(of: "x:?" + String(decoding: body, as: UTF8.self))
         guard let result = form.first(where: { $0.name == "result" })?.value, result == "pass" || result == "fail" else {
             throw WorldlineError.invalid("result", "must be pass or fail")

@@ -84,16 +84,55 @@ public struct WorldlineJSON: @unchecked Sendable {
     let object: [String: Any]
     let path: String
 
-    /// Parses a body: a JSON object of at most `maximumBytes`.
-    public static func parse(_ body: [UInt8], maximumBytes: Int = 64 << 10) throws(WorldlineError) -> WorldlineJSON {
+    /// Parses a body: a JSON object of at most `maximumBytes`, read by the one JSON reader every
+    /// listener uses (`JSONBody`: a duplicate key, a NUL, too deep a nesting or text after the
+    /// value is refused, so no two readers of a body can disagree about it), with every text in
+    /// it scanned for card numbers before anything is done with it.
+    /// - Parameter cardNumberAt: the properties that carry a card number by their definition
+    ///   (`cardPaymentMethodSpecificInput.card.cardNumber`); a card number anywhere else — a
+    ///   reference, a URL, a note, a key — is refused naming its property (`TextRules.panRule`).
+    public static func parse(_ body: [UInt8], maximumBytes: Int = 64 << 10,
+                             cardNumberAt: Set<String> = []) throws(WorldlineError) -> WorldlineJSON {
         guard body.count <= maximumBytes else { throw .badBody("the body is \(body.count) bytes; at most \(maximumBytes) are accepted") }
         if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return WorldlineJSON(object: [:], path: "") }
+        do throws(JSONBody.Problem) { try JSONBody.check(body) } catch {
+            let property = error.path == "body" ? nil : String(error.path.dropFirst("body.".count))
+            if let property { throw .invalid(property, error.rule) }
+            throw .badBody("the body \(error.rule)")
+        }
         let parsed: Any
         do { parsed = try JSONSerialization.jsonObject(with: Data(body)) } catch {
             throw .badBody("the body is not valid JSON")
         }
         guard let object = parsed as? [String: Any] else { throw .badBody("the body must be a JSON object") }
+        try scanForCardNumbers(object, path: "", allowed: cardNumberAt)
         return WorldlineJSON(object: object, path: "")
+    }
+
+    /// Parses a body whose every value is read by its own rules (an encrypted customer input,
+    /// which is all card data), with the same reader as `parse` and no card number scan.
+    public static func parseCardData(_ body: [UInt8]) throws(WorldlineError) -> WorldlineJSON {
+        do throws(JSONBody.Problem) { try JSONBody.check(body) } catch { throw .badBody("the body \(error.rule)") }
+        guard let parsed = try? JSONSerialization.jsonObject(with: Data(body)), let object = parsed as? [String: Any] else {
+            throw .badBody("the body must be a JSON object")
+        }
+        return WorldlineJSON(object: object, path: "")
+    }
+
+    /// Refuses a card number in any key, string or whole number of `value` outside `allowed`.
+    static func scanForCardNumbers(_ value: Any, path: String, allowed: Set<String>) throws(WorldlineError) {
+        if let object = value as? [String: Any] {
+            for (key, child) in object {
+                let childPath = path.isEmpty ? key : "\(path).\(key)"
+                if PAN.looksLikeItHoldsAPAN(key) { throw .invalid(shownValue(childPath, 100), TextRules.panRule) }
+                try scanForCardNumbers(child, path: childPath, allowed: allowed)
+            }
+        } else if let array = value as? [Any] {
+            for (i, child) in array.enumerated() { try scanForCardNumbers(child, path: "\(path)[\(i)]", allowed: allowed) }
+        } else if !allowed.contains(path) {
+            let text: String? = if let s = value as? String { s } else if let n = value as? NSNumber, !isBool(n) { n.stringValue } else { nil }
+            if let text, PAN.looksLikeItHoldsAPAN(text) { throw .invalid(path, TextRules.panRule) }
+        }
     }
 
     /// A reader of `object`, whose properties are named under `path`.
@@ -187,9 +226,5 @@ public struct WorldlineJSON: @unchecked Sendable {
 /// anything that looks like a card number masked. Error answers are kept (an idempotent
 /// request's answer is stored), and nothing stored may hold a full PAN.
 public func shownValue<S: StringProtocol>(_ value: S, _ maximum: Int) -> String {
-    var text = String(value.prefix(maximum))
-    while let range = PAN.likelyPANRange(in: text) {
-        text.replaceSubrange(range, with: PAN.masked(String(text[range])))
-    }
-    return text
+    PAN.maskingLikelyPANs(in: String(value.prefix(maximum)))
 }

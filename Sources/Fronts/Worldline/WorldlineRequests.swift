@@ -72,6 +72,9 @@ public struct WorldlineCreatePayment: Sendable {
     public typealias ThreeDS = ThreeDSecure
 
     /// Reads a payment request, naming the property of anything missing or wrong.
+    /// Where a payment request carries a card number by definition; anywhere else one is refused.
+    public static let cardNumberProperties: Set<String> = ["cardPaymentMethodSpecificInput.card.cardNumber"]
+
     public static func parse(_ json: WorldlineJSON) throws(WorldlineError) -> WorldlineCreatePayment {
         guard let order = try json.object("order") else { throw .missing("order") }
         guard let money = try order.object("amountOfMoney") else { throw .missing("order.amountOfMoney") }
@@ -173,7 +176,7 @@ public struct WorldlineCustomerInput: Sendable {
 
     public static func parse(_ plaintext: [UInt8]) throws(WorldlineError) -> WorldlineCustomerInput {
         let json: WorldlineJSON
-        do throws(WorldlineError) { json = try WorldlineJSON.parse(plaintext) } catch {
+        do throws(WorldlineError) { json = try WorldlineJSON.parseCardData(plaintext) } catch {
             throw .invalid("encryptedCustomerInput", "its payload is not a JSON object")
         }
         let p = "encryptedCustomerInput."

@@ -159,12 +159,21 @@ public final class CitconFront: Sendable {
     /// `POST /v1/charges/{charge_token}`: the app confirms a charge. A wallet is run by the
     /// outcome table (docs/citcon.md); a method given here sets a charge created without one.
     public func confirm(merchantID: String, chargeToken: String, body: [UInt8], pageURL: (String, String) -> String) throws(CitconError) -> Reply {
+        guard let found = try stored("read the charge", { try store.citconCharge(id: nil, chargeToken: chargeToken) }), found.merchantID == merchantID else {
+            throw .notFound("not found: no charge with this charge token")
+        }
+        return try serialised(found.id) { () throws(CitconError) -> Reply in
+            try confirmSerialised(merchantID: merchantID, chargeToken: chargeToken, body: body, pageURL: pageURL)
+        }
+    }
+
+    func confirmSerialised(merchantID: String, chargeToken: String, body: [UInt8], pageURL: (String, String) -> String) throws(CitconError) -> Reply {
         guard var charge = try stored("read the charge", { try store.citconCharge(id: nil, chargeToken: chargeToken) }), charge.merchantID == merchantID else {
             throw .notFound("not found: no charge with this charge token")
         }
         var method: String? = nil
         do throws(WorldlineError) {
-            method = try WorldlineJSON.parse(body).object("payment")?.string("method", maxLength: 32)?.lowercased()
+            method = try WorldlineJSON.parse(body, cardNumberAt: CitconChargeRequest.cardNumberProperties).object("payment")?.string("method", maxLength: 32)?.lowercased()
         } catch { throw CitconError(error) }
         if let method {
             guard CitconMethod.offered(version: settings.version).contains(method), method != "card" else {
@@ -198,6 +207,12 @@ public final class CitconFront: Sendable {
 
     /// The payer acts on a wallet page (or through the API): approve, decline, cancel, or let it expire.
     public func payerAction(chargeID: String, action: String) throws(CitconError) -> (charge: CitconCharge, redirect: String?) {
+        try serialised(chargeID) { () throws(CitconError) -> (charge: CitconCharge, redirect: String?) in
+            try payerActionSerialised(chargeID: chargeID, action: action)
+        }
+    }
+
+    func payerActionSerialised(chargeID: String, action: String) throws(CitconError) -> (charge: CitconCharge, redirect: String?) {
         guard var charge = try stored("read the charge", { try store.citconCharge(id: chargeID, chargeToken: nil) }) else {
             throw .notFound("not found: no charge \(shownValue(chargeID, 40))")
         }
@@ -312,10 +327,12 @@ public final class CitconFront: Sendable {
                                     responseCode: response?.responseCode.code, message: response?.message ?? failure,
                                     authorisationCode: response?.authorisationCode, maskedPAN: PAN.masked(card.pan), pan: card.pan,
                                     brand: CardBrand.detect(pan: card.pan)?.displayName, entryMode: "ecommerce", completedAt: context.clock.nowMicroseconds())
-        do {
-            try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: ipn(charge))
+        do throws(PlatformRecord.Refused) {
+            try PlatformRecord.commit(store, transactionID: started.id, completedAt: context.clock.nowMicroseconds(),
+                                      takeBack: response.map { r in { self.context.host.reverse(auth, approval: r) } }) {
+                try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: ipn(charge))
+            }
         } catch {
-            if let response { context.host.reverse(auth, approval: response) }
             throw .internalError("the charge could not be recorded: \(error)")
         }
         context.publish(.recorded(stan: started.stan, status: completion.status, action: charge.autoCapture ? .sale : .preAuth), terminal: terminal)
@@ -324,6 +341,12 @@ public final class CitconFront: Sendable {
 
     /// The 3-D Secure challenge of a card charge, answered.
     public func answerChallenge(chargeID: String, passed: Bool) throws(CitconError) -> (charge: CitconCharge, redirect: String?) {
+        try serialised(chargeID) { () throws(CitconError) -> (charge: CitconCharge, redirect: String?) in
+            try answerChallengeSerialised(chargeID: chargeID, passed: passed)
+        }
+    }
+
+    func answerChallengeSerialised(chargeID: String, passed: Bool) throws(CitconError) -> (charge: CitconCharge, redirect: String?) {
         guard let charge = try stored("read the charge", { try store.citconCharge(id: chargeID, chargeToken: nil) }), charge.challengePending else {
             throw .notFound("not found: no charge \(shownValue(chargeID, 40)) waiting for a 3-D Secure challenge")
         }
@@ -356,6 +379,10 @@ public final class CitconFront: Sendable {
     /// `POST /v1/captures`: all or part of an authorised charge.
     public func capture(merchantID: String, body: [UInt8]) throws(CitconError) -> Reply {
         let r = try CitconOperationRequest.parse(body)
+        return try serialised(r.transactionID) { () throws(CitconError) -> Reply in try capture(merchantID: merchantID, r) }
+    }
+
+    func capture(merchantID: String, _ r: CitconOperationRequest) throws(CitconError) -> Reply {
         var c = try charge(merchantID, r.transactionID)
         guard c.status == "authorized", let authID = c.transactionID else {
             throw .badRequest("transaction_id", "the charge is \(c.status); only an authorized charge can be captured")
@@ -368,7 +395,6 @@ public final class CitconFront: Sendable {
                                            currency: Self.currencyNumber(c.currency), clientReference: r.reference ?? c.reference, originalID: authID,
                                            createdAt: context.clock.nowMicroseconds()))
         }
-        if amount < c.amount, let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount - amount)) }
         let now = nowMillis
         let operation = CitconOperation(object: "capture", id: PlatformText.hex(16), reference: r.reference ?? "", amount: amount, status: "succeeded",
                                         timeCreated: now, transactionID: started.id)
@@ -376,17 +402,22 @@ public final class CitconFront: Sendable {
         c.status = "succeeded"
         c.amountCaptured = amount
         c.timeCaptured = now
-        try stored("record the capture") {
+        try record(started, .capture, merchantID: merchantID) {
             try store.completeCitconCharge(transactionID: started.id, auth.map { Completion.approved(actingOn: $0, completedAt: context.clock.nowMicroseconds()) },
                                            charge: c, outbox: ipn(c))
         }
-        context.publish(.recorded(stan: started.stan, status: .approved, action: .capture), terminal: terminal(merchantID))
+        // The rest is released at the issuer only once the capture is recorded.
+        if amount < c.amount, let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount - amount)) }
         return Self.success(operationData(operation, c))
     }
 
     /// `POST /v1/cancels`: releases an authorised (or still pending) charge.
     public func cancel(merchantID: String, body: [UInt8]) throws(CitconError) -> Reply {
         let r = try CitconOperationRequest.parse(body)
+        return try serialised(r.transactionID) { () throws(CitconError) -> Reply in try cancel(merchantID: merchantID, r) }
+    }
+
+    func cancel(merchantID: String, _ r: CitconOperationRequest) throws(CitconError) -> Reply {
         var c = try charge(merchantID, r.transactionID)
         let now = nowMillis
         switch c.status {
@@ -407,17 +438,16 @@ public final class CitconFront: Sendable {
                                                currency: auth.currency, clientReference: r.reference ?? c.reference, originalID: authID,
                                                createdAt: context.clock.nowMicroseconds()))
             }
-            if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount)) }
             let operation = CitconOperation(object: "cancel", id: PlatformText.hex(16), reference: r.reference ?? "", amount: c.amount, status: "succeeded",
                                             timeCreated: now, transactionID: started.id)
             c.operations.append(operation)
             c.status = "canceled"
             c.timeCanceled = now
-            try stored("record the cancel") {
+            try record(started, .cancel, merchantID: merchantID) {
                 try store.completeCitconCharge(transactionID: started.id, Completion.approved(actingOn: auth, completedAt: context.clock.nowMicroseconds()),
                                                charge: c, outbox: ipn(c))
             }
-            context.publish(.recorded(stan: started.stan, status: .approved, action: .cancel), terminal: terminal(merchantID))
+            if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount)) }
             return Self.success(operationData(operation, c))
         default:
             throw .badRequest("transaction_id", "the charge is \(c.status); only an initiated, pending or authorized charge can be cancelled (refund a captured one)")
@@ -427,6 +457,10 @@ public final class CitconFront: Sendable {
     /// `POST /v1/refunds`: all or part of what was captured and not yet refunded.
     public func refund(merchantID: String, body: [UInt8]) throws(CitconError) -> Reply {
         let r = try CitconOperationRequest.parse(body)
+        return try serialised(r.transactionID) { () throws(CitconError) -> Reply in try refund(merchantID: merchantID, r) }
+    }
+
+    func refund(merchantID: String, _ r: CitconOperationRequest) throws(CitconError) -> Reply {
         var c = try charge(merchantID, r.transactionID)
         guard c.status == "succeeded", let captured = c.amountCaptured else {
             throw .badRequest("transaction_id", "the charge is \(c.status); only a succeeded (captured) charge can be refunded")
@@ -445,18 +479,35 @@ public final class CitconFront: Sendable {
             try store.begin(NewTransaction(terminal: terminal(merchantID), provider: .citcon, action: .refund, amount: amount, currency: original.currency,
                                            clientReference: r.reference ?? c.reference, originalID: originalID, createdAt: context.clock.nowMicroseconds()))
         }
-        if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
         let now = nowMillis
         let operation = CitconOperation(object: "refund", id: PlatformText.hex(16), reference: r.reference ?? "", amount: amount, status: "succeeded",
                                         timeCreated: now, transactionID: started.id)
         c.operations.append(operation)
         c.amountRefunded = (c.amountRefunded ?? 0) + amount
-        try stored("record the refund") {
+        try record(started, .refund, merchantID: merchantID) {
             try store.completeCitconCharge(transactionID: started.id, Completion.approved(actingOn: original, completedAt: context.clock.nowMicroseconds()),
                                            charge: c, outbox: ipn(c, refund: operation))
         }
-        context.publish(.recorded(stan: started.stan, status: .approved, action: .refund), terminal: terminal(merchantID))
+        if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
         return Self.success(operationData(operation, c))
+    }
+
+    /// Records an operation with the charge's new state; a record the ledger refuses (a total it
+    /// checks) leaves the charge as it was and the operation's row failed (`PlatformRecord`).
+    func record(_ started: Started, _ action: TransactionAction, merchantID: String, _ commit: () throws -> Void) throws(CitconError) {
+        do throws(PlatformRecord.Refused) {
+            try PlatformRecord.commit(store, transactionID: started.id, completedAt: context.clock.nowMicroseconds(), commit)
+        } catch {
+            context.publish(.recorded(stan: started.stan, status: .failed, action: action), terminal: terminal(merchantID))
+            if let rule = error.rule { throw .badRequest("transaction_id", "the \(action.rawValue) cannot be recorded: \(rule.field): \(rule.rule)") }
+            throw .internalError("the \(action.rawValue) could not be recorded: \(error)")
+        }
+        context.publish(.recorded(stan: started.stan, status: .approved, action: action), terminal: terminal(merchantID))
+    }
+
+    /// Runs an operation on charge `id` with no other operation on it running (`PaymentSerialiser`).
+    func serialised<T>(_ id: String, _ body: () throws(CitconError) -> T) throws(CitconError) -> T {
+        try context.payments.run("citcon:" + id, body)
     }
 
     // MARK: The SDK's results

@@ -123,7 +123,7 @@ public final class WorldlineFront: Sendable {
     /// `POST /v2/{merchantId}/payments`. `challengeURL(paymentID)` is the page a 3-D Secure
     /// challenge is answered on.
     public func createPayment(merchantID: String, body: [UInt8], challengeURL: (String) -> String) throws(WorldlineError) -> Reply {
-        let request = try WorldlineCreatePayment.parse(WorldlineJSON.parse(body))
+        let request = try WorldlineCreatePayment.parse(WorldlineJSON.parse(body, cardNumberAt: WorldlineCreatePayment.cardNumberProperties))
         let card = try self.card(of: request, merchantID: merchantID)
         if let product = request.paymentProductID, product != WorldlineStatus.productID(card.brand) {
             throw .invalid("cardPaymentMethodSpecificInput.paymentProductId",
@@ -141,9 +141,11 @@ public final class WorldlineFront: Sendable {
                 payment.status = "REDIRECTED"
                 payment.returnURL = returnURL
                 payment.returnMAC = PlatformText.hex(16)
+                let page = PageToken.make()
+                payment.challengeTokenHash = page.hash
                 payment = try stored("record the payment") { try store.insertWorldlinePayment(payment) }
                 pending.withLock { $0[payment.id] = PendingChallenge(card: card, request: request) }
-                return Reply(201, WorldlineRender.created(payment, redirectURL: challengeURL(payment.id)))
+                return Reply(201, WorldlineRender.created(payment, redirectURL: challengeURL(payment.id + "/" + page.token)))
             }
         }
         let authorised = try authorise(payment, card: card, request: request)
@@ -228,13 +230,15 @@ public final class WorldlineFront: Sendable {
                                     authorisationCode: response?.authorisationCode, maskedPAN: PAN.masked(card.pan), pan: card.pan,
                                     brand: card.brand?.displayName, entryMode: "ecommerce", completedAt: now)
         let result: (WorldlinePayment, StoredTransaction)
-        do {
-            result = try store.completeWorldlineAuthorisation(transactionID: started.id, completion, payment: p) { p in
-                self.webhooks(merchant, type: approved ? (sale ? "payment.captured" : "payment.pending_capture") : "payment.rejected", payment: p)
+        do throws(PlatformRecord.Refused) {
+            // Not recorded: the issuer must not keep an approval the ledger does not have.
+            result = try PlatformRecord.commit(store, transactionID: started.id, completedAt: now,
+                                               takeBack: response.map { r in { self.context.host.reverse(auth, approval: r) } }) {
+                try store.completeWorldlineAuthorisation(transactionID: started.id, completion, payment: p) { p in
+                    self.webhooks(merchant, type: approved ? (sale ? "payment.captured" : "payment.pending_capture") : "payment.rejected", payment: p)
+                }
             }
         } catch {
-            // Not recorded: the issuer must not keep an approval the ledger does not have.
-            if let response { context.host.reverse(auth, approval: response) }
             throw .internalError("the payment could not be recorded: \(error)")
         }
         context.publish(.outcome(stan: started.stan, status: result.1.status, responseCode: response?.responseCode.code ?? "",
@@ -287,6 +291,10 @@ public final class WorldlineFront: Sendable {
     /// released at the issuer, as a final capture does).
     public func capture(merchantID: String, id: String, body: [UInt8]) throws(WorldlineError) -> Reply {
         let request = try WorldlineCapture.parse(WorldlineJSON.parse(body))
+        return try serialised(id) { () throws(WorldlineError) -> Reply in try capture(merchantID: merchantID, id: id, request) }
+    }
+
+    func capture(merchantID: String, id: String, _ request: WorldlineCapture) throws(WorldlineError) -> Reply {
         var p = try payment(merchantID, id)
         guard p.status == "PENDING_CAPTURE", let authID = p.transactionID else {
             throw .wrongStatus("payment \(id) is \(p.status); only a PENDING_CAPTURE payment can be captured")
@@ -300,7 +308,6 @@ public final class WorldlineFront: Sendable {
                                            currency: auth?.currency ?? 978, clientReference: request.merchantReference ?? p.merchantReference,
                                            originalID: authID, createdAt: now))
         }
-        if amount < p.amount, let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount - amount)) }
         let operation = WorldlineOperation(id: p.nextOperationID, kind: .capture, amount: amount, status: "CAPTURED",
                                            transactionID: started.id, merchantReference: request.merchantReference, createdAt: now)
         p.operations.append(operation)
@@ -309,11 +316,17 @@ public final class WorldlineFront: Sendable {
         p.updatedAt = now
         try record(started.id, auth.map { Completion.approved(actingOn: $0, completedAt: now) }, p, webhooks(merchant, type: "payment.captured", payment: p),
                    terminal: merchant.terminalName, stan: started.stan, action: .capture)
+        // The rest is released at the issuer only once the capture is recorded.
+        if amount < p.amount, let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount - amount)) }
         return Reply(200, WorldlineRender.capture(operation, p))
     }
 
     /// `POST …/payments/{id}/cancel`: releases an authorisation not yet captured.
     public func cancel(merchantID: String, id: String) throws(WorldlineError) -> Reply {
+        try serialised(id) { () throws(WorldlineError) -> Reply in try cancelSerialised(merchantID: merchantID, id: id) }
+    }
+
+    func cancelSerialised(merchantID: String, id: String) throws(WorldlineError) -> Reply {
         var p = try payment(merchantID, id)
         let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
         switch p.status {
@@ -330,13 +343,13 @@ public final class WorldlineFront: Sendable {
                 try store.begin(NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: .cancel, amount: auth.amount,
                                                currency: auth.currency, clientReference: p.merchantReference, originalID: authID, createdAt: now))
             }
-            if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount)) }
             p.operations.append(WorldlineOperation(id: p.nextOperationID, kind: .cancel, amount: p.amount, status: "CANCELLED",
                                                    transactionID: started.id, createdAt: now))
             p.status = "CANCELLED"
             p.updatedAt = now
             try record(started.id, Completion.approved(actingOn: auth, completedAt: now), p, webhooks(merchant, type: "payment.cancelled", payment: p),
                        terminal: merchant.terminalName, stan: started.stan, action: .cancel)
+            if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount)) }
         default:
             throw .wrongStatus("payment \(id) is \(p.status); only a REDIRECTED or PENDING_CAPTURE payment can be cancelled (refund a captured one)")
         }
@@ -346,6 +359,10 @@ public final class WorldlineFront: Sendable {
     /// `POST …/payments/{id}/refund`: all or part of what was captured and not yet refunded.
     public func refund(merchantID: String, id: String, body: [UInt8]) throws(WorldlineError) -> Reply {
         let request = try WorldlineRefundRequest.parse(WorldlineJSON.parse(body))
+        return try serialised(id) { () throws(WorldlineError) -> Reply in try refund(merchantID: merchantID, id: id, request) }
+    }
+
+    func refund(merchantID: String, id: String, _ request: WorldlineRefundRequest) throws(WorldlineError) -> Reply {
         var p = try payment(merchantID, id)
         guard p.status == "CAPTURED" else {
             throw .wrongStatus("payment \(id) is \(p.status); only a CAPTURED payment can be refunded")
@@ -367,7 +384,6 @@ public final class WorldlineFront: Sendable {
                                            currency: original.currency, clientReference: request.merchantReference ?? p.merchantReference,
                                            originalID: originalID, createdAt: now))
         }
-        if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
         let operation = WorldlineOperation(id: p.nextOperationID, kind: .refund, amount: amount, status: "REFUNDED", transactionID: started.id,
                                            merchantReference: request.merchantReference, createdAt: now)
         p.operations.append(operation)
@@ -378,22 +394,51 @@ public final class WorldlineFront: Sendable {
         if p.status == "REFUNDED" { hooks += webhooks(merchant, type: "payment.refunded", payment: p) }
         try record(started.id, Completion.approved(actingOn: original, completedAt: now), p, hooks, terminal: merchant.terminalName,
                    stan: started.stan, action: .refund)
+        if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
         return Reply(201, WorldlineRender.refund(operation, p))
     }
 
+    /// Records an operation with the payment's new state; a record the ledger refuses (a total it
+    /// checks) leaves the payment as it was and the operation's row failed (`PlatformRecord`).
     func record(_ transactionID: Int64, _ completion: Completion?, _ p: WorldlinePayment, _ outbox: [OutboxMessage], terminal: String,
                 stan: STAN, action: TransactionAction) throws(WorldlineError) {
-        try stored("record the \(action.rawValue)") {
-            try store.completeWorldlineOperation(transactionID: transactionID, completion, payment: p, outbox: outbox)
+        do throws(PlatformRecord.Refused) {
+            try PlatformRecord.commit(store, transactionID: transactionID, completedAt: now) {
+                try store.completeWorldlineOperation(transactionID: transactionID, completion, payment: p, outbox: outbox)
+            }
+        } catch {
+            context.publish(.recorded(stan: stan, status: .failed, action: action), terminal: terminal)
+            if let rule = error.rule { throw .wrongStatus("the \(action.rawValue) cannot be recorded: \(rule.field): \(rule.rule)") }
+            throw .internalError("the \(action.rawValue) could not be recorded: \(error)")
         }
         context.publish(.recorded(stan: stan, status: .approved, action: action), terminal: terminal)
     }
 
+    /// Runs an operation on payment `id` with no other operation on it running (`PaymentSerialiser`).
+    func serialised<T>(_ id: String, _ body: () throws(WorldlineError) -> T) throws(WorldlineError) -> T {
+        try context.payments.run("worldline:" + id, body)
+    }
+
     // MARK: 3-D Secure
+
+    /// The payment whose challenge page `token` opens; an unknown payment and a wrong token are
+    /// the same 404, so the page tells nothing of payments it was not given.
+    public func challengePayment(paymentID: String, token: String) throws(WorldlineError) -> WorldlinePayment {
+        guard let p = try stored("read the payment", { try store.worldlinePayment(id: paymentID) }), PageToken.matches(token, p.challengeTokenHash) else {
+            throw .notFound("UNKNOWN_RESOURCE", "no such challenge")
+        }
+        return p
+    }
 
     /// The challenge of a REDIRECTED payment, answered: passed, the payment is authorised;
     /// failed, it is rejected. Returns the payment and the URL to send the customer back to.
     public func answerChallenge(paymentID: String, passed: Bool) throws(WorldlineError) -> (payment: WorldlinePayment, returnURL: String) {
+        try serialised(paymentID) { () throws(WorldlineError) -> (payment: WorldlinePayment, returnURL: String) in
+            try answerChallengeSerialised(paymentID: paymentID, passed: passed)
+        }
+    }
+
+    func answerChallengeSerialised(paymentID: String, passed: Bool) throws(WorldlineError) -> (payment: WorldlinePayment, returnURL: String) {
         guard let merchantID = paymentID.isEmpty ? nil : try stored("read the payment", { try store.worldlinePayment(id: paymentID)?.merchantID }) else {
             throw .notFound("UNKNOWN_PAYMENT_ID", "no payment \(shownValue(paymentID, 40))")
         }

@@ -13,6 +13,11 @@ public enum JSONBody {
         public let path: String
         public let rule: String
         public var description: String { "\(path): \(rule)" }
+
+        public init(path: String, rule: String) {
+            self.path = path
+            self.rule = rule
+        }
     }
 
     /// How deep objects and arrays may nest; the API's bodies use two levels.

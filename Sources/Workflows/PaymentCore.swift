@@ -1,0 +1,92 @@
+import Foundation
+import Ledger
+import Synchronization
+import Terminal
+
+/// Operations on one payment run one at a time, whichever surface asks.
+///
+/// A platform's capture, cancel and refund each read the payment, check its state and write the
+/// next one; two at once on the same payment would both pass the check (20 parallel captures of
+/// one pre-authorisation were three approved captures). Every surface that acts on a payment it
+/// keeps — a Worldline payment, a Citcon charge — runs the operation inside `run(key)` with the
+/// payment's own key, so the check and the write see one state. Different payments do not wait
+/// for each other. The ledger still checks the totals when it commits (`Ledger.applyApproval`):
+/// this is what makes the surface's answer a clear refusal rather than a refused commit.
+public final class PaymentSerialiser: Sendable {
+    /// A lock per payment in use, and how many are using or waiting for it: the entry is dropped
+    /// when the last one leaves, so the table holds only payments being acted on.
+    private final class Entry: @unchecked Sendable {
+        // Unchecked: `users` changes only under the table's mutex; `lock` is a lock.
+        let lock = NSLock()
+        var users = 0
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
+
+    public init() {}
+
+    /// Runs `body` while no other `run` with the same `key` runs. The body may block (a ledger
+    /// write, the issuer): callers are already off the event loops.
+    public func run<T, E: Error>(_ key: String, _ body: () throws(E) -> T) throws(E) -> T {
+        let entry = entries.withLock { table -> Entry in
+            let entry = table[key] ?? Entry()
+            entry.users += 1
+            table[key] = entry
+            return entry
+        }
+        entry.lock.lock()
+        defer {
+            entry.lock.unlock()
+            entries.withLock { table in
+                entry.users -= 1
+                if entry.users == 0 { table[key] = nil }
+            }
+        }
+        return try body()
+    }
+
+    /// How many payments have an operation running or waiting (for tests).
+    public var busyPayments: Int { entries.withLock { $0.count } }
+}
+
+/// The one rule for a platform record the ledger refuses.
+///
+/// A platform commits its own state, the ledger row and the notifications in one write. When the
+/// ledger refuses that write (a total it checks, a value it does not take, a failing disk),
+/// nothing of it is kept; then, as a card sale does (`CardTransaction`): an approval the host gave
+/// is taken back there, the row begun for it is recorded `failed` with the reason (never left
+/// `in_progress`), and the surface answers with its own error. Nothing is authorised that is not
+/// recorded.
+public enum PlatformRecord {
+    /// Why a record was refused, for the surface to answer in its own words.
+    public struct Refused: Error, Sendable, CustomStringConvertible {
+        /// The ledger's own rule, when it refused a value (an over-capture, an over-refund).
+        public let rule: (field: String, rule: String)?
+        /// What happened, for an error answer and the log.
+        public let description: String
+    }
+
+    /// Runs `commit`; when it throws, takes the approval back (`takeBack`), records the
+    /// transaction `transactionID` as failed, and throws `Refused`.
+    public static func commit<T>(_ store: any TransactionStore, transactionID: Int64?, completedAt: Int64,
+                                 takeBack: (() -> Void)? = nil, _ commit: () throws -> T) throws(Refused) -> T {
+        do {
+            return try commit()
+        } catch {
+            takeBack?()
+            var recordedFailed = false
+            if let transactionID {
+                let failed = Completion(status: .failed,
+                                        message: String(("not recorded: \(error)" + (takeBack == nil ? "" : "; the host's approval was reversed")).prefix(500)),
+                                        completedAt: completedAt)
+                recordedFailed = (try? store.complete(id: transactionID, failed, trace: [], outbox: [])) != nil
+            }
+            var rule: (String, String)? = nil
+            if let ledgerError = error as? LedgerError, case .invalid(let field, let text) = ledgerError { rule = (field, text) }
+            return try Self.fail(Refused(rule: rule, description: "\(error)"
+                + (transactionID == nil ? "" : recordedFailed ? "; the transaction is recorded as failed" : "; it will be failed at the next start")))
+        }
+    }
+
+    private static func fail<T>(_ refused: Refused) throws(Refused) -> T { throw refused }
+}
