@@ -346,6 +346,18 @@ struct ISO8583EndToEndTests {
         repeated.mti = "0201"
         let again = try ask(repeated)
         #expect(again.mti == "0210" && again[39] == "00" && again[38] == first[38])
+        // Another peer's 0201 under the same terminal id and STAN, with another card and amount,
+        // is not the request it claims to repeat: 94, and nothing of the first comes back.
+        var forged = repeated
+        forged[2] = "4012888888881881"
+        forged[4] = "000000000001"
+        let refused = try ask(forged)
+        #expect(refused[39] == "94" && refused[38] == nil && refused[2] == "4012888888881881", "\(refused.fields)")
+        // A card number a peer put in a private field is masked in the trace like field 2.
+        var private48 = request
+        private48[11] = "000009"
+        private48[48] = "acct 4012888888881881"
+        #expect(try ask(private48)[39] == "00")
         // Garbage: nothing comes back, and the connection still serves.
         try c.send([0x30, 0x32])
         #expect(throws: HostLinkError.timedOut) { try c.receive(until: .now + .milliseconds(500)) }
@@ -355,7 +367,11 @@ struct ISO8583EndToEndTests {
         #expect(try ask(zero)[39] == "13")
         let listed = try cli(["tx", "list", "--json", "--limit", "100"], socket: daemon.socket)
         let rows = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]])
-        #expect(rows.filter { $0["provider"] as? String == "iso8583" }.count == 1, "one authorisation, one row: \(rows.count)")
+        let host = rows.filter { $0["provider"] as? String == "iso8583" }
+        #expect(host.count == 2, "one row per authorisation, none for the repeat or the forgery: \(rows.count)")
+        #expect(host.allSatisfy { $0["brand"] as? String == "VISA" }, "the brand as every other writer stores it: \(host.map { $0["brand"] ?? "nil" })")
+        let shown = try host.map { try cli(["tx", "show", try #require($0["transactionId"] as? String), "--json"], socket: daemon.socket).stdout }.joined()
+        #expect(shown.contains("acct 401288******1881") && !shown.contains("4012888888881881"), "\(shown)")
     }
 
     @Test("configuration errors name the key and the rule")

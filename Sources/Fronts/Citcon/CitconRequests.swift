@@ -82,13 +82,10 @@ public struct CitconChargeRequest: Sendable {
     /// ipn, success, fail, cancel, mobile (the old `*_url` names, at top level or in `transaction`, are taken too).
     public let urls: [String: String]
 
-    /// Where a charge carries a card number by definition; anywhere else one is refused.
-    public static let cardNumberProperties: Set<String> = ["payment.data.pan"]
-
     /// Reads a charge, naming the field of anything missing or wrong.
     public static func parse(_ body: [UInt8], version: String) throws(CitconError) -> CitconChargeRequest {
         do throws(WorldlineError) {
-            let json = try WorldlineJSON.parse(body, cardNumberAt: cardNumberProperties)
+            let json = try WorldlineJSON.parse(body)
             guard let t = try json.object("transaction") else { throw WorldlineError.missing("transaction") }
             let reference = try t.requiredString("reference", maxLength: 128)
             guard !reference.isEmpty else { throw WorldlineError.invalid("transaction.reference", "must not be empty") }

@@ -89,25 +89,30 @@ public struct WorldlineJSON: @unchecked Sendable {
     /// value is refused, so no two readers of a body can disagree about it), with every text in
     /// it scanned for card numbers before anything is done with it.
     /// - Parameter cardNumberAt: the properties that carry a card number by their definition
-    ///   (`cardPaymentMethodSpecificInput.card.cardNumber`); a card number anywhere else — a
-    ///   reference, a URL, a note, a key — is refused naming its property (`TextRules.panRule`).
+    ///   (`cardNumberProperties`); a card number anywhere else — a reference, a URL, a note, a
+    ///   key — is refused naming its property (`TextRules.panRule`).
     public static func parse(_ body: [UInt8], maximumBytes: Int = 64 << 10,
-                             cardNumberAt: Set<String> = []) throws(WorldlineError) -> WorldlineJSON {
+                             cardNumberAt: Set<String> = cardNumberProperties) throws(WorldlineError) -> WorldlineJSON {
         guard body.count <= maximumBytes else { throw .badBody("the body is \(body.count) bytes; at most \(maximumBytes) are accepted") }
         if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return WorldlineJSON(object: [:], path: "") }
-        do throws(JSONBody.Problem) { try JSONBody.check(body) } catch {
-            let property = error.path == "body" ? nil : String(error.path.dropFirst("body.".count))
-            if let property { throw .invalid(property, error.rule) }
-            throw .badBody("the body \(error.rule)")
-        }
         let parsed: Any
         do { parsed = try JSONSerialization.jsonObject(with: Data(body)) } catch {
             throw .badBody("the body is not valid JSON")
         }
         guard let object = parsed as? [String: Any] else { throw .badBody("the body must be a JSON object") }
+        // Well-formed: now what JSONSerialization lets through and the one reader refuses.
+        do throws(JSONBody.Problem) { try JSONBody.check(body) } catch {
+            let property = error.path == "body" ? nil : String(error.path.dropFirst("body.".count))
+            if let property { throw .invalid(property, error.rule) }
+            throw .badBody("the body \(error.rule)")
+        }
         try scanForCardNumbers(object, path: "", allowed: cardNumberAt)
         return WorldlineJSON(object: object, path: "")
     }
+
+    /// The properties of the platforms' requests that carry a card number by their definition:
+    /// a Worldline payment's card and a Citcon charge's card data.
+    public static let cardNumberProperties: Set<String> = ["cardPaymentMethodSpecificInput.card.cardNumber", "payment.data.pan"]
 
     /// Parses a body whose every value is read by its own rules (an encrypted customer input,
     /// which is all card data), with the same reader as `parse` and no card number scan.

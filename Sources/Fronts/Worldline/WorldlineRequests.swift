@@ -72,9 +72,6 @@ public struct WorldlineCreatePayment: Sendable {
     public typealias ThreeDS = ThreeDSecure
 
     /// Reads a payment request, naming the property of anything missing or wrong.
-    /// Where a payment request carries a card number by definition; anywhere else one is refused.
-    public static let cardNumberProperties: Set<String> = ["cardPaymentMethodSpecificInput.card.cardNumber"]
-
     public static func parse(_ json: WorldlineJSON) throws(WorldlineError) -> WorldlineCreatePayment {
         guard let order = try json.object("order") else { throw .missing("order") }
         guard let money = try order.object("amountOfMoney") else { throw .missing("order.amountOfMoney") }

@@ -173,7 +173,7 @@ public final class CitconFront: Sendable {
         }
         var method: String? = nil
         do throws(WorldlineError) {
-            method = try WorldlineJSON.parse(body, cardNumberAt: CitconChargeRequest.cardNumberProperties).object("payment")?.string("method", maxLength: 32)?.lowercased()
+            method = try WorldlineJSON.parse(body).object("payment")?.string("method", maxLength: 32)?.lowercased()
         } catch { throw CitconError(error) }
         if let method {
             guard CitconMethod.offered(version: settings.version).contains(method), method != "card" else {

@@ -123,7 +123,7 @@ public final class WorldlineFront: Sendable {
     /// `POST /v2/{merchantId}/payments`. `challengeURL(paymentID)` is the page a 3-D Secure
     /// challenge is answered on.
     public func createPayment(merchantID: String, body: [UInt8], challengeURL: (String) -> String) throws(WorldlineError) -> Reply {
-        let request = try WorldlineCreatePayment.parse(WorldlineJSON.parse(body, cardNumberAt: WorldlineCreatePayment.cardNumberProperties))
+        let request = try WorldlineCreatePayment.parse(WorldlineJSON.parse(body))
         let card = try self.card(of: request, merchantID: merchantID)
         if let product = request.paymentProductID, product != WorldlineStatus.productID(card.brand) {
             throw .invalid("cardPaymentMethodSpecificInput.paymentProductId",
