@@ -4,6 +4,7 @@ import Foundation
 import Fronts
 import NIOCore
 import NIOHTTP1
+import Synchronization
 import Testing
 import TestSupport
 
@@ -89,10 +90,7 @@ struct OneCoreTests {
         let auth = try await w.send(.POST, "/v2/m1/payments", Self.payment(amount: 100, mode: "PRE_AUTHORIZATION"))
         #expect(auth.status == 201, "\(auth.text)")
         let id = try #require((auth.json["payment"] as? [String: Any])?["id"] as? String)
-        let captures = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<50 { group.addTask { try await w.send(.POST, "/v2/m1/payments/\(id)/capture", "{}").status } }
-            return try await group.reduce(into: [Int]()) { $0.append($1) }
-        }
+        let captures = try await burst(port: Int(w.port)!, Array(repeating: w.raw("POST", "/v2/m1/payments/\(id)/capture", "{}"), count: 50))
         #expect(captures.filter { $0 == 200 }.count == 1, "\(captures)")
         #expect(captures.allSatisfy { $0 == 200 || $0 == 400 }, "\(captures)")
         let captured = try await w.send(.GET, "/v2/m1/payments/\(id)")
@@ -100,14 +98,8 @@ struct OneCoreTests {
 
         let sale = try await w.send(.POST, "/v2/m1/payments", Self.payment(amount: 100, mode: "SALE"))
         let saleID = try #require((sale.json["payment"] as? [String: Any])?["id"] as? String)
-        let refunds = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<50 {
-                group.addTask {
-                    try await w.send(.POST, "/v2/m1/payments/\(saleID)/refund", #"{"amountOfMoney":{"amount":30,"currencyCode":"EUR"}}"#).status
-                }
-            }
-            return try await group.reduce(into: [Int]()) { $0.append($1) }
-        }
+        let refunds = try await burst(port: Int(w.port)!, Array(repeating: w.raw("POST", "/v2/m1/payments/\(saleID)/refund",
+                                                                                   #"{"amountOfMoney":{"amount":30,"currencyCode":"EUR"}}"#), count: 50))
         #expect(refunds.filter { $0 == 201 }.count == 3, "\(refunds)")
         let rows = try await Self.transactions(daemon, provider: "worldline")
         let approvedCaptures = rows.filter { $0["action"] as? String == "capture" && $0["status"] as? String == "approved" }
@@ -139,15 +131,13 @@ struct OneCoreTests {
         let token = try #require(((try await send("/v1/access-tokens", #"{"token_type":"server"}"#, auth: merchant.key)).json["data"] as? [String: Any])?["access_token"] as? String)
         let charge = try await send("/v1/charges", #"{"transaction":{"reference":"race-1","amount":100,"currency":"USD"},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}}}"#, auth: token)
         let id = try #require((charge.json["data"] as? [String: Any])?["id"] as? String, "\(charge.text)")
-        let captures = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<10 { group.addTask { try await send("/v1/captures", #"{"transaction_id":"\#(id)"}"#, auth: token).status } }
-            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        func raw(_ path: String, _ body: String) -> String {
+            "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAuthorization: Bearer \(token)\r\nContent-Type: application/json\r\n"
+                + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
         }
+        let captures = try await burst(port: Int(port)!, Array(repeating: raw("/v1/captures", #"{"transaction_id":"\#(id)"}"#), count: 10))
         #expect(captures.filter { $0 == 200 }.count == 1, "\(captures)")
-        let refunds = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<50 { group.addTask { try await send("/v1/refunds", #"{"transaction_id":"\#(id)","amount":60}"#, auth: token).status } }
-            return try await group.reduce(into: [Int]()) { $0.append($1) }
-        }
+        let refunds = try await burst(port: Int(port)!, Array(repeating: raw("/v1/refunds", #"{"transaction_id":"\#(id)","amount":60}"#), count: 50))
         #expect(refunds.filter { $0 == 200 }.count == 1, "\(refunds)")
         let rows = try await Self.transactions(daemon, provider: "citcon")
         #expect(rows.filter { $0["action"] as? String == "capture" && $0["status"] as? String == "approved" }.count == 1)
@@ -251,5 +241,64 @@ struct OneCoreTests {
         #expect(try await Self.exchange(w.http, own).status == 303)
         #expect(try await w.send(.GET, "/v2/m1/payments/\(id)").json["status"] as? String == "PENDING_CAPTURE")
         }
+    }
+}
+
+/// Requests sent at the same instant: every connection is opened first, each on a thread of its
+/// own, and all are written when the last is ready, so the daemon has them all at once (an HTTP
+/// client's pool opens its connections one after another and lets the first requests finish).
+func burst(port: Int, _ requests: [String]) async throws -> [Int] {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            var fds: [Int32] = []
+            for _ in requests {
+                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                var address = sockaddr_in()
+                address.sin_family = sa_family_t(AF_INET)
+                address.sin_port = in_port_t(UInt16(port).bigEndian)
+                address.sin_addr.s_addr = inet_addr("127.0.0.1")
+                let connected = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+                guard connected == 0 else {
+                    for f in fds { close(f) }
+                    continuation.resume(throwing: HarnessError("connect to port \(port): errno \(errno)"))
+                    return
+                }
+                fds.append(fd)
+            }
+            let go = DispatchSemaphore(value: 0)
+            let done = DispatchGroup()
+            let statuses = Mutex([Int](repeating: 0, count: requests.count))
+            for (i, request) in requests.enumerated() {
+                done.enter()
+                let fd = fds[i]
+                Thread {
+                    go.wait()
+                    let status = (try? exchange(fd, Array(request.utf8)).status) ?? 0
+                    close(fd)
+                    statuses.withLock { $0[i] = status }
+                    done.leave()
+                }.start()
+            }
+            for _ in requests { go.signal() }
+            done.wait()
+            continuation.resume(returning: statuses.withLock { $0 })
+        }
+    }
+}
+
+extension OneCoreTests.Worldline {
+    /// A signed Server API request as raw HTTP/1.1 text (`Connection: close`), for `burst`.
+    func raw(_ method: String, _ path: String, _ body: String) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        let date = formatter.string(from: Date())
+        let text = WorldlineAuth.stringToSign(method: method, contentType: "application/json", date: date, gcsHeaders: [], pathAndQuery: path)
+        return "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nDate: \(date)\r\nContent-Type: application/json\r\n"
+            + "Authorization: GCS v1HMAC:\(keyID):\(WorldlineAuth.signature(text, secret: secret))\r\n"
+            + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
     }
 }
