@@ -87,26 +87,26 @@ struct OneCoreTests {
         defer { daemon.stop(); daemon.remove() }
         let w = try await Self.worldline(daemon)
         try await Self.closing(w.http) {
-        let auth = try await w.send(.POST, "/v2/m1/payments", Self.payment(amount: 100, mode: "PRE_AUTHORIZATION"))
-        #expect(auth.status == 201, "\(auth.text)")
-        let id = try #require((auth.json["payment"] as? [String: Any])?["id"] as? String)
-        let captures = try await burst(port: Int(w.port)!, Array(repeating: w.raw("POST", "/v2/m1/payments/\(id)/capture", "{}"), count: 50))
-        #expect(captures.filter { $0 == 200 }.count == 1, "\(captures)")
-        #expect(captures.allSatisfy { $0 == 200 || $0 == 400 }, "\(captures)")
-        let captured = try await w.send(.GET, "/v2/m1/payments/\(id)")
-        #expect(captured.json["status"] as? String == "CAPTURED")
+            let auth = try await w.send(.POST, "/v2/m1/payments", Self.payment(amount: 100, mode: "PRE_AUTHORIZATION"))
+            #expect(auth.status == 201, "\(auth.text)")
+            let id = try #require((auth.json["payment"] as? [String: Any])?["id"] as? String)
+            let captures = try await burst(port: Int(w.port)!, Array(repeating: w.raw("POST", "/v2/m1/payments/\(id)/capture", "{}"), count: 50))
+            #expect(captures.filter { $0 == 200 }.count == 1, "\(captures)")
+            #expect(captures.allSatisfy { $0 == 200 || $0 == 400 }, "\(captures)")
+            let captured = try await w.send(.GET, "/v2/m1/payments/\(id)")
+            #expect(captured.json["status"] as? String == "CAPTURED")
 
-        let sale = try await w.send(.POST, "/v2/m1/payments", Self.payment(amount: 100, mode: "SALE"))
-        let saleID = try #require((sale.json["payment"] as? [String: Any])?["id"] as? String)
-        let refunds = try await burst(port: Int(w.port)!, Array(repeating: w.raw("POST", "/v2/m1/payments/\(saleID)/refund",
-                                                                                   #"{"amountOfMoney":{"amount":30,"currencyCode":"EUR"}}"#), count: 50))
-        #expect(refunds.filter { $0 == 201 }.count == 3, "\(refunds)")
-        let rows = try await Self.transactions(daemon, provider: "worldline")
-        let approvedCaptures = rows.filter { $0["action"] as? String == "capture" && $0["status"] as? String == "approved" }
-        let approvedRefunds = rows.filter { $0["action"] as? String == "refund" && $0["status"] as? String == "approved" }
-        #expect(approvedCaptures.count == 1 && approvedCaptures.reduce(0) { $0 + ($1["amount"] as? Int ?? 0) } == 100)
-        #expect(approvedRefunds.reduce(0) { $0 + ($1["amount"] as? Int ?? 0) } == 90)
-        #expect(!rows.contains { $0["status"] as? String == "in_progress" }, "no row left in progress")
+            let sale = try await w.send(.POST, "/v2/m1/payments", Self.payment(amount: 100, mode: "SALE"))
+            let saleID = try #require((sale.json["payment"] as? [String: Any])?["id"] as? String)
+            let refunds = try await burst(port: Int(w.port)!, Array(repeating: w.raw("POST", "/v2/m1/payments/\(saleID)/refund",
+                                                                                       #"{"amountOfMoney":{"amount":30,"currencyCode":"EUR"}}"#), count: 50))
+            #expect(refunds.filter { $0 == 201 }.count == 3, "\(refunds)")
+            let rows = try await Self.transactions(daemon, provider: "worldline")
+            let approvedCaptures = rows.filter { $0["action"] as? String == "capture" && $0["status"] as? String == "approved" }
+            let approvedRefunds = rows.filter { $0["action"] as? String == "refund" && $0["status"] as? String == "approved" }
+            #expect(approvedCaptures.count == 1 && approvedCaptures.reduce(0) { $0 + ($1["amount"] as? Int ?? 0) } == 100)
+            #expect(approvedRefunds.reduce(0) { $0 + ($1["amount"] as? Int ?? 0) } == 90)
+            #expect(!rows.contains { $0["status"] as? String == "in_progress" }, "no row left in progress")
         }
     }
 
@@ -120,13 +120,13 @@ struct OneCoreTests {
         let http = HTTPClient(eventLoopGroupProvider: .singleton,
                               configuration: .init(redirectConfiguration: .disallow, connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)))
         try await Self.closing(http) {
-        @Sendable func send(_ path: String, _ body: String, auth: String?) async throws -> (status: Int, json: [String: Any], text: String) {
-            var r = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
-            r.method = .POST
-            if let auth { r.headers.add(name: "Authorization", value: "Bearer \(auth)") }
-            r.headers.add(name: "Content-Type", value: "application/json")
-            r.body = .bytes(ByteBuffer(string: body))
-            return try await OneCoreTests.exchange(http, r)
+            @Sendable func send(_ path: String, _ body: String, auth: String?) async throws -> (status: Int, json: [String: Any], text: String) {
+                var r = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
+                r.method = .POST
+                if let auth { r.headers.add(name: "Authorization", value: "Bearer \(auth)") }
+                r.headers.add(name: "Content-Type", value: "application/json")
+                r.body = .bytes(ByteBuffer(string: body))
+                return try await OneCoreTests.exchange(http, r)
         }
         let token = try #require(((try await send("/v1/access-tokens", #"{"token_type":"server"}"#, auth: merchant.key)).json["data"] as? [String: Any])?["access_token"] as? String)
         let charge = try await send("/v1/charges", #"{"transaction":{"reference":"race-1","amount":100,"currency":"USD"},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}}}"#, auth: token)
@@ -179,29 +179,29 @@ struct OneCoreTests {
         defer { daemon.stop(); daemon.remove() }
         let w = try await Self.worldline(daemon)
         try await Self.closing(w.http) {
-        let reference = try await w.send(.POST, "/v2/m1/payments", Self.payment(amount: 100, mode: "SALE", reference: "o 4012888888881881"))
-        #expect(reference.status == 400 && reference.text.contains("order.references.merchantReference") && !reference.text.contains("4012888888881881"),
-                "\(reference.text)")
-        let returnURL = #","threeDSecure":{"redirectionData":{"returnUrl":"https://shop.example/back?pan=4012888888881881"}}"#
-        let back = try await w.send(.POST, "/v2/m1/payments", Self.payment(amount: 100, mode: "SALE", extra: returnURL))
-        #expect(back.status == 400 && back.text.contains("returnUrl"), "\(back.text)")
-        let twice = #"{"order":{"amountOfMoney":{"amount":100,"amount":250000,"currencyCode":"EUR"}},"cardPaymentMethodSpecificInput":{"card":\#(WorldlineHTTPTests.card)}}"#
-        let duplicate = try await w.send(.POST, "/v2/m1/payments", twice)
-        #expect(duplicate.status == 400 && duplicate.text.contains("amount"), "\(duplicate.text)")
-        #expect(try await Self.transactions(daemon, provider: "worldline").isEmpty, "a refused request stores nothing")
-        let dump = try Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite"))
-            + ((try? Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite-wal"))) ?? Data())
-        #expect(dump.range(of: Data("4012888888881881".utf8)) == nil)
+            let reference = try await w.send(.POST, "/v2/m1/payments", Self.payment(amount: 100, mode: "SALE", reference: "o 4012888888881881"))
+            #expect(reference.status == 400 && reference.text.contains("order.references.merchantReference") && !reference.text.contains("4012888888881881"),
+                    "\(reference.text)")
+            let returnURL = #","threeDSecure":{"redirectionData":{"returnUrl":"https://shop.example/back?pan=4012888888881881"}}"#
+            let back = try await w.send(.POST, "/v2/m1/payments", Self.payment(amount: 100, mode: "SALE", extra: returnURL))
+            #expect(back.status == 400 && back.text.contains("returnUrl"), "\(back.text)")
+            let twice = #"{"order":{"amountOfMoney":{"amount":100,"amount":250000,"currencyCode":"EUR"}},"cardPaymentMethodSpecificInput":{"card":\#(WorldlineHTTPTests.card)}}"#
+            let duplicate = try await w.send(.POST, "/v2/m1/payments", twice)
+            #expect(duplicate.status == 400 && duplicate.text.contains("amount"), "\(duplicate.text)")
+            #expect(try await Self.transactions(daemon, provider: "worldline").isEmpty, "a refused request stores nothing")
+            let dump = try Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite"))
+                + ((try? Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite-wal"))) ?? Data())
+            #expect(dump.range(of: Data("4012888888881881".utf8)) == nil)
 
-        // A session's answer kept for its idempotence key is sealed: the clientSessionId is in no
-        // table, and the repeat still answers it.
-        let first = try await w.send(.POST, "/v2/m1/sessions", "{}", headers: [("X-GCS-Idempotence-Key", "s-1")])
-        let again = try await w.send(.POST, "/v2/m1/sessions", "{}", headers: [("X-GCS-Idempotence-Key", "s-1")])
-        let session = try #require(first.json["clientSessionId"] as? String)
-        #expect(again.json["clientSessionId"] as? String == session)
-        let after = try Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite"))
-            + ((try? Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite-wal"))) ?? Data())
-        #expect(after.range(of: Data(session.utf8)) == nil, "the client session id is stored in clear")
+            // A session's answer kept for its idempotence key is sealed: the clientSessionId is in no
+            // table, and the repeat still answers it.
+            let first = try await w.send(.POST, "/v2/m1/sessions", "{}", headers: [("X-GCS-Idempotence-Key", "s-1")])
+            let again = try await w.send(.POST, "/v2/m1/sessions", "{}", headers: [("X-GCS-Idempotence-Key", "s-1")])
+            let session = try #require(first.json["clientSessionId"] as? String)
+            #expect(again.json["clientSessionId"] as? String == session)
+            let after = try Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite"))
+                + ((try? Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite-wal"))) ?? Data())
+            #expect(after.range(of: Data(session.utf8)) == nil, "the client session id is stored in clear")
         }
     }
 
@@ -211,13 +211,13 @@ struct OneCoreTests {
         defer { daemon.stop(); daemon.remove() }
         let w = try await Self.worldline(daemon)
         try await Self.closing(w.http) {
-        let threeDS = #","threeDSecure":{"redirectionData":{"returnUrl":"https://shop.example/back"}}"#
-        let created = try await w.send(.POST, "/v2/m1/payments", Self.payment(amount: 100, mode: "FINAL_AUTHORIZATION", extra: threeDS))
-        let id = try #require((created.json["payment"] as? [String: Any])?["id"] as? String)
-        let redirect = try #require(((created.json["merchantAction"] as? [String: Any])?["redirectData"] as? [String: Any])?["redirectURL"] as? String)
-        #expect(redirect.hasPrefix("http://127.0.0.1:\(w.port)/threeds/\(id)/") && redirect.count > "http://127.0.0.1:\(w.port)/threeds/\(id)/".count + 30)
-        func get(_ url: String) async throws -> Int {
-            try await Self.exchange(w.http, HTTPClientRequest(url: url)).status
+            let threeDS = #","threeDSecure":{"redirectionData":{"returnUrl":"https://shop.example/back"}}"#
+            let created = try await w.send(.POST, "/v2/m1/payments", Self.payment(amount: 100, mode: "FINAL_AUTHORIZATION", extra: threeDS))
+            let id = try #require((created.json["payment"] as? [String: Any])?["id"] as? String)
+            let redirect = try #require(((created.json["merchantAction"] as? [String: Any])?["redirectData"] as? [String: Any])?["redirectURL"] as? String)
+            #expect(redirect.hasPrefix("http://127.0.0.1:\(w.port)/threeds/\(id)/") && redirect.count > "http://127.0.0.1:\(w.port)/threeds/\(id)/".count + 30)
+            func get(_ url: String) async throws -> Int {
+                try await Self.exchange(w.http, HTTPClientRequest(url: url)).status
         }
         #expect(try await get(redirect) == 200)
         #expect(try await get("http://127.0.0.1:\(w.port)/threeds/\(id)") == 404, "the id alone opens nothing")

@@ -1,3 +1,4 @@
+import EMV
 import Foundation
 import Terminal
 import Testing
@@ -57,7 +58,8 @@ struct TotalsTests {
         let dir = try TempDir()
         defer { dir.remove() }
         let ledger = try ledgerWithTerminal(dir)
-        var random = SplitMix(seed: seed)
+        // Seeded, so a failing interleaving can be run again.
+        var random = SplitMix64(state: seed)
         let authorised: Int64 = 1000
         var auth = sale(amount: authorised)
         auth.action = .preAuth
@@ -112,18 +114,5 @@ extension Ledger {
     /// The approved refunds of `id`, read in a transaction of their own.
     static func refundedTotal(_ ledger: Ledger, _ id: Int64) throws -> Int64 {
         try ledger.pool.read { try refundedAmount($0, originalID: id) }
-    }
-}
-
-/// A seeded generator, so a failing interleaving can be run again.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
