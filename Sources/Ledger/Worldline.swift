@@ -41,6 +41,20 @@ public struct WorldlineSession: Sendable, Equatable {
 }
 
 /// A capture, refund or cancel of a payment, as the platform lists them.
+/// A Worldline payment's (or operation's) status, as the platform names it; stored by its name.
+/// `WorldlineLifecycle` (Workflows) says which event moves a payment from one to another.
+public enum WorldlinePaymentStatus: String, Sendable, Codable, CaseIterable, CustomStringConvertible {
+    case created = "CREATED"
+    case redirected = "REDIRECTED"
+    case pendingCapture = "PENDING_CAPTURE"
+    case captured = "CAPTURED"
+    case rejected = "REJECTED"
+    case cancelled = "CANCELLED"
+    case refunded = "REFUNDED"
+
+    public var description: String { rawValue }
+}
+
 public struct WorldlineOperation: Sendable, Equatable, Codable {
     /// What the operation did.
     public enum Kind: String, Sendable, Codable { case capture, refund, cancel }
@@ -48,13 +62,13 @@ public struct WorldlineOperation: Sendable, Equatable, Codable {
     public var kind: Kind
     public var amount: Int64
     /// CAPTURED, REFUNDED, CANCELLED or REJECTED.
-    public var status: String
+    public var status: WorldlinePaymentStatus
     /// The ledger row of the operation.
     public var transactionID: Int64?
     public var merchantReference: String?
     public var createdAt: Int64
 
-    public init(id: String, kind: Kind, amount: Int64, status: String, transactionID: Int64?, merchantReference: String? = nil,
+    public init(id: String, kind: Kind, amount: Int64, status: WorldlinePaymentStatus, transactionID: Int64?, merchantReference: String? = nil,
                 createdAt: Int64) {
         self.id = id
         self.kind = kind
@@ -73,7 +87,7 @@ public struct WorldlinePayment: Sendable, Equatable, Codable {
     public var id: String
     public var merchantID: String
     /// REDIRECTED, PENDING_CAPTURE, CAPTURED, REJECTED, CANCELLED, REFUNDED.
-    public var status: String
+    public var status: WorldlinePaymentStatus
     public var amount: Int64
     /// ISO 4217 alphabetic code, as the platform's API speaks.
     public var currency: String
@@ -107,7 +121,7 @@ public struct WorldlinePayment: Sendable, Equatable, Codable {
     public var createdAt: Int64
     public var updatedAt: Int64
 
-    public init(merchantID: String, status: String, amount: Int64, currency: String, authorizationMode: String,
+    public init(merchantID: String, status: WorldlinePaymentStatus, amount: Int64, currency: String, authorizationMode: String,
                 merchantReference: String?, paymentProductID: Int, maskedCardNumber: String?, bin: String?, expiryDate: String?,
                 createdAt: Int64) {
         id = ""

@@ -303,12 +303,12 @@ struct WorldlineServer: Sendable {
                 .replacingOccurrences(of: "\"", with: "&quot;")
         }
         let amount = String(format: "%.2f", Double(p.amount) / 100)
-        let state = p.status == "REDIRECTED"
+        let state = p.status == .redirected
             ? """
               <form method="post"><button name="result" value="pass" id="pass">Pass the challenge</button>
               <button name="result" value="fail" id="fail">Fail the challenge</button></form>
               """
-            : "<p id=\"answered\">This challenge was answered: the payment is \(escape(p.status)).</p>"
+            : "<p id=\"answered\">This challenge was answered: the payment is \(escape(p.status.rawValue)).</p>"
         return """
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8"><title>3-D Secure challenge — cardbench</title>

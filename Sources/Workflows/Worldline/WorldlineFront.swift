@@ -130,7 +130,7 @@ public final class WorldlineFront: Sendable {
                            "\(product) is not the product of this card number (\(WorldlineStatus.productID(card.brand)))")
         }
         _ = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
-        var payment = WorldlinePayment(merchantID: merchantID, status: "CREATED", amount: request.amount, currency: request.currency,
+        var payment = WorldlinePayment(merchantID: merchantID, status: .created, amount: request.amount, currency: request.currency,
                                        authorizationMode: request.authorizationMode.rawValue, merchantReference: request.merchantReference,
                                        paymentProductID: WorldlineStatus.productID(card.brand), maskedCardNumber: card.masked,
                                        bin: card.bin, expiryDate: card.expiryDate, createdAt: now)
@@ -138,7 +138,7 @@ public final class WorldlineFront: Sendable {
             if card.pan == Self.frictionlessTestPAN || t.challengeIndicator == "no-challenge-requested" {
                 payment.threeDSecure = "frictionless"
             } else {
-                payment.status = "REDIRECTED"
+                payment.status = try step(payment, .challengeRequired).status
                 payment.returnURL = returnURL
                 payment.returnMAC = PlatformText.hex(16)
                 let page = PageToken.make()
@@ -153,7 +153,7 @@ public final class WorldlineFront: Sendable {
     }
 
     func replyToCreation(_ p: WorldlinePayment) -> Reply {
-        if p.status == "REJECTED" {
+        if p.status == .rejected {
             let e = WorldlineStatus.declineError(responseCode: p.responseCode, message: p.message)
             return Reply(402, WorldlineRender.error(e, errorID: Self.randomUUID(),
                                                      extra: ["paymentResult": WorldlineRender.created(p, redirectURL: nil)]))
@@ -216,12 +216,12 @@ public final class WorldlineFront: Sendable {
         var p = payment
         p.updatedAt = now
         let approved = response?.isApproved ?? false
+        let transition = try step(p, approved ? .approved(sale: sale) : .declined)
+        p.status = transition.status
         if approved {
-            p.status = sale ? "CAPTURED" : "PENDING_CAPTURE"
             p.authorisationCode = response?.authorisationCode
             if sale { p.capturedAmount = p.amount }
         } else {
-            p.status = "REJECTED"
             p.responseCode = failedChallenge ? "3DS" : (response?.responseCode.code ?? "91")
             p.message = response?.message ?? failure
         }
@@ -235,7 +235,7 @@ public final class WorldlineFront: Sendable {
             result = try PlatformRecord.commit(store, transactionID: started.id, completedAt: now,
                                                takeBack: response.map { r in { self.context.host.reverse(auth, approval: r) } }) {
                 try store.completeWorldlineAuthorisation(transactionID: started.id, completion, payment: p) { p in
-                    self.webhooks(merchant, type: approved ? (sale ? "payment.captured" : "payment.pending_capture") : "payment.rejected", payment: p)
+                    self.webhooks(merchant, transition, payment: p)
                 }
             }
         } catch {
@@ -245,6 +245,23 @@ public final class WorldlineFront: Sendable {
                                  message: response?.message ?? failure ?? "", microseconds: now - createdAt), terminal: merchant.terminalName)
         context.publish(.recorded(stan: started.stan, status: result.1.status, action: result.1.action), terminal: merchant.terminalName)
         return result.0
+    }
+
+    /// The transition `event` makes of payment `p` (`WorldlineLifecycle`); a status that does not
+    /// allow it is `ACTION_NOT_ALLOWED_ON_TRANSACTION`.
+    func step(_ p: WorldlinePayment, _ event: WorldlineLifecycle.Event) throws(WorldlineError) -> WorldlineLifecycle.Transition {
+        switch WorldlineLifecycle.next(p.status, event) {
+        case .success(let transition): return transition
+        case .failure(let refusal): throw .wrongStatus("payment \(p.id) is \(p.status); \(refusal.rule)")
+        }
+    }
+
+    /// The webhooks a transition sends: a refund's carry the refund, the others the payment.
+    func webhooks(_ merchant: WorldlineMerchant, _ transition: WorldlineLifecycle.Transition, payment p: WorldlinePayment,
+                  refund: WorldlineOperation? = nil) -> [OutboxMessage] {
+        transition.webhooks.flatMap { type in
+            type.hasPrefix("refund.") ? webhooks(merchant, type: type, refund: refund.map { ($0, p) }) : webhooks(merchant, type: type, payment: p)
+        }
     }
 
     /// The webhooks of an event, to the merchant's endpoint if it has one.
@@ -296,9 +313,8 @@ public final class WorldlineFront: Sendable {
 
     func capture(merchantID: String, id: String, _ request: WorldlineCapture) throws(WorldlineError) -> Reply {
         var p = try payment(merchantID, id)
-        guard p.status == "PENDING_CAPTURE", let authID = p.transactionID else {
-            throw .wrongStatus("payment \(id) is \(p.status); only a PENDING_CAPTURE payment can be captured")
-        }
+        let transition = try step(p, .capture)
+        guard let authID = p.transactionID else { throw .internalError("payment \(id) has no authorisation in the ledger") }
         let amount = request.amount ?? p.amount
         guard amount <= p.amount else { throw .invalid("amount", "\(amount) is more than the authorised \(p.amount)") }
         let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
@@ -308,13 +324,13 @@ public final class WorldlineFront: Sendable {
                                            currency: auth?.currency ?? 978, clientReference: request.merchantReference ?? p.merchantReference,
                                            originalID: authID, createdAt: now))
         }
-        let operation = WorldlineOperation(id: p.nextOperationID, kind: .capture, amount: amount, status: "CAPTURED",
+        let operation = WorldlineOperation(id: p.nextOperationID, kind: .capture, amount: amount, status: .captured,
                                            transactionID: started.id, merchantReference: request.merchantReference, createdAt: now)
         p.operations.append(operation)
-        p.status = "CAPTURED"
+        p.status = transition.status
         p.capturedAmount = amount
         p.updatedAt = now
-        try record(started.id, auth.map { Completion.approved(actingOn: $0, completedAt: now) }, p, webhooks(merchant, type: "payment.captured", payment: p),
+        try record(started.id, auth.map { Completion.approved(actingOn: $0, completedAt: now) }, p, webhooks(merchant, transition, payment: p),
                    terminal: merchant.terminalName, stan: started.stan, action: .capture)
         // The rest is released at the issuer only once the capture is recorded.
         if amount < p.amount, let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount - amount)) }
@@ -329,13 +345,14 @@ public final class WorldlineFront: Sendable {
     func cancelSerialised(merchantID: String, id: String) throws(WorldlineError) -> Reply {
         var p = try payment(merchantID, id)
         let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
-        switch p.status {
-        case "REDIRECTED":
+        let transition = try step(p, .cancel)
+        if p.status == .redirected {
+            // No authorisation yet: nothing in the ledger to act on.
             _ = pending.withLock { $0.removeValue(forKey: p.id) }
-            p.status = "CANCELLED"
+            p.status = transition.status
             p.updatedAt = now
-            try stored("record the cancel") { try store.completeWorldlineOperation(transactionID: nil, nil, payment: p, outbox: []) }
-        case "PENDING_CAPTURE":
+            try stored("record the cancel") { try store.completeWorldlineOperation(transactionID: nil, nil, payment: p, outbox: webhooks(merchant, transition, payment: p)) }
+        } else {
             guard let authID = p.transactionID, let auth = try stored("read the authorisation", { try store.transaction(id: authID) }) else {
                 throw .internalError("payment \(id) has no authorisation in the ledger")
             }
@@ -343,15 +360,13 @@ public final class WorldlineFront: Sendable {
                 try store.begin(NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: .cancel, amount: auth.amount,
                                                currency: auth.currency, clientReference: p.merchantReference, originalID: authID, createdAt: now))
             }
-            p.operations.append(WorldlineOperation(id: p.nextOperationID, kind: .cancel, amount: p.amount, status: "CANCELLED",
+            p.operations.append(WorldlineOperation(id: p.nextOperationID, kind: .cancel, amount: p.amount, status: .cancelled,
                                                    transactionID: started.id, createdAt: now))
-            p.status = "CANCELLED"
+            p.status = transition.status
             p.updatedAt = now
-            try record(started.id, Completion.approved(actingOn: auth, completedAt: now), p, webhooks(merchant, type: "payment.cancelled", payment: p),
+            try record(started.id, Completion.approved(actingOn: auth, completedAt: now), p, webhooks(merchant, transition, payment: p),
                        terminal: merchant.terminalName, stan: started.stan, action: .cancel)
             if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount)) }
-        default:
-            throw .wrongStatus("payment \(id) is \(p.status); only a REDIRECTED or PENDING_CAPTURE payment can be cancelled (refund a captured one)")
         }
         return Reply(200, ["payment": WorldlineRender.payment(p)])
     }
@@ -364,9 +379,7 @@ public final class WorldlineFront: Sendable {
 
     func refund(merchantID: String, id: String, _ request: WorldlineRefundRequest) throws(WorldlineError) -> Reply {
         var p = try payment(merchantID, id)
-        guard p.status == "CAPTURED" else {
-            throw .wrongStatus("payment \(id) is \(p.status); only a CAPTURED payment can be refunded")
-        }
+        _ = try step(p, .refund(whole: false))
         if let currency = request.currency, currency != p.currency {
             throw .invalid("amountOfMoney.currencyCode", "\(currency) is not the payment's currency \(p.currency)")
         }
@@ -384,14 +397,14 @@ public final class WorldlineFront: Sendable {
                                            currency: original.currency, clientReference: request.merchantReference ?? p.merchantReference,
                                            originalID: originalID, createdAt: now))
         }
-        let operation = WorldlineOperation(id: p.nextOperationID, kind: .refund, amount: amount, status: "REFUNDED", transactionID: started.id,
+        let operation = WorldlineOperation(id: p.nextOperationID, kind: .refund, amount: amount, status: .refunded, transactionID: started.id,
                                            merchantReference: request.merchantReference, createdAt: now)
+        let transition = try step(p, .refund(whole: p.refundedAmount + amount == p.capturedAmount))
         p.operations.append(operation)
         p.refundedAmount += amount
-        if p.refundedAmount == p.capturedAmount { p.status = "REFUNDED" }
+        p.status = transition.status
         p.updatedAt = now
-        var hooks = webhooks(merchant, type: "refund.refund_requested", refund: (operation, p))
-        if p.status == "REFUNDED" { hooks += webhooks(merchant, type: "payment.refunded", payment: p) }
+        let hooks = webhooks(merchant, transition, payment: p, refund: operation)
         try record(started.id, Completion.approved(actingOn: original, completedAt: now), p, hooks, terminal: merchant.terminalName,
                    stan: started.stan, action: .refund)
         if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
@@ -443,7 +456,7 @@ public final class WorldlineFront: Sendable {
             throw .notFound("UNKNOWN_PAYMENT_ID", "no payment \(shownValue(paymentID, 40))")
         }
         var p = try payment(merchantID, paymentID)
-        guard p.status == "REDIRECTED" else { throw .wrongStatus("payment \(paymentID) is \(p.status); its challenge was already answered") }
+        let expired = try step(p, .challengeExpired)
         let waiting = pending.withLock { $0.removeValue(forKey: paymentID) }
         let returnURL = p.returnURL ?? ""
         if let waiting {
@@ -451,7 +464,7 @@ public final class WorldlineFront: Sendable {
             p = try authorise(p, card: waiting.card, request: waiting.request, failedChallenge: !passed)
         } else {
             // The card data was in memory only: after a restart the challenge cannot go on.
-            p.status = "REJECTED"
+            p.status = expired.status
             p.responseCode = "3DS"
             p.message = "the challenge expired: the platform restarted while it waited"
             p.updatedAt = now

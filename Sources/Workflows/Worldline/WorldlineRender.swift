@@ -19,15 +19,15 @@ public enum WorldlineStatus {
     /// The status output of a payment in its current status.
     public static func output(_ p: WorldlinePayment) -> Output {
         switch p.status {
-        case "REDIRECTED": Output(statusCode: 46, statusCategory: "PENDING_PAYMENT", isAuthorized: false, isCancellable: true, isRefundable: false)
-        case "PENDING_CAPTURE": Output(statusCode: 5, statusCategory: "PENDING_MERCHANT", isAuthorized: true, isCancellable: true, isRefundable: false)
-        case "CAPTURED":
+        case .redirected: Output(statusCode: 46, statusCategory: "PENDING_PAYMENT", isAuthorized: false, isCancellable: true, isRefundable: false)
+        case .pendingCapture: Output(statusCode: 5, statusCategory: "PENDING_MERCHANT", isAuthorized: true, isCancellable: true, isRefundable: false)
+        case .captured:
             Output(statusCode: 9, statusCategory: "COMPLETED", isAuthorized: false, isCancellable: false,
                    isRefundable: p.refundedAmount < p.capturedAmount)
-        case "REFUNDED": Output(statusCode: 8, statusCategory: "REFUNDED", isAuthorized: false, isCancellable: false, isRefundable: false)
+        case .refunded: Output(statusCode: 8, statusCategory: "REFUNDED", isAuthorized: false, isCancellable: false, isRefundable: false)
         // 6: cancelled by the merchant (an authorisation released); 1: by the customer (a
         // challenge never completed).
-        case "CANCELLED":
+        case .cancelled:
             Output(statusCode: p.transactionID == nil ? 1 : 6, statusCategory: "UNSUCCESSFUL", isAuthorized: false, isCancellable: false,
                    isRefundable: false)
         default: Output(statusCode: 2, statusCategory: "UNSUCCESSFUL", isAuthorized: false, isCancellable: false, isRefundable: false)
@@ -93,7 +93,7 @@ public enum WorldlineRender {
             "statusCode": s.statusCode, "statusCategory": s.statusCategory, "isAuthorized": s.isAuthorized,
             "isCancellable": s.isCancellable, "isRefundable": s.isRefundable,
         ]
-        if p.status == "REJECTED" {
+        if p.status == .rejected {
             let e = WorldlineStatus.declineError(responseCode: p.responseCode, message: p.message)
             statusOutput["errors"] = [["errorCode": e.errorCode, "id": e.id, "category": e.category, "message": e.message,
                                       "httpStatusCode": e.httpStatus, "retriable": false]]
@@ -108,7 +108,7 @@ public enum WorldlineRender {
             cardOutput["threeDSecureResults"] = ["authenticationStatus": t == "challenge-failed" ? "N" : "Y",
                                                  "flow": t == "frictionless" ? "frictionless" : "challenge"]
         }
-        cardOutput["fraudResults"] = ["fraudServiceResult": "no-advice", "cvvResult": p.status == "REJECTED" && p.responseCode == "N7" ? "N" : "M"]
+        cardOutput["fraudResults"] = ["fraudServiceResult": "no-advice", "cvvResult": p.status == .rejected && p.responseCode == "N7" ? "N" : "M"]
         var references: [String: Any] = [:]
         if let r = p.merchantReference { references["merchantReference"] = r }
         var output: [String: Any] = [
@@ -116,7 +116,7 @@ public enum WorldlineRender {
             "cardPaymentMethodSpecificOutput": cardOutput,
         ]
         if p.capturedAmount > 0 { output["acquiredAmount"] = money(p.capturedAmount - p.refundedAmount, p.currency) }
-        return ["id": p.id, "status": p.status, "statusOutput": statusOutput, "paymentOutput": output]
+        return ["id": p.id, "status": p.status.rawValue, "statusOutput": statusOutput, "paymentOutput": output]
     }
 
     /// `CreatePaymentResponse`; `redirectURL` when a 3-D Secure challenge waits.
@@ -140,26 +140,26 @@ public enum WorldlineRender {
     /// One of `Operations` in the payment's details.
     public static func operation(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
         let (code, category): (Int, String) = switch o.status {
-        case "CAPTURED": (9, "COMPLETED")
-        case "REFUNDED": (8, "REFUNDED")
-        case "CANCELLED": (6, "UNSUCCESSFUL")
+        case .captured: (9, "COMPLETED")
+        case .refunded: (8, "REFUNDED")
+        case .cancelled: (6, "UNSUCCESSFUL")
         default: (2, "UNSUCCESSFUL")
         }
-        return ["id": o.id, "status": o.status, "statusOutput": ["statusCode": code, "statusCategory": category],
+        return ["id": o.id, "status": o.status.rawValue, "statusOutput": ["statusCode": code, "statusCategory": category],
                 "amountOfMoney": money(o.amount, p.currency)]
     }
 
     /// `CaptureResponse`.
     public static func capture(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
-        ["id": o.id, "status": o.status, "statusOutput": ["statusCode": 9, "statusCategory": "COMPLETED", "isCancellable": false, "isRefundable": true],
+        ["id": o.id, "status": o.status.rawValue, "statusOutput": ["statusCode": 9, "statusCategory": "COMPLETED", "isCancellable": false, "isRefundable": true],
          "captureOutput": ["amountOfMoney": money(o.amount, p.currency), "paymentMethod": "card",
                            "references": o.merchantReference.map { ["merchantReference": $0] } ?? [:]]]
     }
 
     /// `RefundResponse`.
     public static func refund(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
-        let rejected = o.status != "REFUNDED"
-        return ["id": o.id, "status": o.status,
+        let rejected = o.status != .refunded
+        return ["id": o.id, "status": o.status.rawValue,
                 "statusOutput": ["statusCode": rejected ? 2 : 8, "statusCategory": rejected ? "UNSUCCESSFUL" : "REFUNDED",
                                  "isCancellable": false],
                 "refundOutput": ["amountOfMoney": money(o.amount, p.currency), "paymentMethod": "card",

@@ -1,0 +1,58 @@
+import Ledger
+import Testing
+@testable import Workflows
+
+/// The platforms' lifecycles as tables: every status by every event, the next status and its
+/// notifications, or a refusal.
+@Suite("platform lifecycles")
+struct LifecycleTests {
+    typealias W = WorldlinePaymentStatus
+
+    static let worldlineEvents: [WorldlineLifecycle.Event] = [
+        .challengeRequired, .approved(sale: true), .approved(sale: false), .declined, .challengeExpired, .capture, .cancel,
+        .refund(whole: false), .refund(whole: true),
+    ]
+
+    /// The allowed transitions; every other pair is refused.
+    static let worldline: [W: [(WorldlineLifecycle.Event, W, [String])]] = [
+        .created: [(.challengeRequired, .redirected, []), (.approved(sale: true), .captured, ["payment.captured"]),
+                   (.approved(sale: false), .pendingCapture, ["payment.pending_capture"]), (.declined, .rejected, ["payment.rejected"])],
+        .redirected: [(.approved(sale: true), .captured, ["payment.captured"]), (.approved(sale: false), .pendingCapture, ["payment.pending_capture"]),
+                      (.declined, .rejected, ["payment.rejected"]), (.challengeExpired, .rejected, []), (.cancel, .cancelled, [])],
+        .pendingCapture: [(.capture, .captured, ["payment.captured"]), (.cancel, .cancelled, ["payment.cancelled"])],
+        .captured: [(.refund(whole: false), .captured, ["refund.refund_requested"]),
+                    (.refund(whole: true), .refunded, ["refund.refund_requested", "payment.refunded"])],
+        .rejected: [], .cancelled: [], .refunded: [],
+    ]
+
+    @Test("Worldline: every status by every event", arguments: W.allCases)
+    func worldlineTable(status: W) {
+        let allowed = Self.worldline[status] ?? []
+        for event in Self.worldlineEvents {
+            let result = WorldlineLifecycle.next(status, event)
+            if let (_, next, hooks) = allowed.first(where: { $0.0 == event }) {
+                #expect(result == .success(WorldlineLifecycle.Transition(status: next, webhooks: hooks)), "\(status) × \(event)")
+            } else {
+                guard case .failure(let refusal) = result else {
+                    Issue.record("\(status) × \(event) should be refused, got \(result)")
+                    continue
+                }
+                #expect(!refusal.rule.isEmpty, "\(status) × \(event): a refusal names its rule")
+            }
+        }
+    }
+
+    @Test("Worldline: the refusals say what the status allows, as ACTION_NOT_ALLOWED_ON_TRANSACTION's message does")
+    func worldlineRefusals() {
+        #expect(WorldlineLifecycle.next(.captured, .capture) == .failure(.init(rule: "only a PENDING_CAPTURE payment can be captured")))
+        #expect(WorldlineLifecycle.next(.pendingCapture, .refund(whole: true)) == .failure(.init(rule: "only a CAPTURED payment can be refunded")))
+        #expect(WorldlineLifecycle.next(.captured, .cancel)
+                == .failure(.init(rule: "only a REDIRECTED or PENDING_CAPTURE payment can be cancelled (refund a captured one)")))
+        #expect(WorldlineLifecycle.next(.pendingCapture, .declined) == .failure(.init(rule: "its challenge was already answered")))
+    }
+
+    @Test("Worldline: a status is stored by the platform's name")
+    func worldlineNames() {
+        #expect(W.allCases.map(\.rawValue) == ["CREATED", "REDIRECTED", "PENDING_CAPTURE", "CAPTURED", "REJECTED", "CANCELLED", "REFUNDED"])
+    }
+}
