@@ -34,6 +34,17 @@ public struct CitconOperation: Sendable, Equatable, Codable {
     }
 }
 
+/// A Citcon charge's status, in the SDK document's words; stored by its name. `CitconLifecycle`
+/// (Workflows) says which event moves a charge from one to another.
+public enum CitconChargeStatus: String, Sendable, Codable, CaseIterable, CustomStringConvertible {
+    case initiated, pending, authorized, succeeded, failed, canceled, expired
+
+    /// Waiting for the payer (a wallet's page, a card's challenge).
+    public var isOpen: Bool { self == .initiated || self == .pending }
+
+    public var description: String { rawValue }
+}
+
 /// A charge of the emulated Citcon platform, as its inquiry shows it. Card data is masked only.
 public struct CitconCharge: Sendable, Equatable, Codable {
     /// 32 lower-case hex digits, as the platform's ids.
@@ -50,7 +61,7 @@ public struct CitconCharge: Sendable, Equatable, Codable {
     /// `card`, `wechatpay`, `alipay`, `upop`, `paypal`, …
     public var method: String
     /// initiated, pending, authorized, succeeded, failed, canceled, expired (the SDK document's words).
-    public var status: String
+    public var status: CitconChargeStatus
     public var amountCaptured: Int64?
     public var amountRefunded: Int64?
     /// Epoch milliseconds.
@@ -74,7 +85,7 @@ public struct CitconCharge: Sendable, Equatable, Codable {
     public var challengePending: Bool
 
     public init(id: String, chargeToken: String, merchantID: String, reference: String, amount: Int64, currency: String, country: String,
-                autoCapture: Bool, note: String?, method: String, status: String, timeCreated: Int64, urls: [String: String]) {
+                autoCapture: Bool, note: String?, method: String, status: CitconChargeStatus, timeCreated: Int64, urls: [String: String]) {
         self.id = id
         self.chargeToken = chargeToken
         self.merchantID = merchantID

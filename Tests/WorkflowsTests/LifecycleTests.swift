@@ -55,4 +55,50 @@ struct LifecycleTests {
     func worldlineNames() {
         #expect(W.allCases.map(\.rawValue) == ["CREATED", "REDIRECTED", "PENDING_CAPTURE", "CAPTURED", "REJECTED", "CANCELLED", "REFUNDED"])
     }
+
+    typealias C = CitconChargeStatus
+
+    static let citconEvents: [CitconLifecycle.Event] = [
+        .confirmed, .approved(captures: true), .approved(captures: false), .declined, .payerCancelled, .expired, .challengeExpired,
+        .capture, .cancel, .refund,
+    ]
+
+    /// The allowed transitions (next status, whether an IPN is sent); every other pair is refused.
+    static let citcon: [C: [(CitconLifecycle.Event, C, Bool)]] = {
+        let open: [(CitconLifecycle.Event, C, Bool)] = [
+            (.confirmed, .pending, false), (.approved(captures: true), .succeeded, true), (.approved(captures: false), .authorized, true),
+            (.declined, .failed, true), (.payerCancelled, .canceled, true), (.expired, .expired, true), (.cancel, .canceled, true),
+        ]
+        return [
+            .initiated: open,
+            .pending: open + [(.challengeExpired, .failed, false)],
+            .authorized: [(.capture, .succeeded, true), (.cancel, .canceled, true)],
+            .succeeded: [(.refund, .succeeded, true)],
+            .failed: [], .canceled: [], .expired: [],
+        ]
+    }()
+
+    @Test("Citcon: every status by every event", arguments: C.allCases)
+    func citconTable(status: C) {
+        let allowed = Self.citcon[status] ?? []
+        for event in Self.citconEvents {
+            let result = CitconLifecycle.next(status, event)
+            if let (_, next, ipn) = allowed.first(where: { $0.0 == event }) {
+                #expect(result == .success(CitconLifecycle.Transition(status: next, ipn: ipn)), "\(status) × \(event)")
+            } else {
+                guard case .failure(let refusal) = result else {
+                    Issue.record("\(status) × \(event) should be refused, got \(result)")
+                    continue
+                }
+                #expect(!refusal.rule.isEmpty, "\(status) × \(event): a refusal names its rule")
+            }
+        }
+    }
+
+    @Test("Citcon: statuses are stored in the SDK document's words; initiated and pending wait for the payer")
+    func citconNames() {
+        #expect(C.allCases.map(\.rawValue) == ["initiated", "pending", "authorized", "succeeded", "failed", "canceled", "expired"])
+        #expect(C.allCases.filter(\.isOpen) == [.initiated, .pending])
+        #expect(CitconLifecycle.next(.succeeded, .capture) == .failure(.init(rule: "only an authorized charge can be captured")))
+    }
 }

@@ -130,7 +130,7 @@ struct CitconServer: Sendable {
             s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
                 .replacingOccurrences(of: "\"", with: "&quot;")
         }
-        let open = kind == "3ds" ? c.challengePending : ["initiated", "pending"].contains(c.status)
+        let open = kind == "3ds" ? c.challengePending : c.status.isOpen
         let buttons = kind == "3ds"
             ? #"<button name="result" value="pass" id="pass">Pass the challenge</button> <button name="result" value="fail" id="fail">Fail the challenge</button>"#
             : #"<button name="action" value="approve" id="approve">Approve</button> <button name="action" value="decline" id="decline">Decline</button> <button name="action" value="cancel" id="cancel">Cancel</button> <button name="action" value="expire" id="expire">Let it expire</button>"#
@@ -141,7 +141,7 @@ struct CitconServer: Sendable {
             <meta name="viewport" content="width=device-width, initial-scale=1"></head>
             <body><h1>\(title)</h1>
             <p>Charge <code>\(escape(c.id))</code> (<code>\(escape(c.reference))</code>) of <strong>\(c.amount) \(escape(c.currency))</strong> (minor units).</p>
-            \(open ? "<form method=\"post\">\(buttons)</form>" : "<p id=\"answered\">Answered: the charge is \(escape(c.status)).</p>")
+            \(open ? "<form method=\"post\">\(buttons)</form>" : "<p id=\"answered\">Answered: the charge is \(escape(c.status.rawValue)).</p>")
             <p><small>cardbench stands in for the payer's \(kind == "3ds" ? "issuer" : "wallet app"): nothing is asked but the answer.</small></p>
             </body></html>
             """

@@ -137,7 +137,7 @@ public final class CitconFront: Sendable {
         let request = try CitconChargeRequest.parse(body, version: settings.version)
         var charge = CitconCharge(id: PlatformText.hex(16), chargeToken: PlatformText.hex(16), merchantID: merchantID, reference: request.reference,
                                   amount: request.amount, currency: request.currency, country: request.country, autoCapture: request.autoCapture,
-                                  note: request.note, method: request.method ?? "", status: request.method == nil ? "initiated" : "pending",
+                                  note: request.note, method: request.method ?? "", status: request.method == nil ? .initiated : .pending,
                                   timeCreated: nowMillis, urls: request.urls)
         if let card = request.card {
             charge.maskedPAN = PAN.masked(card.pan)
@@ -182,16 +182,16 @@ public final class CitconFront: Sendable {
             if charge.method.isEmpty { charge.method = method }
         }
         guard !charge.method.isEmpty else { throw .badRequest("payment.method", "is required to confirm a charge created without one") }
-        if ["initiated", "pending"].contains(charge.status), charge.method != "card" {
+        if charge.status.isOpen, charge.method != "card" {
             if let outcome = Self.walletOutcome(amount: charge.amount, reference: charge.reference), outcome != "pending" {
                 charge = try settleWallet(charge, action: outcome)
-            } else if charge.status == "initiated" {
-                charge.status = "pending"
+            } else if charge.status == .initiated {
+                charge.status = try step(charge, .confirmed).status
                 try stored("record the charge") { try store.completeCitconCharge(transactionID: nil, nil, charge: charge, outbox: []) }
             }
         }
         if settings.version == "2.1.0" {
-            context.publish(.citconOrderConfirmed(charge: charge.id, status: charge.status), terminal: terminal(merchantID))
+            context.publish(.citconOrderConfirmed(charge: charge.id, status: charge.status.rawValue), terminal: terminal(merchantID))
         }
         return Self.success(chargeData(charge, clients: [], pageURL: pageURL))
     }
@@ -217,8 +217,8 @@ public final class CitconFront: Sendable {
             throw .notFound("not found: no charge \(shownValue(chargeID, 40))")
         }
         guard charge.method != "card" else { throw .badRequest("action", "a card charge is answered on its 3-D Secure page") }
-        guard ["initiated", "pending"].contains(charge.status) else {
-            throw CitconError(httpStatus: 409, code: "4000", message: "bad request: the charge is \(charge.status); the payer already answered")
+        if case .failure(let refusal) = CitconLifecycle.next(charge.status, .confirmed) {
+            throw CitconError(httpStatus: 409, code: "4000", message: "bad request: the charge is \(charge.status); \(refusal.rule)")
         }
         guard ["approve", "decline", "cancel", "expire"].contains(action) else { throw .badRequest("action", "must be approve, decline, cancel or expire") }
         if charge.method.isEmpty { charge.method = "wechatpay" }
@@ -234,19 +234,20 @@ public final class CitconFront: Sendable {
         let now = nowMillis
         let terminal = terminal(charge.merchantID)
         guard action == "approve" || action == "decline" else {
-            charge.status = action == "cancel" ? "canceled" : "expired"
+            charge.status = try step(charge, action == "cancel" ? .payerCancelled : .expired).status
             if action == "cancel" { charge.timeCanceled = now }
             charge.timeCompleted = now
             return try recordWithoutIssuer(charge, status: action == "cancel" ? .cancelled : .failed, message: "the payer's wallet: \(charge.status)")
         }
         let captures = charge.autoCapture || CitconMethod.capturesAtOnce.contains(charge.method)
+        let approved = action == "approve"
+        let transition = try step(charge, approved ? .approved(captures: captures) : .declined)
         let started = try stored("begin the wallet payment") {
             try store.begin(NewTransaction(terminal: terminal, provider: .citcon, action: captures ? .sale : .preAuth, amount: charge.amount,
                                            currency: Self.currencyNumber(charge.currency), clientReference: charge.reference,
                                            createdAt: context.clock.nowMicroseconds()))
         }
-        let approved = action == "approve"
-        charge.status = approved ? (captures ? "succeeded" : "authorized") : "failed"
+        charge.status = transition.status
         charge.transactionID = started.id
         charge.timeCompleted = now
         if approved, captures {
@@ -258,7 +259,7 @@ public final class CitconFront: Sendable {
                                     authorisationCode: approved ? Self.randomDigits(6) : nil, brand: charge.method.uppercased(), entryMode: "wallet",
                                     completedAt: context.clock.nowMicroseconds())
         try stored("record the wallet payment") {
-            try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: ipn(charge))
+            try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: transition.ipn ? ipn(charge) : [])
         }
         context.publish(.recorded(stan: started.stan, status: approved ? .approved : .declined, action: captures ? .sale : .preAuth), terminal: terminal)
         return charge
@@ -288,6 +289,8 @@ public final class CitconFront: Sendable {
         var charge = c
         let terminal = terminal(charge.merchantID)
         let createdAt = context.clock.nowMicroseconds()
+        // Only a charge waiting for its card's answer is authorised: asked before the STAN.
+        _ = try step(charge, .declined)
         let started = try stored("begin the authorisation") {
             try store.begin(NewTransaction(terminal: terminal, provider: .citcon, action: charge.autoCapture ? .sale : .preAuth, amount: charge.amount,
                                            currency: Self.currencyNumber(charge.currency), clientReference: charge.reference, createdAt: createdAt, pan: card.pan))
@@ -311,15 +314,14 @@ public final class CitconFront: Sendable {
         charge.transactionID = started.id
         charge.challengePending = false
         charge.timeCompleted = now
+        charge.status = try step(charge, approved ? .approved(captures: charge.autoCapture) : .declined).status
         if approved {
-            charge.status = charge.autoCapture ? "succeeded" : "authorized"
             charge.authorisationCode = response?.authorisationCode
             if charge.autoCapture {
                 charge.amountCaptured = charge.amount
                 charge.timeCaptured = now
             }
         } else {
-            charge.status = "failed"
             charge.responseCode = response?.responseCode.code
             charge.message = response?.message ?? failure
         }
@@ -352,14 +354,14 @@ public final class CitconFront: Sendable {
         }
         guard let card = pendingCards.withLock({ $0.removeValue(forKey: chargeID) }) else {
             var c = charge
-            c.status = "failed"
+            c.status = try step(c, .challengeExpired).status
             c.challengePending = false
             c.message = "the challenge expired: the platform restarted while it waited"
             try stored("record the charge") { try store.completeCitconCharge(transactionID: nil, nil, charge: c, outbox: []) }
             return (c, c.urls["fail"])
         }
         let done = try authoriseCard(charge, card: card, challengeFailed: !passed)
-        return (done, done.urls[done.status == "failed" ? "fail" : "success"])
+        return (done, done.urls[done.status == .failed ? "fail" : "success"])
     }
 
     // MARK: Inquiry, captures, cancels, refunds
@@ -384,9 +386,8 @@ public final class CitconFront: Sendable {
 
     func capture(merchantID: String, _ r: CitconOperationRequest) throws(CitconError) -> Reply {
         var c = try charge(merchantID, r.transactionID)
-        guard c.status == "authorized", let authID = c.transactionID else {
-            throw .badRequest("transaction_id", "the charge is \(c.status); only an authorized charge can be captured")
-        }
+        let transition = try step(c, .capture)
+        guard let authID = c.transactionID else { throw .internalError("the charge has no authorisation in the ledger") }
         let amount = r.amount ?? c.amount
         guard amount <= c.amount else { throw .badRequest("amount", "\(amount) is more than the authorized \(c.amount)") }
         let auth = try stored("read the authorisation") { try store.transaction(id: authID) }
@@ -399,12 +400,12 @@ public final class CitconFront: Sendable {
         let operation = CitconOperation(object: "capture", id: PlatformText.hex(16), reference: r.reference ?? "", amount: amount, status: "succeeded",
                                         timeCreated: now, transactionID: started.id)
         c.operations.append(operation)
-        c.status = "succeeded"
+        c.status = transition.status
         c.amountCaptured = amount
         c.timeCaptured = now
         try record(started, .capture, merchantID: merchantID) {
             try store.completeCitconCharge(transactionID: started.id, auth.map { Completion.approved(actingOn: $0, completedAt: context.clock.nowMicroseconds()) },
-                                           charge: c, outbox: ipn(c))
+                                           charge: c, outbox: transition.ipn ? ipn(c) : [])
         }
         // The rest is released at the issuer only once the capture is recorded.
         if amount < c.amount, let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount - amount)) }
@@ -420,16 +421,16 @@ public final class CitconFront: Sendable {
     func cancel(merchantID: String, _ r: CitconOperationRequest) throws(CitconError) -> Reply {
         var c = try charge(merchantID, r.transactionID)
         let now = nowMillis
-        switch c.status {
-        case "initiated", "pending":
+        let transition = try step(c, .cancel)
+        if c.status.isOpen {
             _ = pendingCards.withLock { $0.removeValue(forKey: c.id) }
-            c.status = "canceled"
+            c.status = transition.status
             c.challengePending = false
             c.timeCanceled = now
             c = try recordWithoutIssuer(c, status: .cancelled, message: "cancelled by the merchant before payment")
             return Self.success(operationData(CitconOperation(object: "cancel", id: PlatformText.hex(16), reference: r.reference ?? "", amount: c.amount,
                                                               status: "succeeded", timeCreated: now, transactionID: nil), c))
-        case "authorized":
+        } else {
             guard let authID = c.transactionID, let auth = try stored("read the authorisation", { try store.transaction(id: authID) }) else {
                 throw .internalError("the charge has no authorisation in the ledger")
             }
@@ -441,16 +442,14 @@ public final class CitconFront: Sendable {
             let operation = CitconOperation(object: "cancel", id: PlatformText.hex(16), reference: r.reference ?? "", amount: c.amount, status: "succeeded",
                                             timeCreated: now, transactionID: started.id)
             c.operations.append(operation)
-            c.status = "canceled"
+            c.status = transition.status
             c.timeCanceled = now
             try record(started, .cancel, merchantID: merchantID) {
                 try store.completeCitconCharge(transactionID: started.id, Completion.approved(actingOn: auth, completedAt: context.clock.nowMicroseconds()),
-                                               charge: c, outbox: ipn(c))
+                                               charge: c, outbox: transition.ipn ? ipn(c) : [])
             }
             if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount)) }
             return Self.success(operationData(operation, c))
-        default:
-            throw .badRequest("transaction_id", "the charge is \(c.status); only an initiated, pending or authorized charge can be cancelled (refund a captured one)")
         }
     }
 
@@ -462,9 +461,8 @@ public final class CitconFront: Sendable {
 
     func refund(merchantID: String, _ r: CitconOperationRequest) throws(CitconError) -> Reply {
         var c = try charge(merchantID, r.transactionID)
-        guard c.status == "succeeded", let captured = c.amountCaptured else {
-            throw .badRequest("transaction_id", "the charge is \(c.status); only a succeeded (captured) charge can be refunded")
-        }
+        let transition = try step(c, .refund)
+        guard let captured = c.amountCaptured else { throw .internalError("the charge has no captured amount") }
         let left = captured - (c.amountRefunded ?? 0)
         let amount = r.amount ?? left
         guard amount <= left else {
@@ -486,7 +484,7 @@ public final class CitconFront: Sendable {
         c.amountRefunded = (c.amountRefunded ?? 0) + amount
         try record(started, .refund, merchantID: merchantID) {
             try store.completeCitconCharge(transactionID: started.id, Completion.approved(actingOn: original, completedAt: context.clock.nowMicroseconds()),
-                                           charge: c, outbox: ipn(c, refund: operation))
+                                           charge: c, outbox: transition.ipn ? ipn(c, refund: operation) : [])
         }
         if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
         return Self.success(operationData(operation, c))
@@ -503,6 +501,15 @@ public final class CitconFront: Sendable {
             throw .internalError("the \(action.rawValue) could not be recorded: \(error)")
         }
         context.publish(.recorded(stan: started.stan, status: .approved, action: action), terminal: terminal(merchantID))
+    }
+
+    /// The transition `event` makes of charge `c` (`CitconLifecycle`); a status that does not
+    /// allow it is a 400 naming `transaction_id`.
+    func step(_ c: CitconCharge, _ event: CitconLifecycle.Event) throws(CitconError) -> CitconLifecycle.Transition {
+        switch CitconLifecycle.next(c.status, event) {
+        case .success(let transition): return transition
+        case .failure(let refusal): throw .badRequest("transaction_id", "the charge is \(c.status); \(refusal.rule)")
+        }
     }
 
     /// Runs an operation on charge `id` with no other operation on it running (`PaymentSerialiser`).
@@ -541,7 +548,7 @@ public final class CitconFront: Sendable {
                 throw .internalError("the charge was not recorded")
             }
             charge = c
-            if charge.method != "card", ["initiated", "pending"].contains(charge.status) {
+            if charge.method != "card", charge.status.isOpen {
                 _ = try confirm(merchantID: merchantID, chargeToken: t, body: Array("{}".utf8), pageURL: pageURL)
                 charge = try stored("read the charge", { try store.citconCharge(id: charge.id, chargeToken: nil) }) ?? charge
             }
@@ -550,8 +557,8 @@ public final class CitconFront: Sendable {
         data["charge_token"] = NSNull()
         data["payment"] = ["method": charge.method]
         let (code, message): (String, String) = switch charge.status {
-        case "succeeded", "authorized", "pending", "initiated": ("0", "Success.")
-        case "canceled": (charge.method == "alipay" ? "6001" : "-2", "Cancellation.")
+        case .succeeded, .authorized, .pending, .initiated: ("0", "Success.")
+        case .canceled: (charge.method == "alipay" ? "6001" : "-2", "Cancellation.")
         default: ("-1", charge.message ?? "the payment failed (\(charge.status))")
         }
         data["code"] = code
@@ -578,9 +585,9 @@ public final class CitconFront: Sendable {
             status = "success"
         } else {
             status = switch c.status {
-            case "authorized": "authorized"
-            case "succeeded": c.method == "card" || !c.operations.isEmpty ? "captured" : "success"
-            case "canceled": "cancelled"
+            case .authorized: "authorized"
+            case .succeeded: c.method == "card" || !c.operations.isEmpty ? "captured" : "success"
+            case .canceled: "cancelled"
             default: "fail"
             }
         }
@@ -608,7 +615,7 @@ public final class CitconFront: Sendable {
         var data = baseData(c)
         data["charge_token"] = c.chargeToken
         var payment: [String: Any] = ["method": c.method]
-        if ["initiated", "pending"].contains(c.status) {
+        if c.status.isOpen {
             payment["client"] = [clientContent(c, client: clients.first ?? "mobile_native", pageURL: pageURL)]
         }
         data["payment"] = payment
@@ -641,7 +648,7 @@ public final class CitconFront: Sendable {
             "object": "charge", "id": c.id, "reference": c.reference, "amount": c.amount, "currency": c.currency, "country": c.country,
             "amount_captured": c.amountCaptured.map { $0 as Any } ?? NSNull(), "amount_refunded": c.amountRefunded.map { $0 as Any } ?? NSNull(),
             "time_created": c.timeCreated, "time_captured": c.timeCaptured.map { $0 as Any } ?? NSNull(), "auto_capture": c.autoCapture,
-            "status": c.status,
+            "status": c.status.rawValue,
         ]
     }
 
