@@ -6,7 +6,7 @@ public enum IssuerMessages {
     /// What a 0100 or 0200 asks the issuer. `now` gives the year field 7 lacks.
     public static func authorisationRequest(_ m: ISOMessage, now: UTCDateParts) throws(ISO8583Error) -> AuthorisationRequest {
         func missing(_ n: Int, _ name: String) -> ISO8583Error {
-            ISO8583Error(part: "field \(n) (\(name))", reason: "required in a \(m.mti)")
+            ISO8583Error(field: n, name: name, reason: "required in a \(m.mti)")
         }
         var pan = m[2]
         if pan == nil, let track = m[35] { pan = String(track.prefix { $0 != "=" && $0 != "D" }) }
@@ -14,7 +14,7 @@ public enum IssuerMessages {
             throw ISO8583Error(part: "field 2 (Primary Account Number (PAN))", reason: "required (or track 2 in field 35), 12 to 19 digits")
         }
         guard let amountText = m[4], let amount = Int(amountText) else { throw missing(4, "Amount, Transaction") }
-        guard amount > 0 else { throw ISO8583Error(part: "field 4 (Amount, Transaction)", reason: "must be above zero") }
+        guard amount > 0 else { throw ISO8583Error(field: 4, name: "Amount, Transaction", reason: "must be above zero") }
         guard let currencyText = m[49], let currency = Int(currencyText), currencyText.count == 3, currency > 0 else {
             throw ISO8583Error(part: "field 49 (Currency Code, Transaction)", reason: "required, 3 digits (ISO 4217 numeric)")
         }

@@ -30,11 +30,22 @@ public struct ISO8583Error: Error, Sendable, Equatable, CustomStringConvertible 
     /// Where in the message, in bytes, when unpacking.
     public let offset: Int?
     public let reason: String
+    /// The field at fault, when it is one: what an answer's code is chosen by (13 for field 4).
+    public let field: Int?
 
     public init(part: String, offset: Int? = nil, reason: String) {
         self.part = part
         self.offset = offset
         self.reason = reason
+        field = nil
+    }
+
+    /// An error of field `field`, named `name` in `part` ("field 4 (Amount, Transaction)").
+    public init(field: Int, name: String, offset: Int? = nil, reason: String) {
+        part = "field \(field) (\(name))"
+        self.offset = offset
+        self.reason = reason
+        self.field = field
     }
 
     public var description: String {

@@ -207,7 +207,7 @@ extension Ledger {
 
     static func billpocketUser(_ db: Database, id: Int64) throws -> BillpocketUser {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM billpocket_user WHERE id = ?", arguments: [id]) else {
-            throw LedgerError.invalid(field: "user", rule: "no Billpocket user \(id)")
+            throw LedgerError.unknownBillpocketUser(id: id)
         }
         return try billpocketUser(row)
     }

@@ -4,6 +4,8 @@ public enum LedgerError: Error, Equatable, CustomStringConvertible {
     case invalid(field: String, rule: String)
     /// No terminal by that name.
     case unknownTerminal(name: String)
+    /// No Billpocket user with that id.
+    case unknownBillpocketUser(id: Int64)
     /// No transaction with that id; `field` says which argument carried it (`id`, `originalID`).
     case unknownTransaction(field: String, id: Int64)
     /// `complete` on a transaction that is no longer in progress.
@@ -20,6 +22,7 @@ public enum LedgerError: Error, Equatable, CustomStringConvertible {
         switch self {
         case .invalid(let field, _): field
         case .unknownTerminal: "terminal"
+        case .unknownBillpocketUser: "user"
         case .unknownTransaction(let field, _): field
         case .notInProgress: "status"
         case .unknownOutbox, .outboxNotPending: "outbox"
@@ -34,6 +37,8 @@ public enum LedgerError: Error, Equatable, CustomStringConvertible {
             rule
         case .unknownTerminal(let name):
             "no terminal named \"\(name)\" (ensureTerminal creates it)"
+        case .unknownBillpocketUser(let id):
+            "no Billpocket user \(id)"
         case .unknownTransaction(_, let id):
             "no transaction with id \(id)"
         case .notInProgress(let id, let status):

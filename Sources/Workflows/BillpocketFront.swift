@@ -256,10 +256,8 @@ public struct BillpocketFront: Front {
     /// the rest the daemon's.
     func admin<T>(_ body: () throws -> T) throws(WorkflowError) -> T {
         do { return try body() } catch let error as LedgerError {
-            if case .invalid(let field, let rule) = error {
-                if rule.hasPrefix("no Billpocket user") { throw .notFound(rule) }
-                throw .badRequest(field: field, rule: rule)
-            }
+            if case .unknownBillpocketUser = error { throw .notFound(error.rule) }
+            if case .invalid(let field, let rule) = error { throw .badRequest(field: field, rule: rule) }
             throw WorkflowError(ledger: error, "ledger")
         } catch {
             throw WorkflowError(ledger: error, "ledger")

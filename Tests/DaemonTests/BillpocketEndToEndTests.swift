@@ -154,6 +154,10 @@ struct BillpocketEndToEndTests {
         #expect(try await daemon.open(ventaURL(token: newToken)).result?.status == "aprobada")
 
         #expect(try cli(["billpocket", "user", "invalidate", String(b.id)], socket: daemon.socket).status == 0)
+        // A user that does not exist is not found (404, LedgerError.unknownBillpocketUser), not a bad request.
+        let nobody = try await daemon.client.send(method: "POST", "/v1/billpocket/users/999999/rotate")
+        #expect(nobody.status == 404 && String(decoding: nobody.body, as: UTF8.self).contains("no Billpocket user 999999"),
+                "\(nobody.status) \(String(decoding: nobody.body, as: UTF8.self))")
         try await expectError(ventaURL(token: b.token), "userToken")
         #expect(statusInfos.count == 5, "unknown, another device, unknown device, rotated and invalidated differ: \(statusInfos)")
 

@@ -96,7 +96,7 @@ final class ISO8583IssuerService: @unchecked Sendable {
         do { request = try IssuerMessages.authorisationRequest(message, now: now) } catch {
             // 13 for an amount that cannot be one, 30 (format error) otherwise; the rule in the log.
             logger.notice("ISO 8583 \(message.mti) refused: \(error)")
-            return IssuerMessages.answer(message, code: error.part.hasPrefix("field 4 ") ? "13" : "30")
+            return IssuerMessages.answer(message, code: error.field == 4 ? "13" : "30")
         }
         let response: AuthorisationResponse?
         do { response = try host.authorise(request, queue: Self.queue, amountTable: amountTable) } catch {

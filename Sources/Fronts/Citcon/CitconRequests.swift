@@ -42,7 +42,7 @@ public struct CitconError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// A Worldline-style property error from the shared JSON reader, as Citcon's 4000.
     public init(_ e: WorldlineError) {
-        self = e.propertyName.map { .badRequest($0, e.message.hasPrefix("\($0): ") ? String(e.message.dropFirst($0.count + 2)) : e.message) }
+        self = e.propertyName.map { .badRequest($0, e.rule ?? e.message) }
             ?? CitconError(httpStatus: 400, code: "4000", message: "bad request: \(e.message)")
     }
 }

@@ -13,6 +13,9 @@ public struct WorldlineError: Error, Sendable, Equatable, CustomStringConvertibl
     public var propertyName: String?
     public var message: String
     public var retriable: Bool
+    /// The rule a property broke, without the property's name (`message` has both): for a
+    /// platform that words its errors otherwise (Citcon's `debug`).
+    public var rule: String?
 
     public init(httpStatus: Int, errorCode: String, id: String, category: String = "PAYMENT_PLATFORM_ERROR",
                 propertyName: String? = nil, message: String, retriable: Bool = false) {
@@ -35,7 +38,9 @@ public struct WorldlineError: Error, Sendable, Equatable, CustomStringConvertibl
 
     /// A property's value breaks a rule.
     public static func invalid(_ property: String, _ rule: String) -> WorldlineError {
-        WorldlineError(httpStatus: 400, errorCode: "21000020", id: "INVALID_VALUE", propertyName: property, message: "\(property): \(rule)")
+        var e = WorldlineError(httpStatus: 400, errorCode: "21000020", id: "INVALID_VALUE", propertyName: property, message: "\(property): \(rule)")
+        e.rule = rule
+        return e
     }
 
     /// A body that is not JSON, not an object, or too large.
