@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "VirtualCard", targets: ["VirtualCard"]),
         .library(name: "CardIO", targets: ["CardIO"]),
         .library(name: "Terminal", targets: ["Terminal"]),
+        .library(name: "LedgerModel", targets: ["LedgerModel"]),
         .library(name: "Ledger", targets: ["Ledger"]),
         .library(name: "Fronts", targets: ["Fronts"]),
         .library(name: "Workflows", targets: ["Workflows"]),
@@ -41,7 +42,7 @@ let package = Package(
         // terminals with the one keypad, and a harness wiring them into the workflows.
         .target(
             name: "TestSupport",
-            dependencies: ["EMV", "Terminal", "Ledger", "VirtualCard", "Workflows", "Daemon"],
+            dependencies: ["EMV", "Terminal", "Ledger", "LedgerModel", "VirtualCard", "Workflows", "Daemon"],
             path: "Tests/TestSupport"
         ),
         // libcrypto from Debian's libssl-dev, used for the DES/TDES block cipher only.
@@ -99,12 +100,19 @@ let package = Package(
         ),
         // glibc's malloc.h: the daemon limits its malloc arenas and trims its heap (MemoryTrim).
         .systemLibrary(name: "CGlibcMalloc"),
+        // The ledger's records, their rules and the store protocols the workflows run against. Pure
+        // (no GRDB), as NIOCore stands apart from NIOPosix: the workflows import this, not the ledger.
+        .target(
+            name: "LedgerModel",
+            dependencies: ["EMV", "Terminal"]
+        ),
         // The durable record: SQLite (WAL) through GRDB — terminals, STANs, transactions, traces, outbox.
         .target(
             name: "Ledger",
             dependencies: [
                 "EMV",
                 "Terminal",
+                "LedgerModel",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
@@ -125,7 +133,7 @@ let package = Package(
         // wire it.
         .target(
             name: "Workflows",
-            dependencies: ["EMV", "Terminal", "Fronts", "Ledger", .product(name: "CryptoExtras", package: "swift-crypto")]
+            dependencies: ["EMV", "Terminal", "Fronts", "LedgerModel", .product(name: "CryptoExtras", package: "swift-crypto")]
         ),
         // The daemon: configuration, terminals and their readers, the HTTP API (Unix socket and
         // loopback), callback delivery, sd_notify, metrics and events. All the I/O of a request.

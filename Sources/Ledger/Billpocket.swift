@@ -1,51 +1,7 @@
+import LedgerModel
 import Crypto
 import Foundation
 import GRDB
-
-/// A Billpocket user: the merchant account a user token stands for, with the installment plans
-/// (`msi`) it may sell and each plan's minimum amount.
-public struct BillpocketUser: Sendable, Equatable, Codable {
-    public let id: Int64
-    public let name: String
-    /// `active` while it has a working token; `invalidated` after `invalidate` until a rotation.
-    public let state: State
-    /// Installment plans (3, 6, 9, 12) and each one's minimum amount in minor units.
-    public let msiMinimums: [Int: Int64]
-    public let createdAt: Int64
-    public let updatedAt: Int64
-
-    public enum State: String, Sendable, Codable {
-        case active, invalidated
-    }
-}
-
-/// A device token: alive until it configures a device, then dead and bound to that device.
-public struct BillpocketDeviceToken: Sendable, Equatable, Codable {
-    public let id: Int64
-    public let userID: Int64
-    public let alias: String?
-    /// The terminal it configured, once dead.
-    public let device: String?
-    public let createdAt: Int64
-    public let boundAt: Int64?
-
-    public var isAlive: Bool { device == nil }
-}
-
-/// What a request's tokens amount to on a terminal (see `Ledger.configureBillpocket`).
-public enum BillpocketAccess: Sendable, Equatable {
-    /// The terminal now works for `user`; `reconfigured` when it worked for someone else (or no
-    /// one) before this request.
-    case granted(user: BillpocketUser, reconfigured: Bool)
-    case unknownUserToken
-    case invalidatedUserToken
-    case rotatedUserToken
-    case unknownDeviceToken
-    /// A device token of another user.
-    case deviceTokenOfAnotherUser
-    /// A dead device token bound to another device.
-    case deviceTokenOfAnotherDevice(device: String)
-}
 
 extension Ledger {
     /// The stored form of a token: lower-case hex SHA-256. Tokens are long random strings, so an

@@ -1,108 +1,6 @@
+import LedgerModel
 import Foundation
 import GRDB
-
-/// A merchant of the emulated Citcon platform.
-public struct CitconMerchant: Sendable, Equatable {
-    public let merchantID: String
-    /// The ledger terminal of its charges (`citcon.<merchantID>`).
-    public let terminalName: String
-    public let createdAt: Int64
-}
-
-/// A capture, refund or cancel of a charge (`POST /v1/captures`, `/v1/refunds`, `/v1/cancels`).
-public struct CitconOperation: Sendable, Equatable, Codable {
-    /// capture, refund or cancel.
-    public var object: String
-    public var id: String
-    public var reference: String
-    public var amount: Int64
-    /// succeeded or failed.
-    public var status: String
-    /// Epoch milliseconds.
-    public var timeCreated: Int64
-    /// The operation's ledger row.
-    public var transactionID: Int64?
-
-    public init(object: String, id: String, reference: String, amount: Int64, status: String, timeCreated: Int64, transactionID: Int64?) {
-        self.object = object
-        self.id = id
-        self.reference = reference
-        self.amount = amount
-        self.status = status
-        self.timeCreated = timeCreated
-        self.transactionID = transactionID
-    }
-}
-
-/// A Citcon charge's status, in the SDK document's words; stored by its name. `CitconLifecycle`
-/// (Workflows) says which event moves a charge from one to another.
-public enum CitconChargeStatus: String, Sendable, Codable, CaseIterable, CustomStringConvertible {
-    case initiated, pending, authorized, succeeded, failed, canceled, expired
-
-    /// Waiting for the payer (a wallet's page, a card's challenge).
-    public var isOpen: Bool { self == .initiated || self == .pending }
-
-    public var description: String { rawValue }
-}
-
-/// A charge of the emulated Citcon platform, as its inquiry shows it. Card data is masked only.
-public struct CitconCharge: Sendable, Equatable, Codable {
-    /// 32 lower-case hex digits, as the platform's ids.
-    public var id: String
-    public var chargeToken: String
-    public var merchantID: String
-    public var reference: String
-    /// Minor units.
-    public var amount: Int64
-    public var currency: String
-    public var country: String
-    public var autoCapture: Bool
-    public var note: String?
-    /// `card`, `wechatpay`, `alipay`, `upop`, `paypal`, …
-    public var method: String
-    /// initiated, pending, authorized, succeeded, failed, canceled, expired (the SDK document's words).
-    public var status: CitconChargeStatus
-    public var amountCaptured: Int64?
-    public var amountRefunded: Int64?
-    /// Epoch milliseconds.
-    public var timeCreated: Int64
-    public var timeCaptured: Int64?
-    public var timeCanceled: Int64?
-    public var timeCompleted: Int64?
-    /// ipn, success, fail, cancel, mobile.
-    public var urls: [String: String]
-    /// A card's number as `411111******1111`, and its expiry (MM/YY).
-    public var maskedPAN: String?
-    public var expiry: String?
-    public var authorisationCode: String?
-    /// The issuer's response code and message of a decline.
-    public var responseCode: String?
-    public var message: String?
-    /// The authorisation's ledger row.
-    public var transactionID: Int64?
-    public var operations: [CitconOperation]
-    /// A card charge waiting for its 3-D Secure challenge.
-    public var challengePending: Bool
-
-    public init(id: String, chargeToken: String, merchantID: String, reference: String, amount: Int64, currency: String, country: String,
-                autoCapture: Bool, note: String?, method: String, status: CitconChargeStatus, timeCreated: Int64, urls: [String: String]) {
-        self.id = id
-        self.chargeToken = chargeToken
-        self.merchantID = merchantID
-        self.reference = reference
-        self.amount = amount
-        self.currency = currency
-        self.country = country
-        self.autoCapture = autoCapture
-        self.note = note
-        self.method = method
-        self.status = status
-        self.timeCreated = timeCreated
-        self.urls = urls
-        operations = []
-        challengePending = false
-    }
-}
 
 extension Ledger {
     /// Creates merchant `merchantID` with `key` (stored as a SHA-256 hash to authenticate, and
@@ -190,7 +88,7 @@ extension Ledger {
     /// Records a charge's new state with the outcome of its ledger transaction, when there is
     /// one, and its IPNs, in one commit.
     public func completeCitconCharge(transactionID: Int64?, _ result: Completion?, charge: CitconCharge, outbox: [OutboxMessage]) throws {
-        if let result { try Self.validate(result, trace: [], outbox: outbox) }
+        if let result { try LedgerRules.validate(result, trace: [], outbox: outbox) }
         let panHash = try result?.pan.map(panHash)
         try write("update Citcon charge \(charge.id)") { db in
             try db.execute(sql: "UPDATE citcon_charge SET state = ?, transaction_id = ?, updated_at = ? WHERE id = ?",

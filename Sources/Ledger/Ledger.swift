@@ -1,4 +1,7 @@
 import Crypto
+// The records and the store protocols are the ledger's vocabulary: whoever imports the ledger
+// speaks it (`import Ledger` is enough outside the workflows).
+@_exported import LedgerModel
 import Foundation
 import GRDB
 import Terminal

@@ -1,3 +1,4 @@
+import LedgerModel
 import GRDB
 
 extension Ledger {

@@ -1,3 +1,4 @@
+import LedgerModel
 import Crypto
 import Foundation
 #if canImport(Glibc)

@@ -1,3 +1,4 @@
+import LedgerModel
 import Foundation
 import GRDB
 

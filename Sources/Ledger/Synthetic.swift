@@ -1,3 +1,4 @@
+import LedgerModel
 import GRDB
 import Terminal
 

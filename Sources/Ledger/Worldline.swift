@@ -1,165 +1,7 @@
+import LedgerModel
 import Crypto
 import Foundation
 import GRDB
-
-/// A merchant of the emulated Worldline platform: the ledger terminal its payments are recorded
-/// on, and where its webhooks go.
-public struct WorldlineMerchant: Sendable, Equatable {
-    public let merchantID: String
-    /// The ledger terminal of its payments (`worldline.<merchantID>`).
-    public let terminalName: String
-    public let webhookURL: String?
-    public let webhookKeyID: String?
-    public let createdAt: Int64
-}
-
-/// An API key of the Server API (its secret is only ever shown when it is made).
-public struct WorldlineAPIKey: Sendable, Equatable {
-    public let keyID: String
-    public let merchantID: String
-    public let createdAt: Int64
-    public let revokedAt: Int64?
-}
-
-/// A key pair encrypted customer input is encrypted to (`GET crypto/publickey`).
-public struct WorldlineCryptoKey: Sendable {
-    public let keyID: String
-    /// DER SubjectPublicKeyInfo.
-    public let publicKeyDER: [UInt8]
-    /// PKCS#1 or PKCS#8 DER; sealed at rest.
-    public let privateKeyDER: [UInt8]
-    public let createdAt: Int64
-    public let retiredAt: Int64?
-}
-
-/// A client session of the Client API.
-public struct WorldlineSession: Sendable, Equatable {
-    public let merchantID: String
-    public let customerID: String
-    public let createdAt: Int64
-    public let expiresAt: Int64
-}
-
-/// A capture, refund or cancel of a payment, as the platform lists them.
-/// A Worldline payment's (or operation's) status, as the platform names it; stored by its name.
-/// `WorldlineLifecycle` (Workflows) says which event moves a payment from one to another.
-public enum WorldlinePaymentStatus: String, Sendable, Codable, CaseIterable, CustomStringConvertible {
-    case created = "CREATED"
-    case redirected = "REDIRECTED"
-    case pendingCapture = "PENDING_CAPTURE"
-    case captured = "CAPTURED"
-    case rejected = "REJECTED"
-    case cancelled = "CANCELLED"
-    case refunded = "REFUNDED"
-
-    public var description: String { rawValue }
-}
-
-public struct WorldlineOperation: Sendable, Equatable, Codable {
-    /// What the operation did.
-    public enum Kind: String, Sendable, Codable { case capture, refund, cancel }
-    public var id: String
-    public var kind: Kind
-    public var amount: Int64
-    /// CAPTURED, REFUNDED, CANCELLED or REJECTED.
-    public var status: WorldlinePaymentStatus
-    /// The ledger row of the operation.
-    public var transactionID: Int64?
-    public var merchantReference: String?
-    public var createdAt: Int64
-
-    public init(id: String, kind: Kind, amount: Int64, status: WorldlinePaymentStatus, transactionID: Int64?, merchantReference: String? = nil,
-                createdAt: Int64) {
-        self.id = id
-        self.kind = kind
-        self.amount = amount
-        self.status = status
-        self.transactionID = transactionID
-        self.merchantReference = merchantReference
-        self.createdAt = createdAt
-    }
-}
-
-/// A payment of the emulated Worldline platform: what its `GET …/payments/{id}` shows. Card data
-/// is masked only; the full PAN of a payment is in no field.
-public struct WorldlinePayment: Sendable, Equatable, Codable {
-    /// `{PAYID}_0`; set by `insertWorldlinePayment`.
-    public var id: String
-    public var merchantID: String
-    /// REDIRECTED, PENDING_CAPTURE, CAPTURED, REJECTED, CANCELLED, REFUNDED.
-    public var status: WorldlinePaymentStatus
-    public var amount: Int64
-    /// ISO 4217 alphabetic code, as the platform's API speaks.
-    public var currency: String
-    /// SALE, FINAL_AUTHORIZATION or PRE_AUTHORIZATION.
-    public var authorizationMode: String
-    public var merchantReference: String?
-    public var paymentProductID: Int
-    /// `************4675`: the last four digits only, as the platform masks.
-    public var maskedCardNumber: String?
-    /// The first six digits.
-    public var bin: String?
-    /// MMYY.
-    public var expiryDate: String?
-    public var authorisationCode: String?
-    /// The host's response code and message of a decline or a failed challenge.
-    public var responseCode: String?
-    public var message: String?
-    /// The authorisation's ledger row.
-    public var transactionID: Int64?
-    public var capturedAmount: Int64
-    public var refundedAmount: Int64
-    /// 3-D Secure: the merchant's return URL and the RETURNMAC, while a challenge is pending or after.
-    public var returnURL: String?
-    public var returnMAC: String?
-    /// "challenge-passed", "challenge-failed", "frictionless", or nil when 3-D Secure was not asked for.
-    public var threeDSecure: String?
-    /// The SHA-256 of the challenge page's token (`PageToken`): the page is reached by it, not
-    /// by the payment's id.
-    public var challengeTokenHash: String?
-    public var operations: [WorldlineOperation]
-    public var createdAt: Int64
-    public var updatedAt: Int64
-
-    public init(merchantID: String, status: WorldlinePaymentStatus, amount: Int64, currency: String, authorizationMode: String,
-                merchantReference: String?, paymentProductID: Int, maskedCardNumber: String?, bin: String?, expiryDate: String?,
-                createdAt: Int64) {
-        id = ""
-        self.merchantID = merchantID
-        self.status = status
-        self.amount = amount
-        self.currency = currency
-        self.authorizationMode = authorizationMode
-        self.merchantReference = merchantReference
-        self.paymentProductID = paymentProductID
-        self.maskedCardNumber = maskedCardNumber
-        self.bin = bin
-        self.expiryDate = expiryDate
-        capturedAmount = 0
-        refundedAmount = 0
-        operations = []
-        self.createdAt = createdAt
-        updatedAt = createdAt
-    }
-
-    /// The PAYID: the id without its `_0`.
-    public var payid: String { String(id.prefix { $0 != "_" }) }
-
-    /// The id of the next capture or refund: `{PAYID}_{n}`, counting from 1.
-    public var nextOperationID: String { "\(payid)_\(operations.count + 1)" }
-}
-
-/// What an idempotence key amounts to for a request (see `Ledger.claimWorldlineIdempotence`).
-public enum WorldlineIdempotence: Sendable, Equatable {
-    /// First use: go on, then `finishWorldlineIdempotence`.
-    case new
-    /// A request with this key is still running (the platform answers 409).
-    case inProgress(requestedAt: Int64)
-    /// Done: answer the stored status and body again.
-    case done(requestedAt: Int64, status: Int, body: String)
-    /// The key was used for a different request.
-    case differentRequest(requestedAt: Int64)
-}
 
 extension Ledger {
     // MARK: Sealed secrets
@@ -353,7 +195,7 @@ extension Ledger {
     /// Records a payment's authorisation: the ledger transaction's outcome and the new payment, in one commit.
     public func completeWorldlineAuthorisation(transactionID: Int64, _ result: Completion, payment: WorldlinePayment,
                                                outbox: (WorldlinePayment) -> [OutboxMessage]) throws -> (WorldlinePayment, StoredTransaction) {
-        try Self.validate(result, trace: [], outbox: [])
+        try LedgerRules.validate(result, trace: [], outbox: [])
         let panHash = try result.pan.map(panHash)
         return try write("complete Worldline payment transaction \(transactionID)") { db in
             var p = payment
@@ -364,7 +206,7 @@ extension Ledger {
                 try Self.updatePayment(db, p)
             }
             let messages = outbox(p)
-            try Self.validate(result, trace: [], outbox: messages)
+            try LedgerRules.validate(result, trace: [], outbox: messages)
             let stored = try Self.complete(db, id: transactionID, result, panHash: panHash, reversalUUID: UUID().uuidString.lowercased(),
                                            trace: [], outbox: messages)
             return (p, stored)
@@ -375,7 +217,7 @@ extension Ledger {
     /// outcome, when there is one, and the payment's new state, in one commit.
     public func completeWorldlineOperation(transactionID: Int64?, _ result: Completion?, payment: WorldlinePayment,
                                            outbox: [OutboxMessage]) throws {
-        if let result { try Self.validate(result, trace: [], outbox: outbox) }
+        if let result { try LedgerRules.validate(result, trace: [], outbox: outbox) }
         try write("update Worldline payment \(payment.id)") { db in
             try Self.updatePayment(db, payment)
             if let transactionID, let result {

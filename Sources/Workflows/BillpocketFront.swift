@@ -1,7 +1,7 @@
 import EMV
 import Foundation
 import Fronts
-import Ledger
+import LedgerModel
 import Terminal
 
 /// The Billpocket app sells in Mexico only: pesos, and Mexico as the terminal's country.

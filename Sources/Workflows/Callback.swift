@@ -1,5 +1,5 @@
 import Fronts
-import Ledger
+import LedgerModel
 import Terminal
 
 /// A callback as a front rendered it: the URL its app would open (none when the request named

@@ -1,6 +1,6 @@
 import Foundation
 import EMV
-import Ledger
+import LedgerModel
 import Terminal
 
 /// What the card part of a transaction came to, before the front renders it.

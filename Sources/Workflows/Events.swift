@@ -1,5 +1,5 @@
 import EMV
-import Ledger
+import LedgerModel
 import Terminal
 
 /// Something that happened on the bench. `GET /v1/events` streams each as its `name` and its

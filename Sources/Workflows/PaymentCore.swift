@@ -1,5 +1,5 @@
 import Foundation
-import Ledger
+import LedgerModel
 import Synchronization
 import Terminal
 

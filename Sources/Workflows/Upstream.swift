@@ -1,4 +1,4 @@
-import Ledger
+import LedgerModel
 import Terminal
 
 /// An external host a terminal authorises against (ISO 8583) instead of the emulated issuer. The

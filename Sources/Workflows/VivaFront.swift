@@ -1,6 +1,6 @@
 import EMV
 import Fronts
-import Ledger
+import LedgerModel
 import Terminal
 
 /// The Viva Wallet Card Terminal app: `vivapayclient://pay/v1?…` — sale, pre-authorisation,

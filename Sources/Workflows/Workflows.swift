@@ -1,5 +1,5 @@
 import EMV
-import Ledger
+import LedgerModel
 import Terminal
 
 /// Every transaction workflow of every front: a sale or pre-authorisation with a card, a cancel,
@@ -42,32 +42,6 @@ public enum WorkflowError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// The durable record a workflow reads and writes; `Ledger` is one.
-public protocol TransactionStore: Sendable {
-    func begin(_ new: NewTransaction) throws -> Started
-    func complete(id: Int64, _ result: Completion, trace: [TraceEntry], outbox: [OutboxMessage]) throws -> StoredTransaction
-    func transaction(id: Int64) throws -> StoredTransaction?
-    func transaction(uuid: String) throws -> StoredTransaction?
-    func transaction(terminal: String, stan: STAN) throws -> StoredTransaction?
-    func transactions(provider: Provider, clientReference: String, limit: Int) throws -> [StoredTransaction]
-    func transactions(originalID id: Int64) throws -> [StoredTransaction]
-    func lastTransactions(terminal: String, pan: String, limit: Int, status: TransactionStatus, actions: Set<TransactionAction>,
-                          provider: Provider?) throws -> [StoredTransaction]
-    func outbox(transactionID: Int64) throws -> [OutboxEntry]
-    func terminal(name: String) throws -> TerminalRecord?
-    func openBatch(terminal name: String) throws -> TerminalRecord
-    func closeBatch(terminal name: String) throws -> BatchTotals
-    func configureBillpocket(terminal: String, userToken: String, deviceToken: String?, at now: Int64) throws -> BillpocketAccess
-    func billpocketTransaction(transactionID id: String) throws -> StoredTransaction?
-    func billpocketUsers() throws -> [BillpocketUser]
-    func createBillpocketUser(name: String, token: String, msiMinimums: [Int: Int64], at now: Int64) throws -> BillpocketUser
-    func rotateBillpocketUser(id: Int64, newToken: String, at now: Int64) throws -> BillpocketUser
-    func invalidateBillpocketUser(id: Int64, at now: Int64) throws -> BillpocketUser
-    func issueBillpocketDeviceToken(userID: Int64, alias: String?, token: String, at now: Int64) throws -> BillpocketDeviceToken
-    func billpocketDeviceTokens(userID: Int64?) throws -> [BillpocketDeviceToken]
-}
-
-extension Ledger: TransactionStore {}
 
 /// A card in the reader, powered on: the kernel's link to it, and the way to let it go.
 public protocol CardSession: CardLink {

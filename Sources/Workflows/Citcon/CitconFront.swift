@@ -1,23 +1,10 @@
 import EMV
 import Foundation
 import Fronts
-import Ledger
+import LedgerModel
 import Synchronization
 import Terminal
 
-/// What the Citcon platform keeps beyond the transactions. `Ledger` is one.
-public protocol CitconStore: TransactionStore {
-    func citconMerchant(key: String) throws -> CitconMerchant?
-    func citconMerchants() throws -> [CitconMerchant]
-    func citconMerchantKey(_ merchantID: String) throws -> String?
-    func storeCitconToken(_ token: String, merchantID: String, type: String, at now: Int64, expiresAt: Int64) throws
-    func citconToken(_ token: String) throws -> (merchantID: String, type: String, expiresAt: Int64)?
-    func insertCitconCharge(_ charge: CitconCharge) throws -> CitconCharge?
-    func completeCitconCharge(transactionID: Int64?, _ result: Completion?, charge: CitconCharge, outbox: [OutboxMessage]) throws
-    func citconCharge(id: String?, chargeToken: String?) throws -> CitconCharge?
-}
-
-extension Ledger: CitconStore {}
 
 /// How the Citcon platform behaves (`citcon.*` in the configuration).
 public struct CitconSettings: Sendable {

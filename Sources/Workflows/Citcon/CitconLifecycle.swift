@@ -1,4 +1,4 @@
-import Ledger
+import LedgerModel
 
 /// A Citcon charge's life as one transition function: its status and an event give the next
 /// status and whether an IPN tells the merchant, or a refusal. `CitconFront` asks it before every

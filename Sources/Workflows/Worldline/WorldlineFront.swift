@@ -2,27 +2,10 @@ import CryptoExtras
 import EMV
 import Foundation
 import Fronts
-import Ledger
+import LedgerModel
 import Synchronization
 import Terminal
 
-/// What the Worldline platform keeps beyond the transactions: merchants and keys, client
-/// sessions, nonces, payments and idempotence keys. `Ledger` is one.
-public protocol WorldlineStore: TransactionStore {
-    func ensureWorldlineMerchant(_ merchantID: String, at now: Int64) throws -> WorldlineMerchant
-    func worldlineMerchant(_ merchantID: String) throws -> WorldlineMerchant?
-    func createWorldlineSession(sessionID: String, merchantID: String, customerID: String, at now: Int64, expiresAt: Int64) throws
-    func worldlineSession(sessionID: String) throws -> WorldlineSession?
-    func useWorldlineNonce(sessionID: String, nonce: String, at now: Int64) throws -> Bool
-    func insertWorldlinePayment(_ payment: WorldlinePayment) throws -> WorldlinePayment
-    func completeWorldlineAuthorisation(transactionID: Int64, _ result: Completion, payment: WorldlinePayment,
-                                        outbox: (WorldlinePayment) -> [OutboxMessage]) throws -> (WorldlinePayment, StoredTransaction)
-    func completeWorldlineOperation(transactionID: Int64?, _ result: Completion?, payment: WorldlinePayment, outbox: [OutboxMessage]) throws
-    func worldlinePayment(id: String, merchantID: String) throws -> WorldlinePayment?
-    func worldlinePayment(id: String) throws -> WorldlinePayment?
-}
-
-extension Ledger: WorldlineStore {}
 
 /// How the platform behaves where a bench may want it otherwise (`worldline.*` in the configuration).
 public struct WorldlineSettings: Sendable {

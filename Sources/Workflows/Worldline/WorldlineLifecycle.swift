@@ -1,4 +1,4 @@
-import Ledger
+import LedgerModel
 
 /// A Worldline payment's life as one transition function: its status and an event give the next
 /// status and the webhooks to send, or a refusal. `WorldlineFront` asks it before every change

@@ -1,7 +1,7 @@
 import EMV
 import Foundation
 import Fronts
-import Ledger
+import LedgerModel
 import Terminal
 
 /// The platform's statuses: the code and category each status is reported with, and what may

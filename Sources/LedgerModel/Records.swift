@@ -49,6 +49,19 @@ public enum TransactionStatus: String, Sendable, CaseIterable, Codable {
 
 /// One emulated device as the ledger keeps it: its STAN counter and its open batch.
 public struct TerminalRecord: Sendable, Equatable {
+    /// Every stored property, for the ledger that reads them back.
+    package init(id: Int64, name: String, tid: String, lastSTAN: STAN?, batchNumber: Int, batchOpen: Bool, batchCount: Int, batchAmount: Int64, createdAt: Int64) {
+        self.id = id
+        self.name = name
+        self.tid = tid
+        self.lastSTAN = lastSTAN
+        self.batchNumber = batchNumber
+        self.batchOpen = batchOpen
+        self.batchCount = batchCount
+        self.batchAmount = batchAmount
+        self.createdAt = createdAt
+    }
+
     public let id: Int64
     public let name: String
     /// The Viva terminal ID: 8 digits.
@@ -109,6 +122,14 @@ public struct NewTransaction: Sendable {
 
 /// What `begin` allocated: the row and its durable STAN and RRN.
 public struct Started: Sendable, Equatable {
+    /// Every stored property, for the ledger that reads them back.
+    package init(id: Int64, uuid: String, stan: STAN, rrn: String) {
+        self.id = id
+        self.uuid = uuid
+        self.stan = stan
+        self.rrn = rrn
+    }
+
     public let id: Int64
     /// A random UUID, lower case: Viva's `transactionId`.
     public let uuid: String
@@ -253,6 +274,21 @@ public struct OutboxMessage: Sendable, Equatable {
 
 /// An outbox row.
 public struct OutboxEntry: Sendable, Equatable {
+    /// Every stored property, for the ledger that reads them back.
+    package init(id: Int64, transactionID: Int64, kind: OutboxKind, target: String, payload: String, status: OutboxStatus, attempts: Int, nextAttemptAt: Int64, lastError: String?, createdAt: Int64, deliveredAt: Int64?) {
+        self.id = id
+        self.transactionID = transactionID
+        self.kind = kind
+        self.target = target
+        self.payload = payload
+        self.status = status
+        self.attempts = attempts
+        self.nextAttemptAt = nextAttemptAt
+        self.lastError = lastError
+        self.createdAt = createdAt
+        self.deliveredAt = deliveredAt
+    }
+
     public let id: Int64
     public let transactionID: Int64
     public let kind: OutboxKind
@@ -268,6 +304,45 @@ public struct OutboxEntry: Sendable, Equatable {
 
 /// A transaction row, with its terminal's name and TID.
 public struct StoredTransaction: Sendable, Equatable {
+    /// Every stored property, for the ledger that reads them back.
+    package init(id: Int64, uuid: String, terminalID: Int64, terminalName: String, tid: String, provider: Provider, action: TransactionAction, status: TransactionStatus, amount: Int64, tipAmount: Int64, currency: Int, clientReference: String?, stan: STAN, rrn: String, authorisationCode: String?, responseCode: String?, message: String?, maskedPAN: String?, panHash: String?, brand: String?, aid: String?, applicationLabel: String?, cardholderName: String?, arqc: String?, atc: String?, tvr: String?, cvm: String?, entryMode: String?, installments: Int?, originalID: Int64?, extra: String?, createdAt: Int64, completedAt: Int64?, oda: String? = nil, cardEntry: String? = nil) {
+        self.id = id
+        self.uuid = uuid
+        self.terminalID = terminalID
+        self.terminalName = terminalName
+        self.tid = tid
+        self.provider = provider
+        self.action = action
+        self.status = status
+        self.amount = amount
+        self.tipAmount = tipAmount
+        self.currency = currency
+        self.clientReference = clientReference
+        self.stan = stan
+        self.rrn = rrn
+        self.authorisationCode = authorisationCode
+        self.responseCode = responseCode
+        self.message = message
+        self.maskedPAN = maskedPAN
+        self.panHash = panHash
+        self.brand = brand
+        self.aid = aid
+        self.applicationLabel = applicationLabel
+        self.cardholderName = cardholderName
+        self.arqc = arqc
+        self.atc = atc
+        self.tvr = tvr
+        self.cvm = cvm
+        self.entryMode = entryMode
+        self.installments = installments
+        self.originalID = originalID
+        self.extra = extra
+        self.createdAt = createdAt
+        self.completedAt = completedAt
+        self.oda = oda
+        self.cardEntry = cardEntry
+    }
+
     public let id: Int64
     public let uuid: String
     public let terminalID: Int64
@@ -310,6 +385,14 @@ public struct StoredTransaction: Sendable, Equatable {
 
 /// A closed batch's totals.
 public struct BatchTotals: Sendable, Equatable {
+    /// Every stored property, for the ledger that reads them back.
+    package init(terminal: String, batchNumber: Int, count: Int, amount: Int64) {
+        self.terminal = terminal
+        self.batchNumber = batchNumber
+        self.count = count
+        self.amount = amount
+    }
+
     public let terminal: String
     public let batchNumber: Int
     public let count: Int

@@ -1,0 +1,58 @@
+import Foundation
+import Terminal
+
+// The stores the workflows run against. `Ledger` (GRDB) conforms in its own module; tests may
+// conform anything else. Nothing here does I/O.
+
+/// The durable record a workflow reads and writes; `Ledger` is one.
+public protocol TransactionStore: Sendable {
+    func begin(_ new: NewTransaction) throws -> Started
+    func complete(id: Int64, _ result: Completion, trace: [TraceEntry], outbox: [OutboxMessage]) throws -> StoredTransaction
+    func transaction(id: Int64) throws -> StoredTransaction?
+    func transaction(uuid: String) throws -> StoredTransaction?
+    func transaction(terminal: String, stan: STAN) throws -> StoredTransaction?
+    func transactions(provider: Provider, clientReference: String, limit: Int) throws -> [StoredTransaction]
+    func transactions(originalID id: Int64) throws -> [StoredTransaction]
+    func lastTransactions(terminal: String, pan: String, limit: Int, status: TransactionStatus, actions: Set<TransactionAction>,
+                          provider: Provider?) throws -> [StoredTransaction]
+    func outbox(transactionID: Int64) throws -> [OutboxEntry]
+    func terminal(name: String) throws -> TerminalRecord?
+    func openBatch(terminal name: String) throws -> TerminalRecord
+    func closeBatch(terminal name: String) throws -> BatchTotals
+    func configureBillpocket(terminal: String, userToken: String, deviceToken: String?, at now: Int64) throws -> BillpocketAccess
+    func billpocketTransaction(transactionID id: String) throws -> StoredTransaction?
+    func billpocketUsers() throws -> [BillpocketUser]
+    func createBillpocketUser(name: String, token: String, msiMinimums: [Int: Int64], at now: Int64) throws -> BillpocketUser
+    func rotateBillpocketUser(id: Int64, newToken: String, at now: Int64) throws -> BillpocketUser
+    func invalidateBillpocketUser(id: Int64, at now: Int64) throws -> BillpocketUser
+    func issueBillpocketDeviceToken(userID: Int64, alias: String?, token: String, at now: Int64) throws -> BillpocketDeviceToken
+    func billpocketDeviceTokens(userID: Int64?) throws -> [BillpocketDeviceToken]
+}
+
+/// What the Worldline platform keeps beyond the transactions: merchants and keys, client
+/// sessions, nonces, payments and idempotence keys. `Ledger` is one.
+public protocol WorldlineStore: TransactionStore {
+    func ensureWorldlineMerchant(_ merchantID: String, at now: Int64) throws -> WorldlineMerchant
+    func worldlineMerchant(_ merchantID: String) throws -> WorldlineMerchant?
+    func createWorldlineSession(sessionID: String, merchantID: String, customerID: String, at now: Int64, expiresAt: Int64) throws
+    func worldlineSession(sessionID: String) throws -> WorldlineSession?
+    func useWorldlineNonce(sessionID: String, nonce: String, at now: Int64) throws -> Bool
+    func insertWorldlinePayment(_ payment: WorldlinePayment) throws -> WorldlinePayment
+    func completeWorldlineAuthorisation(transactionID: Int64, _ result: Completion, payment: WorldlinePayment,
+                                        outbox: (WorldlinePayment) -> [OutboxMessage]) throws -> (WorldlinePayment, StoredTransaction)
+    func completeWorldlineOperation(transactionID: Int64?, _ result: Completion?, payment: WorldlinePayment, outbox: [OutboxMessage]) throws
+    func worldlinePayment(id: String, merchantID: String) throws -> WorldlinePayment?
+    func worldlinePayment(id: String) throws -> WorldlinePayment?
+}
+
+/// What the Citcon platform keeps beyond the transactions. `Ledger` is one.
+public protocol CitconStore: TransactionStore {
+    func citconMerchant(key: String) throws -> CitconMerchant?
+    func citconMerchants() throws -> [CitconMerchant]
+    func citconMerchantKey(_ merchantID: String) throws -> String?
+    func storeCitconToken(_ token: String, merchantID: String, type: String, at now: Int64, expiresAt: Int64) throws
+    func citconToken(_ token: String) throws -> (merchantID: String, type: String, expiresAt: Int64)?
+    func insertCitconCharge(_ charge: CitconCharge) throws -> CitconCharge?
+    func completeCitconCharge(transactionID: Int64?, _ result: Completion?, charge: CitconCharge, outbox: [OutboxMessage]) throws
+    func citconCharge(id: String?, chargeToken: String?) throws -> CitconCharge?
+}
