@@ -181,7 +181,7 @@ extension Ledger {
     public func hostMessages(transactionID: Int64) throws -> [HostMessageEntry] {
         try read("read host messages of \(transactionID)") { db in
             try Row.fetchAll(db, sql: "SELECT direction, mti, fields FROM host_message WHERE transaction_id = ? ORDER BY seq",
-                             arguments: [transactionID]).map { HostMessageEntry(direction: $0["direction"], mti: $0["mti"], fields: $0["fields"]) }
+                             arguments: [transactionID]).map { HostMessageEntry(direction: HostMessageDirection(rawValue: $0["direction"]) ?? .incoming, mti: $0["mti"], fields: $0["fields"]) }
         }
     }
 

@@ -100,7 +100,7 @@ extension Ledger {
         try Self.insertTrace(db, transactionID: id, trace)
         for (seq, m) in result.hostMessages.enumerated() {
             try db.executeCached(sql: "INSERT INTO host_message (transaction_id, seq, direction, mti, fields) VALUES (?, ?, ?, ?, ?)",
-                                 arguments: [id, seq + 1, m.direction, m.mti, m.fields])
+                                 arguments: [id, seq + 1, m.direction.rawValue, m.mti, m.fields])
         }
         if final == .approved {
             try Self.applyApproval(db, current)

@@ -67,9 +67,6 @@ public enum LedgerRules {
             try Validate.maskedHex(entry.response, field: "trace[\(i)].response", bytes: 0...65_538)
         }
         for (i, m) in result.hostMessages.enumerated() {
-            guard m.direction == "out" || m.direction == "in" else {
-                throw LedgerError.invalid(field: "hostMessages[\(i)].direction", rule: "must be out or in, got \"\(m.direction)\"")
-            }
             guard m.mti.count == 4, m.mti.allSatisfy(\.isASCIIDigit) else {
                 throw LedgerError.invalid(field: "hostMessages[\(i)].mti", rule: "must be 4 digits, got \"\(m.mti)\"")
             }

@@ -222,14 +222,21 @@ public struct TraceEntry: Sendable, Equatable {
 
 /// One ISO 8583 message of a transaction, as the trace keeps it: its fields described and masked
 /// (a JSON array of `{field, name, value[, tlv]}`), never its bytes.
+/// Which way a host message went, as the ledger stores it.
+public enum HostMessageDirection: String, Sendable, CaseIterable, Codable {
+    /// Received by cardbench ("in").
+    case incoming = "in"
+    /// Sent by cardbench ("out").
+    case outgoing = "out"
+}
+
 public struct HostMessageEntry: Sendable, Equatable {
-    /// "out" (sent by cardbench) or "in" (received).
-    public var direction: String
+    public var direction: HostMessageDirection
     public var mti: String
     /// The described fields, a JSON array.
     public var fields: String
 
-    public init(direction: String, mti: String, fields: String) {
+    public init(direction: HostMessageDirection, mti: String, fields: String) {
         self.direction = direction
         self.mti = mti
         self.fields = fields

@@ -90,3 +90,67 @@ public enum PlatformRecord {
 
     private static func fail<T>(_ refused: Refused) throws(Refused) -> T { throw refused }
 }
+
+/// The one authorise-and-record path of every surface that authorises without a card in a
+/// reader: the Worldline and Citcon platforms and the ISO 8583 issuer listener. (A card sale runs
+/// the same steps around the kernel in `CardTransaction`.)
+///
+/// 1. The ledger row is begun, so its STAN is durable before the issuer is asked; a row the
+///    ledger refuses to begin is the surface's error, and nothing was asked.
+/// 2. The issuer is asked (or not: a failed challenge).
+/// 3. The outcome is recorded with the surface's own state and notifications in one write.
+/// 4. A record the ledger refuses: the approval is taken back at the issuer, the row is recorded
+///    failed (`PlatformRecord`), and the surface answers with its own error. Nothing stands at the
+///    issuer that the ledger does not have.
+public enum AuthoriseAndRecord {
+    /// What the issuer said: its response, or why there is none.
+    public struct Answer: Sendable {
+        public let response: AuthorisationResponse?
+        /// Why there is no response (the host's error, a failed challenge).
+        public let failure: String?
+
+        public init(response: AuthorisationResponse?, failure: String?) {
+            self.response = response
+            self.failure = failure
+        }
+
+        public var approved: Bool { response?.isApproved ?? false }
+    }
+
+    /// Why the path stopped.
+    public enum Failure: Error, CustomStringConvertible {
+        /// The ledger would not begin the row: nothing was asked.
+        case notBegun(any Error)
+        /// The ledger would not record the outcome: taken back and failed.
+        case notRecorded(PlatformRecord.Refused)
+
+        public var description: String {
+            switch self {
+            case .notBegun(let error): "the transaction could not begin: \(error)"
+            case .notRecorded(let refused): "the outcome could not be recorded: \(refused)"
+            }
+        }
+    }
+
+    /// Runs the path: `ask` the issuer once the row `new` has begun (`onStarted` is told), then
+    /// `record` the answer; `takeBack` undoes an approval the ledger refused.
+    public static func run<T>(_ store: any TransactionStore, _ new: NewTransaction, completedAt: () -> Int64,
+                              onStarted: (Started) -> Void = { _ in }, ask: () -> Answer,
+                              takeBack: @escaping (AuthorisationResponse) -> Void,
+                              record: (Started, Answer) throws -> T) throws(Failure) -> (started: Started, answer: Answer, recorded: T) {
+        let started: Started
+        do { started = try store.begin(new) } catch { throw .notBegun(error) }
+        onStarted(started)
+        let answer = ask()
+        do throws(PlatformRecord.Refused) {
+            let approval = answer.response.flatMap { $0.isApproved ? $0 : nil }
+            let recorded = try PlatformRecord.commit(store, transactionID: started.id, completedAt: completedAt(),
+                                                     takeBack: approval.map { a in { takeBack(a) } }) {
+                try record(started, answer)
+            }
+            return (started, answer, recorded)
+        } catch {
+            throw .notRecorded(error)
+        }
+    }
+}

@@ -358,6 +358,12 @@ struct ISO8583EndToEndTests {
         private48[11] = "000009"
         private48[48] = "acct 4012888888881881"
         #expect(try ask(private48)[39] == "00")
+        // A currency that is no ISO 4217 code: 30 (format error), nothing authorised, no row.
+        var noCurrency = request
+        noCurrency[11] = "000010"
+        noCurrency[49] = "000"
+        let format = try ask(noCurrency)
+        #expect(format[39] == "30" && format[38] == nil && format.fields[55] == nil, "\(format.fields)")
         // Garbage: nothing comes back, and the connection still serves.
         try c.send([0x30, 0x32])
         #expect(throws: HostLinkError.timedOut) { try c.receive(until: .now + .milliseconds(500)) }

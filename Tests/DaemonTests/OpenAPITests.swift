@@ -430,7 +430,7 @@ struct OpenAPITests {
         var echo = ISOMessage(mti: "0810")
         echo[39] = "00"
         echo.fields[55] = .bytes([0x91, 0x02, 0xAA, 0xBB])
-        view.hostMessages = [HostMessageView(HostMessageEntry(direction: "in", mti: "0810",
+        view.hostMessages = [HostMessageView(HostMessageEntry(direction: .incoming, mti: "0810",
                                                               fields: ISO8583UpstreamSession.json(echo.described(direction: "in", packager: .pyiso8583Default).fields)))]
         let detailSchema = try #require(document.responseSchema("GET", "/v1/transactions/{id}", status: 200))
         let detail = try apiJSON(view)

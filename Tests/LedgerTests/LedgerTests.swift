@@ -74,7 +74,7 @@ struct OpeningTests {
         _ = try ledger.ensureTerminal(name: "iso8583.host", tid: "80000000")
         let s = try ledger.begin(NewTransaction(terminal: "iso8583.host", provider: .iso8583, action: .sale, amount: 500, currency: 978, createdAt: 3))
         var done = Completion(status: .declined, responseCode: "51", completedAt: 4)
-        done.hostMessages = [HostMessageEntry(direction: "in", mti: "0200", fields: #"[{"field":4,"name":"Amount","value":"000000000500"}]"#)]
+        done.hostMessages = [HostMessageEntry(direction: .incoming, mti: "0200", fields: #"[{"field":4,"name":"Amount","value":"000000000500"}]"#)]
         try ledger.complete(id: s.id, done)
         #expect(try ledger.hostMessages(transactionID: s.id) == done.hostMessages)
         #expect(try ledger.transaction(id: s.id)?.provider == .iso8583)
@@ -86,10 +86,9 @@ struct OpeningTests {
         let ledger = try Ledger(path: dir.database, panKey: keyA)
         _ = try ledger.ensureTerminal(name: "t1", tid: "16016684")
         let pan = panA
-        for (entry, field) in [(HostMessageEntry(direction: "sideways", mti: "0200", fields: "[]"), "hostMessages[0].direction"),
-                               (HostMessageEntry(direction: "out", mti: "02x0", fields: "[]"), "hostMessages[0].mti"),
-                               (HostMessageEntry(direction: "out", mti: "0200", fields: "{}"), "hostMessages[0].fields"),
-                               (HostMessageEntry(direction: "out", mti: "0200", fields: #"[{"value":"\#(pan)"}]"#), "hostMessages[0].fields")] {
+        for (entry, field) in [(HostMessageEntry(direction: .outgoing, mti: "02x0", fields: "[]"), "hostMessages[0].mti"),
+                               (HostMessageEntry(direction: .outgoing, mti: "0200", fields: "{}"), "hostMessages[0].fields"),
+                               (HostMessageEntry(direction: .outgoing, mti: "0200", fields: #"[{"value":"\#(pan)"}]"#), "hostMessages[0].fields")] {
             let s = try ledger.begin(sale())
             var done = approved()
             done.hostMessages = [entry]

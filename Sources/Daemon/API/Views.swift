@@ -74,7 +74,7 @@ public struct HostMessageView: Codable, Sendable, Equatable {
     public let fields: [DescribedField]
 
     init(_ entry: HostMessageEntry) {
-        direction = entry.direction
+        direction = entry.direction.rawValue
         mti = entry.mti
         meaning = ISOMessage.meaning(of: entry.mti)
         fields = (try? JSONDecoder().decode([DescribedField].self, from: Data(entry.fields.utf8))) ?? []

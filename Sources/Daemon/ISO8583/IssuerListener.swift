@@ -7,6 +7,7 @@ import Ledger
 import Logging
 import Synchronization
 import Terminal
+import Workflows
 
 /// cardbench's emulated issuer on ISO 8583 (`host.iso8583.listen`): external terminals and switches
 /// send 0100/0200/0400/0420/0800 and get the issuer's answers, by the same rules as cardbench's own
@@ -90,6 +91,10 @@ final class ISO8583IssuerService: @unchecked Sendable {
 
     private func key(_ m: ISOMessage, stan: String?) -> String { "\(m[41] ?? "")/\(stan ?? "")" }
 
+    /// An authorisation on the one path (`AuthoriseAndRecord`): the host-side row is begun before
+    /// the issuer is asked, and the answer stands only once it is recorded with its two messages.
+    /// A row the ledger refuses to begin or to complete is answered 96 (system malfunction) with
+    /// no authorisation code and no ARPC, and an approval it refused is voided at the issuer.
     private func authorise(_ message: ISOMessage) -> ISOMessage {
         let now = UTCDateParts(secondsSince1970: clock.now())
         let request: AuthorisationRequest
@@ -98,15 +103,46 @@ final class ISO8583IssuerService: @unchecked Sendable {
             logger.notice("ISO 8583 \(message.mti) refused: \(error)")
             return IssuerMessages.answer(message, code: error.field == 4 ? "13" : "30")
         }
-        let response: AuthorisationResponse?
-        do { response = try host.authorise(request, queue: Self.queue, amountTable: amountTable) } catch {
-            response = nil
-        }
-        let code: ResponseCode = response?.responseCode ?? "91"
-        var answer = IssuerMessages.answer(message, code: code, response: response)
-        if !record(message, answer, request: request, response: response, code: code) {
-            // Nothing stands that is not recorded: the approval was voided, and the terminal is told
-            // the system failed (96), with no authorisation code and no ARPC.
+        // A refund is recorded as a sale whose message says it is a refund: the ledger's refunds
+        // need their sale, which lives on the external terminal's side.
+        let action: TransactionAction = request.kind == .preAuthorisation ? .preAuth : .sale
+        let created = clock.nowMicroseconds()
+        let new = NewTransaction(terminal: Self.terminalName, provider: .iso8583, action: action, amount: Int64(request.amount),
+                                 currency: request.currency, clientReference: key(message, stan: message[11]), createdAt: created, pan: request.pan)
+        var answer = IssuerMessages.answer(message, code: "96")
+        do {
+            let done = try AuthoriseAndRecord.run(ledger, new, completedAt: { max(self.clock.nowMicroseconds(), created) }, ask: {
+                do { return .init(response: try host.authorise(request, queue: Self.queue, amountTable: amountTable), failure: nil) } catch {
+                    return .init(response: nil, failure: "issuer unavailable: \(error)")
+                }
+            }, takeBack: { approval in
+                if let code = approval.authorisationCode { _ = self.host.void(authorisationCode: code, amount: request.amount) }
+            }, record: { started, asked in
+                let response = asked.response
+                let code: ResponseCode = response?.responseCode ?? "91"
+                answer = IssuerMessages.answer(message, code: code, response: response)
+                let said = response?.message ?? "issuer unavailable"
+                var completion = Completion(status: code.isApproval ? .approved : .declined, responseCode: code.code,
+                                            message: request.kind == .refund ? "refund (processing code \(message[3] ?? "")): \(said)" : said,
+                                            authorisationCode: response?.authorisationCode,
+                                            completedAt: max(clock.nowMicroseconds(), created), reversal: false)
+                completion.maskedPAN = PAN.masked(request.pan)
+                completion.pan = request.pan
+                completion.brand = CardBrand.detect(pan: request.pan)?.displayName
+                completion.arqc = request.arqc.map(Hex.encode)
+                completion.atc = request.cryptogramData?.tags[0x9F36].map(Hex.encode)
+                completion.aid = request.aid.isEmpty ? nil : Hex.encode(request.aid)
+                completion.entryMode = Self.entryMode(request.posEntryMode)
+                completion.hostMessages = [entry(message, .incoming), entry(answer, .outgoing)]
+                return try ledger.complete(id: started.id, completion, trace: [], outbox: [])
+            })
+            onRecorded(done.recorded)
+            if done.answer.approved, let auth = done.answer.response?.authorisationCode {
+                approvals.withLock { $0.insert((done.recorded.id, auth, request.amount), for: key(message, stan: message[11])) }
+            }
+        } catch {
+            // Nothing stands that is not recorded: the terminal is told the system failed.
+            logger.error("ISO 8583 \(message.mti) from terminal \(message[41] ?? "?") could not be recorded: \(error)")
             answer = IssuerMessages.answer(message, code: "96")
         }
         answers.withLock { $0.insert((answer, Self.identity(message)), for: key(message, stan: message[11]) + "/" + message.mti.prefix(2)) }
@@ -120,46 +156,6 @@ final class ISO8583IssuerService: @unchecked Sendable {
         let card = m[2] ?? m[35].map { String($0.prefix { $0 != "=" && $0 != "D" }) } ?? ""
         let text = [card, m[3] ?? "", m[4] ?? "", m[49] ?? "", m[41] ?? "", m[42] ?? ""].joined(separator: "|")
         return Data(SHA256.hash(data: Array(text.utf8))).base64EncodedString()
-    }
-
-    /// Records the authorisation with its two messages; false when the ledger refused it (an
-    /// approval is then voided on the issuer).
-    private func record(_ message: ISOMessage, _ answer: ISOMessage, request: AuthorisationRequest, response: AuthorisationResponse?,
-                        code: ResponseCode) -> Bool {
-        // A refund is recorded as a sale (see the message below): the ledger's refunds need their sale.
-        let action: TransactionAction = request.kind == .preAuthorisation ? .preAuth : .sale
-        let created = clock.nowMicroseconds()
-        do {
-            let started = try ledger.begin(NewTransaction(terminal: Self.terminalName, provider: .iso8583, action: action,
-                                                          amount: Int64(request.amount), currency: request.currency,
-                                                          clientReference: key(message, stan: message[11]), createdAt: created, pan: request.pan))
-            // A refund's ledger row would need the sale it refunds, which lives on the external
-            // terminal's side: the host records a sale whose message says it is a refund.
-            let said = response?.message ?? "issuer unavailable"
-            var completion = Completion(status: code.isApproval ? .approved : .declined, responseCode: code.code,
-                                        message: request.kind == .refund ? "refund (processing code \(message[3] ?? "")): \(said)" : said,
-                                        authorisationCode: response?.authorisationCode,
-                                        completedAt: max(clock.nowMicroseconds(), created), reversal: false)
-            completion.maskedPAN = PAN.masked(request.pan)
-            completion.pan = request.pan
-            completion.brand = CardBrand.detect(pan: request.pan)?.displayName
-            completion.arqc = request.arqc.map(Hex.encode)
-            completion.atc = request.cryptogramData?.tags[0x9F36].map(Hex.encode)
-            completion.aid = request.aid.isEmpty ? nil : Hex.encode(request.aid)
-            completion.entryMode = Self.entryMode(request.posEntryMode)
-            completion.hostMessages = [entry(message, "in"), entry(answer, "out")]
-            let stored = try ledger.complete(id: started.id, completion)
-            onRecorded(stored)
-            if code.isApproval, let auth = response?.authorisationCode {
-                approvals.withLock { $0.insert((stored.id, auth, request.amount), for: key(message, stan: message[11])) }
-            }
-            return true
-        } catch {
-            // The answer stands only if recorded: an approval the ledger refused is voided again.
-            logger.error("ISO 8583 \(message.mti) from terminal \(message[41] ?? "?") could not be recorded: \(error)")
-            if let auth = response?.authorisationCode { host.void(authorisationCode: auth, amount: request.amount) }
-            return false
-        }
     }
 
     private func reverse(_ message: ISOMessage) -> ISOMessage {
@@ -181,7 +177,7 @@ final class ISO8583IssuerService: @unchecked Sendable {
             var completion = Completion(status: .approved, responseCode: "00", message: "reversed by \(message.mti)",
                                         completedAt: max(clock.nowMicroseconds(), created), reversal: false)
             completion.maskedPAN = originalRow?.maskedPAN
-            completion.hostMessages = [entry(message, "in"), entry(answer, "out")]
+            completion.hostMessages = [entry(message, .incoming), entry(answer, .outgoing)]
             onRecorded(try ledger.complete(id: started.id, completion))
         } catch {
             logger.error("ISO 8583 reversal from terminal \(message[41] ?? "?") could not be recorded: \(error)")
@@ -189,9 +185,9 @@ final class ISO8583IssuerService: @unchecked Sendable {
         return answer
     }
 
-    private func entry(_ m: ISOMessage, _ direction: String) -> HostMessageEntry {
+    private func entry(_ m: ISOMessage, _ direction: HostMessageDirection) -> HostMessageEntry {
         HostMessageEntry(direction: direction, mti: m.mti,
-                         fields: ISO8583UpstreamSession.json(m.described(direction: direction, packager: packager).fields))
+                         fields: ISO8583UpstreamSession.json(m.described(direction: direction.rawValue, packager: packager).fields))
     }
 
     static func entryMode(_ posEntryMode: String?) -> String {

@@ -211,12 +211,12 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
         // Once a byte may have left, the host may act on it.
         sent = true
         do { try connection.send(bytes) } catch { throw .link(error) }
-        record(message, direction: "out")
+        record(message, direction: .outgoing)
         let frame: (tpdu: [UInt8]?, message: [UInt8])
         do { frame = try connection.receive(until: deadline) } catch { throw .link(error) }
         do {
             let got = try packager.unpack(frame.message)
-            record(got, direction: "in")
+            record(got, direction: .incoming)
             return got
         } catch {
             recordUnreadable(frame.message, error)
@@ -237,8 +237,8 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
         throw .link(last)
     }
 
-    private func record(_ message: ISOMessage, direction: String) {
-        let described = message.described(direction: direction, packager: packager)
+    private func record(_ message: ISOMessage, direction: HostMessageDirection) {
+        let described = message.described(direction: direction.rawValue, packager: packager)
         messages.append(HostMessageEntry(direction: direction, mti: message.mti, fields: Self.json(described.fields)))
     }
 
@@ -247,7 +247,7 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
         let head = bytes.prefix(4)
         let mti = head.count == 4 && head.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) ? String(decoding: head, as: UTF8.self) : "0000"
         let field = DescribedField(field: 0, name: "unreadable message (\(bytes.count) bytes)", value: error.description, tlv: nil)
-        messages.append(HostMessageEntry(direction: "in", mti: mti, fields: Self.json([field])))
+        messages.append(HostMessageEntry(direction: .incoming, mti: mti, fields: Self.json([field])))
     }
 
     static func json(_ fields: [DescribedField]) -> String {

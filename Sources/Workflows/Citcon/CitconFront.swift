@@ -273,58 +273,65 @@ public final class CitconFront: Sendable {
 
     /// A card charge asks the issuer (CVV, expiry, state, balance, queued answers).
     func authoriseCard(_ c: CitconCharge, card: (pan: String, expiry: String, cvv: String?), challengeFailed: Bool = false) throws(CitconError) -> CitconCharge {
-        var charge = c
-        let terminal = terminal(charge.merchantID)
+        let terminal = terminal(c.merchantID)
         let createdAt = context.clock.nowMicroseconds()
         // Only a charge waiting for its card's answer is authorised: asked before the STAN.
-        _ = try step(charge, .declined)
-        let started = try stored("begin the authorisation") {
-            try store.begin(NewTransaction(terminal: terminal, provider: .citcon, action: charge.autoCapture ? .sale : .preAuth, amount: charge.amount,
-                                           currency: Self.currencyNumber(charge.currency), clientReference: charge.reference, createdAt: createdAt, pan: card.pan))
-        }
-        context.publish(.transactionStarted(stan: started.stan, action: charge.autoCapture ? .sale : .preAuth), terminal: terminal)
-        var auth = AuthorisationRequest(pan: card.pan, aid: [], kind: charge.autoCapture ? .purchase : .preAuthorisation, amount: Int(charge.amount),
-                                        currency: Self.currencyNumber(charge.currency), arqc: nil, cryptogramData: nil,
+        _ = try step(c, .declined)
+        let action: TransactionAction = c.autoCapture ? .sale : .preAuth
+        var auth = AuthorisationRequest(pan: card.pan, aid: [], kind: c.autoCapture ? .purchase : .preAuthorisation, amount: Int(c.amount),
+                                        currency: Self.currencyNumber(c.currency), arqc: nil, cryptogramData: nil,
                                         date: UTCDateParts(secondsSince1970: createdAt / 1_000_000))
         auth.cvv = card.cvv
         let parts = card.expiry.split(separator: "/")
         if parts.count == 2, let mm = Int(parts[0]), let yy = Int(parts[1]) { auth.cardExpiry = (2000 + yy, mm) }
-        var response: AuthorisationResponse? = nil
-        var failure: String? = challengeFailed ? "3-D Secure authentication failed" : nil
-        if !challengeFailed {
-            let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: terminal, amountTable: settings.amountTable,
-                                 approveUnknownCards: settings.approveUnknownCards)
-            do throws(HostError) { response = try host.authorise(auth) } catch { failure = error.description }
-        }
-        let approved = response?.isApproved ?? false
-        let now = nowMillis
-        charge.transactionID = started.id
-        charge.challengePending = false
-        charge.timeCompleted = now
-        charge.status = try step(charge, approved ? .approved(captures: charge.autoCapture) : .declined).status
-        if approved {
-            charge.authorisationCode = response?.authorisationCode
-            if charge.autoCapture {
-                charge.amountCaptured = charge.amount
-                charge.timeCaptured = now
-            }
-        } else {
-            charge.responseCode = response?.responseCode.code
-            charge.message = response?.message ?? failure
-        }
-        let completion = Completion(status: approved ? .approved : (response == nil && !challengeFailed ? .failed : .declined),
-                                    responseCode: response?.responseCode.code, message: response?.message ?? failure,
-                                    authorisationCode: response?.authorisationCode, maskedPAN: PAN.masked(card.pan), pan: card.pan,
-                                    brand: CardBrand.detect(pan: card.pan)?.displayName, entryMode: "ecommerce", completedAt: context.clock.nowMicroseconds())
-        do throws(PlatformRecord.Refused) {
-            try PlatformRecord.commit(store, transactionID: started.id, completedAt: context.clock.nowMicroseconds(),
-                                      takeBack: response.map { r in { self.context.host.reverse(auth, approval: r) } }) {
-                try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: ipn(charge))
-            }
+        let new = NewTransaction(terminal: terminal, provider: .citcon, action: action, amount: c.amount,
+                                 currency: Self.currencyNumber(c.currency), clientReference: c.reference, createdAt: createdAt, pan: card.pan)
+        let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: terminal, amountTable: settings.amountTable,
+                             approveUnknownCards: settings.approveUnknownCards)
+        let done: (started: Started, answer: AuthoriseAndRecord.Answer, recorded: (CitconCharge, Completion))
+        do throws(AuthoriseAndRecord.Failure) {
+            done = try AuthoriseAndRecord.run(store, new, completedAt: { self.context.clock.nowMicroseconds() }, onStarted: { started in
+                context.publish(.transactionStarted(stan: started.stan, action: action), terminal: terminal)
+            }, ask: {
+                if challengeFailed { return .init(response: nil, failure: "3-D Secure authentication failed") }
+                do throws(HostError) { return .init(response: try host.authorise(auth), failure: nil) } catch {
+                    return .init(response: nil, failure: error.description)
+                }
+            }, takeBack: { approval in
+                self.context.host.reverse(auth, approval: approval)
+            }, record: { started, answer in
+                let response = answer.response
+                let now = nowMillis
+                var charge = c
+                let transition = try CitconLifecycle.next(charge.status, answer.approved ? .approved(captures: charge.autoCapture) : .declined).get()
+                charge.status = transition.status
+                charge.transactionID = started.id
+                charge.challengePending = false
+                charge.timeCompleted = now
+                if answer.approved {
+                    charge.authorisationCode = response?.authorisationCode
+                    if charge.autoCapture {
+                        charge.amountCaptured = charge.amount
+                        charge.timeCaptured = now
+                    }
+                } else {
+                    charge.responseCode = response?.responseCode.code
+                    charge.message = response?.message ?? answer.failure
+                }
+                let completion = Completion(status: answer.approved ? .approved : (response == nil && !challengeFailed ? .failed : .declined),
+                                            responseCode: response?.responseCode.code, message: response?.message ?? answer.failure,
+                                            authorisationCode: response?.authorisationCode, maskedPAN: PAN.masked(card.pan), pan: card.pan,
+                                            brand: CardBrand.detect(pan: card.pan)?.displayName, entryMode: "ecommerce",
+                                            completedAt: self.context.clock.nowMicroseconds())
+                try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: transition.ipn ? ipn(charge) : [])
+                return (charge, completion)
+            })
         } catch {
+            if case .notBegun(let e as LedgerError) = error, case .invalid(let field, let rule) = e { throw .badRequest(field, rule) }
             throw .internalError("the charge could not be recorded: \(error)")
         }
-        context.publish(.recorded(stan: started.stan, status: completion.status, action: charge.autoCapture ? .sale : .preAuth), terminal: terminal)
+        let (charge, completion) = done.recorded
+        context.publish(.recorded(stan: done.started.stan, status: completion.status, action: action), terminal: terminal)
         return charge
     }
 

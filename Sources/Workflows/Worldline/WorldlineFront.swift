@@ -169,63 +169,64 @@ public final class WorldlineFront: Sendable {
     }
 
     /// Asks the issuer and records the outcome with the payment (inserted, or moved on from
-    /// REDIRECTED) and its webhook, in one commit.
+    /// REDIRECTED) and its webhook, in one commit: the one path (`AuthoriseAndRecord`).
     func authorise(_ payment: WorldlinePayment, card: WorldlineCard, request: WorldlineCreatePayment,
                    failedChallenge: Bool = false) throws(WorldlineError) -> WorldlinePayment {
         let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(payment.merchantID, at: now) }
         let sale = request.authorizationMode == .sale
+        // Whatever the issuer says must be a move this payment may make: asked before the STAN.
+        _ = try step(payment, .declined)
         let createdAt = now
-        let started = try stored("begin the authorisation") {
-            try store.begin(NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: sale ? .sale : .preAuth,
-                                           amount: request.amount, currency: request.currencyNumeric, clientReference: request.merchantReference,
-                                           extra: WorldlineRender.text(["payment": payment.id.isEmpty ? "new" : payment.id, "mode": request.authorizationMode.rawValue]),
-                                           createdAt: createdAt, pan: card.pan))
-        }
-        context.publish(.transactionStarted(stan: started.stan, action: sale ? .sale : .preAuth), terminal: merchant.terminalName)
         var auth = AuthorisationRequest(pan: card.pan, aid: [], kind: sale ? .purchase : .preAuthorisation, amount: Int(request.amount),
                                         currency: request.currencyNumeric, arqc: nil, cryptogramData: nil,
                                         date: UTCDateParts(secondsSince1970: createdAt / 1_000_000))
         auth.cvv = card.cvv
         auth.cardExpiry = card.expiry
-        var response: AuthorisationResponse? = nil
-        var failure: String? = nil
-        if failedChallenge {
-            failure = "3-D Secure authentication failed: the challenge was not passed"
-        } else {
-            let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: merchant.terminalName,
-                                 amountTable: sale ? settings.amountTable : AmountTable.none, approveUnknownCards: settings.approveUnknownCards)
-            do throws(HostError) { response = try host.authorise(auth) } catch { failure = error.description }
-        }
-        var p = payment
-        p.updatedAt = now
-        let approved = response?.isApproved ?? false
-        let transition = try step(p, approved ? .approved(sale: sale) : .declined)
-        p.status = transition.status
-        if approved {
-            p.authorisationCode = response?.authorisationCode
-            if sale { p.capturedAmount = p.amount }
-        } else {
-            p.responseCode = failedChallenge ? "3DS" : (response?.responseCode.code ?? "91")
-            p.message = response?.message ?? failure
-        }
-        let completion = Completion(status: approved ? .approved : (response == nil && !failedChallenge ? .failed : .declined),
-                                    responseCode: response?.responseCode.code, message: response?.message ?? failure,
-                                    authorisationCode: response?.authorisationCode, maskedPAN: PAN.masked(card.pan), pan: card.pan,
-                                    brand: card.brand?.displayName, entryMode: "ecommerce", completedAt: now)
-        let result: (WorldlinePayment, StoredTransaction)
-        do throws(PlatformRecord.Refused) {
-            // Not recorded: the issuer must not keep an approval the ledger does not have.
-            result = try PlatformRecord.commit(store, transactionID: started.id, completedAt: now,
-                                               takeBack: response.map { r in { self.context.host.reverse(auth, approval: r) } }) {
-                try store.completeWorldlineAuthorisation(transactionID: started.id, completion, payment: p) { p in
+        let new = NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: sale ? .sale : .preAuth,
+                                 amount: request.amount, currency: request.currencyNumeric, clientReference: request.merchantReference,
+                                 extra: WorldlineRender.text(["payment": payment.id.isEmpty ? "new" : payment.id, "mode": request.authorizationMode.rawValue]),
+                                 createdAt: createdAt, pan: card.pan)
+        let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: merchant.terminalName,
+                             amountTable: sale ? settings.amountTable : AmountTable.none, approveUnknownCards: settings.approveUnknownCards)
+        let done: (started: Started, answer: AuthoriseAndRecord.Answer, recorded: (WorldlinePayment, StoredTransaction))
+        do throws(AuthoriseAndRecord.Failure) {
+            done = try AuthoriseAndRecord.run(store, new, completedAt: { now }, onStarted: { started in
+                context.publish(.transactionStarted(stan: started.stan, action: sale ? .sale : .preAuth), terminal: merchant.terminalName)
+            }, ask: {
+                if failedChallenge { return .init(response: nil, failure: "3-D Secure authentication failed: the challenge was not passed") }
+                do throws(HostError) { return .init(response: try host.authorise(auth), failure: nil) } catch {
+                    return .init(response: nil, failure: error.description)
+                }
+            }, takeBack: { approval in
+                self.context.host.reverse(auth, approval: approval)
+            }, record: { started, answer in
+                let response = answer.response
+                var p = payment
+                p.updatedAt = now
+                let transition = try WorldlineLifecycle.next(p.status, answer.approved ? .approved(sale: sale) : .declined).get()
+                p.status = transition.status
+                if answer.approved {
+                    p.authorisationCode = response?.authorisationCode
+                    if sale { p.capturedAmount = p.amount }
+                } else {
+                    p.responseCode = failedChallenge ? "3DS" : (response?.responseCode.code ?? "91")
+                    p.message = response?.message ?? answer.failure
+                }
+                let completion = Completion(status: answer.approved ? .approved : (response == nil && !failedChallenge ? .failed : .declined),
+                                            responseCode: response?.responseCode.code, message: response?.message ?? answer.failure,
+                                            authorisationCode: response?.authorisationCode, maskedPAN: PAN.masked(card.pan), pan: card.pan,
+                                            brand: card.brand?.displayName, entryMode: "ecommerce", completedAt: now)
+                return try store.completeWorldlineAuthorisation(transactionID: started.id, completion, payment: p) { p in
                     self.webhooks(merchant, transition, payment: p)
                 }
-            }
+            })
         } catch {
+            if case .notBegun(let e as LedgerError) = error, case .invalid(let field, let rule) = e { throw .invalid(field, rule) }
             throw .internalError("the payment could not be recorded: \(error)")
         }
-        context.publish(.outcome(stan: started.stan, status: result.1.status, responseCode: response?.responseCode.code ?? "",
-                                 message: response?.message ?? failure ?? "", microseconds: now - createdAt), terminal: merchant.terminalName)
+        let (started, answer, result) = done
+        context.publish(.outcome(stan: started.stan, status: result.1.status, responseCode: answer.response?.responseCode.code ?? "",
+                                 message: answer.response?.message ?? answer.failure ?? "", microseconds: now - createdAt), terminal: merchant.terminalName)
         context.publish(.recorded(stan: started.stan, status: result.1.status, action: result.1.action), terminal: merchant.terminalName)
         return result.0
     }
