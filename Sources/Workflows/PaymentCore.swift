@@ -154,3 +154,56 @@ public enum AuthoriseAndRecord {
         }
     }
 }
+
+/// The one path of a capture, cancel or refund on a platform payment, whichever platform: the
+/// row begun against its original (the ledger checks that it may act on it), the outcome recorded
+/// with the payment's new state and its notifications in one write (the ledger checks the
+/// totals; a refusal fails the row, `PlatformRecord`), and only then the issuer told what is
+/// released. Run it inside the payment's `PaymentSerialiser` turn, after its lifecycle allowed
+/// the operation.
+public enum PlatformOperation {
+    /// Why the operation stopped; nothing of it stands.
+    public enum Failure: Error, CustomStringConvertible {
+        /// The ledger would not begin the row (the original, the amount, a value).
+        case notBegun(any Error)
+        /// The ledger would not record it: the row is failed.
+        case notRecorded(PlatformRecord.Refused)
+
+        public var description: String {
+            switch self {
+            case .notBegun(let error): "\(error)"
+            case .notRecorded(let refused): "\(refused)"
+            }
+        }
+
+        /// The ledger's rule, when it refused a value.
+        public var rule: (field: String, rule: String)? {
+            switch self {
+            case .notBegun(let error):
+                if let e = error as? LedgerError, case .invalid(let field, let rule) = e { return (field, rule) }
+                return nil
+            case .notRecorded(let refused): return refused.rule
+            }
+        }
+    }
+
+    /// Begins `new` acting on `original`, records it through `record` (given the row and its
+    /// approved completion), publishes the outcome on `new.terminal`'s events, then `release`s.
+    public static func run<T>(_ context: WorkflowContext, _ store: any TransactionStore, _ new: NewTransaction, acting original: StoredTransaction?,
+                              record: (Started, Completion?) throws -> T, release: () -> Void = {}) throws(Failure) -> (started: Started, recorded: T) {
+        let started: Started
+        do { started = try store.begin(new) } catch { throw .notBegun(error) }
+        let completedAt = context.clock.nowMicroseconds()
+        let completion = original.map { Completion.approved(actingOn: $0, completedAt: completedAt) }
+        let recorded: T
+        do throws(PlatformRecord.Refused) {
+            recorded = try PlatformRecord.commit(store, transactionID: started.id, completedAt: completedAt) { try record(started, completion) }
+        } catch {
+            context.publish(.recorded(stan: started.stan, status: .failed, action: new.action), terminal: new.terminal)
+            throw .notRecorded(error)
+        }
+        context.publish(.recorded(stan: started.stan, status: .approved, action: new.action), terminal: new.terminal)
+        release()
+        return (started, recorded)
+    }
+}

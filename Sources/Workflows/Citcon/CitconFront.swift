@@ -385,24 +385,18 @@ public final class CitconFront: Sendable {
         let amount = r.amount ?? c.amount
         guard amount <= c.amount else { throw .badRequest("amount", "\(amount) is more than the authorized \(c.amount)") }
         let auth = try stored("read the authorisation") { try store.transaction(id: authID) }
-        let started = try stored("begin the capture") {
-            try store.begin(NewTransaction(terminal: terminal(merchantID), provider: .citcon, action: .capture, amount: amount,
-                                           currency: Self.currencyNumber(c.currency), clientReference: r.reference ?? c.reference, originalID: authID,
-                                           createdAt: context.clock.nowMicroseconds()))
+        let new = NewTransaction(terminal: terminal(merchantID), provider: .citcon, action: .capture, amount: amount,
+                                 currency: Self.currencyNumber(c.currency), clientReference: r.reference ?? c.reference, originalID: authID,
+                                 createdAt: context.clock.nowMicroseconds())
+        let operation = try operate(new, acting: auth, on: &c, transition: transition) { c, started, now in
+            c.amountCaptured = amount
+            c.timeCaptured = now
+            return CitconOperation(object: "capture", id: PlatformText.hex(16), reference: r.reference ?? "", amount: amount, status: "succeeded",
+                                   timeCreated: now, transactionID: started.id)
+        } release: { c in
+            // The rest is released at the issuer only once the capture is recorded.
+            if amount < c.amount, let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount - amount)) }
         }
-        let now = nowMillis
-        let operation = CitconOperation(object: "capture", id: PlatformText.hex(16), reference: r.reference ?? "", amount: amount, status: "succeeded",
-                                        timeCreated: now, transactionID: started.id)
-        c.operations.append(operation)
-        c.status = transition.status
-        c.amountCaptured = amount
-        c.timeCaptured = now
-        try record(started, .capture, merchantID: merchantID) {
-            try store.completeCitconCharge(transactionID: started.id, auth.map { Completion.approved(actingOn: $0, completedAt: context.clock.nowMicroseconds()) },
-                                           charge: c, outbox: transition.ipn ? ipn(c) : [])
-        }
-        // The rest is released at the issuer only once the capture is recorded.
-        if amount < c.amount, let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount - amount)) }
         return Self.success(operationData(operation, c))
     }
 
@@ -428,21 +422,16 @@ public final class CitconFront: Sendable {
             guard let authID = c.transactionID, let auth = try stored("read the authorisation", { try store.transaction(id: authID) }) else {
                 throw .internalError("the charge has no authorisation in the ledger")
             }
-            let started = try stored("begin the cancel") {
-                try store.begin(NewTransaction(terminal: terminal(merchantID), provider: .citcon, action: .cancel, amount: auth.amount,
-                                               currency: auth.currency, clientReference: r.reference ?? c.reference, originalID: authID,
-                                               createdAt: context.clock.nowMicroseconds()))
+            let new = NewTransaction(terminal: terminal(merchantID), provider: .citcon, action: .cancel, amount: auth.amount,
+                                     currency: auth.currency, clientReference: r.reference ?? c.reference, originalID: authID,
+                                     createdAt: context.clock.nowMicroseconds())
+            let operation = try operate(new, acting: auth, on: &c, transition: transition) { c, started, now in
+                c.timeCanceled = now
+                return CitconOperation(object: "cancel", id: PlatformText.hex(16), reference: r.reference ?? "", amount: c.amount, status: "succeeded",
+                                       timeCreated: now, transactionID: started.id)
+            } release: { c in
+                if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount)) }
             }
-            let operation = CitconOperation(object: "cancel", id: PlatformText.hex(16), reference: r.reference ?? "", amount: c.amount, status: "succeeded",
-                                            timeCreated: now, transactionID: started.id)
-            c.operations.append(operation)
-            c.status = transition.status
-            c.timeCanceled = now
-            try record(started, .cancel, merchantID: merchantID) {
-                try store.completeCitconCharge(transactionID: started.id, Completion.approved(actingOn: auth, completedAt: context.clock.nowMicroseconds()),
-                                               charge: c, outbox: transition.ipn ? ipn(c) : [])
-            }
-            if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount)) }
             return Self.success(operationData(operation, c))
         }
     }
@@ -467,34 +456,46 @@ public final class CitconFront: Sendable {
               let original = try stored("read the original", { try store.transaction(id: originalID) }) else {
             throw .internalError("the charge has no captured transaction in the ledger")
         }
-        let started = try stored("begin the refund") {
-            try store.begin(NewTransaction(terminal: terminal(merchantID), provider: .citcon, action: .refund, amount: amount, currency: original.currency,
-                                           clientReference: r.reference ?? c.reference, originalID: originalID, createdAt: context.clock.nowMicroseconds()))
+        let new = NewTransaction(terminal: terminal(merchantID), provider: .citcon, action: .refund, amount: amount, currency: original.currency,
+                                 clientReference: r.reference ?? c.reference, originalID: originalID, createdAt: context.clock.nowMicroseconds())
+        let operation = try operate(new, acting: original, on: &c, transition: transition) { c, started, now in
+            c.amountRefunded = (c.amountRefunded ?? 0) + amount
+            return CitconOperation(object: "refund", id: PlatformText.hex(16), reference: r.reference ?? "", amount: amount, status: "succeeded",
+                                   timeCreated: now, transactionID: started.id)
+        } release: { c in
+            if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
         }
-        let now = nowMillis
-        let operation = CitconOperation(object: "refund", id: PlatformText.hex(16), reference: r.reference ?? "", amount: amount, status: "succeeded",
-                                        timeCreated: now, transactionID: started.id)
-        c.operations.append(operation)
-        c.amountRefunded = (c.amountRefunded ?? 0) + amount
-        try record(started, .refund, merchantID: merchantID) {
-            try store.completeCitconCharge(transactionID: started.id, Completion.approved(actingOn: original, completedAt: context.clock.nowMicroseconds()),
-                                           charge: c, outbox: transition.ipn ? ipn(c, refund: operation) : [])
-        }
-        if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
         return Self.success(operationData(operation, c))
     }
 
-    /// Records an operation with the charge's new state; a record the ledger refuses (a total it
-    /// checks) leaves the charge as it was and the operation's row failed (`PlatformRecord`).
-    func record(_ started: Started, _ action: TransactionAction, merchantID: String, _ commit: () throws -> Void) throws(CitconError) {
-        do throws(PlatformRecord.Refused) {
-            try PlatformRecord.commit(store, transactionID: started.id, completedAt: context.clock.nowMicroseconds(), commit)
+    /// An operation on charge `c` on the one path (`PlatformOperation`): `change` makes the
+    /// operation (given the row and the time in milliseconds) and applies its amounts, the
+    /// transition its status, its IPN goes with it; a record the ledger refuses (a total it
+    /// checks) leaves the charge as it was and the row failed.
+    func operate(_ new: NewTransaction, acting original: StoredTransaction?, on c: inout CitconCharge, transition: CitconLifecycle.Transition,
+                 _ change: (inout CitconCharge, Started, Int64) -> CitconOperation,
+                 release: (CitconCharge) -> Void) throws(CitconError) -> CitconOperation {
+        let before = c
+        do throws(PlatformOperation.Failure) {
+            let (_, done) = try PlatformOperation.run(context, store, new, acting: original, record: { started, completion in
+                var next = before
+                let operation = change(&next, started, nowMillis)
+                next.operations.append(operation)
+                next.status = transition.status
+                let notice = operation.object == "refund" ? ipn(next, refund: operation) : ipn(next)
+                try store.completeCitconCharge(transactionID: started.id, completion, charge: next, outbox: transition.ipn ? notice : [])
+                return (next, operation)
+            })
+            c = done.0
+            release(c)
+            return done.1
         } catch {
-            context.publish(.recorded(stan: started.stan, status: .failed, action: action), terminal: terminal(merchantID))
-            if let rule = error.rule { throw .badRequest("transaction_id", "the \(action.rawValue) cannot be recorded: \(rule.field): \(rule.rule)") }
-            throw .internalError("the \(action.rawValue) could not be recorded: \(error)")
+            switch (error, error.rule) {
+            case (.notBegun, let rule?): throw .badRequest(rule.field, rule.rule)
+            case (.notRecorded, let rule?): throw .badRequest("transaction_id", "the \(new.action.rawValue) cannot be recorded: \(rule.field): \(rule.rule)")
+            default: throw .internalError("the \(new.action.rawValue) could not be recorded: \(error)")
+            }
         }
-        context.publish(.recorded(stan: started.stan, status: .approved, action: action), terminal: terminal(merchantID))
     }
 
     /// The transition `event` makes of charge `c` (`CitconLifecycle`); a status that does not

@@ -303,21 +303,17 @@ public final class WorldlineFront: Sendable {
         guard amount <= p.amount else { throw .invalid("amount", "\(amount) is more than the authorised \(p.amount)") }
         let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
         let auth = try stored("read the authorisation") { try store.transaction(id: authID) }
-        let started = try stored("begin the capture") {
-            try store.begin(NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: .capture, amount: amount,
-                                           currency: auth?.currency ?? 978, clientReference: request.merchantReference ?? p.merchantReference,
-                                           originalID: authID, createdAt: now))
+        let new = NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: .capture, amount: amount,
+                                 currency: auth?.currency ?? 978, clientReference: request.merchantReference ?? p.merchantReference,
+                                 originalID: authID, createdAt: now)
+        let operation = try operate(new, acting: auth, on: &p, transition: transition, merchant: merchant) { p, started in
+            p.capturedAmount = amount
+            return WorldlineOperation(id: p.nextOperationID, kind: .capture, amount: amount, status: .captured,
+                                      transactionID: started.id, merchantReference: request.merchantReference, createdAt: now)
+        } release: { p in
+            // The rest is released at the issuer only once the capture is recorded.
+            if amount < p.amount, let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount - amount)) }
         }
-        let operation = WorldlineOperation(id: p.nextOperationID, kind: .capture, amount: amount, status: .captured,
-                                           transactionID: started.id, merchantReference: request.merchantReference, createdAt: now)
-        p.operations.append(operation)
-        p.status = transition.status
-        p.capturedAmount = amount
-        p.updatedAt = now
-        try record(started.id, auth.map { Completion.approved(actingOn: $0, completedAt: now) }, p, webhooks(merchant, transition, payment: p),
-                   terminal: merchant.terminalName, stan: started.stan, action: .capture)
-        // The rest is released at the issuer only once the capture is recorded.
-        if amount < p.amount, let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount - amount)) }
         return Reply(200, WorldlineRender.capture(operation, p))
     }
 
@@ -340,17 +336,13 @@ public final class WorldlineFront: Sendable {
             guard let authID = p.transactionID, let auth = try stored("read the authorisation", { try store.transaction(id: authID) }) else {
                 throw .internalError("payment \(id) has no authorisation in the ledger")
             }
-            let started = try stored("begin the cancel") {
-                try store.begin(NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: .cancel, amount: auth.amount,
-                                               currency: auth.currency, clientReference: p.merchantReference, originalID: authID, createdAt: now))
+            let new = NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: .cancel, amount: auth.amount,
+                                     currency: auth.currency, clientReference: p.merchantReference, originalID: authID, createdAt: now)
+            _ = try operate(new, acting: auth, on: &p, transition: transition, merchant: merchant) { p, started in
+                WorldlineOperation(id: p.nextOperationID, kind: .cancel, amount: p.amount, status: .cancelled, transactionID: started.id, createdAt: now)
+            } release: { p in
+                if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount)) }
             }
-            p.operations.append(WorldlineOperation(id: p.nextOperationID, kind: .cancel, amount: p.amount, status: .cancelled,
-                                                   transactionID: started.id, createdAt: now))
-            p.status = transition.status
-            p.updatedAt = now
-            try record(started.id, Completion.approved(actingOn: auth, completedAt: now), p, webhooks(merchant, transition, payment: p),
-                       terminal: merchant.terminalName, stan: started.stan, action: .cancel)
-            if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount)) }
         }
         return Reply(200, ["payment": WorldlineRender.payment(p)])
     }
@@ -376,39 +368,50 @@ public final class WorldlineFront: Sendable {
             throw .internalError("payment \(id) has no captured transaction in the ledger")
         }
         let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
-        let started = try stored("begin the refund") {
-            try store.begin(NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: .refund, amount: amount,
-                                           currency: original.currency, clientReference: request.merchantReference ?? p.merchantReference,
-                                           originalID: originalID, createdAt: now))
-        }
-        let operation = WorldlineOperation(id: p.nextOperationID, kind: .refund, amount: amount, status: .refunded, transactionID: started.id,
-                                           merchantReference: request.merchantReference, createdAt: now)
+        let new = NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: .refund, amount: amount,
+                                 currency: original.currency, clientReference: request.merchantReference ?? p.merchantReference,
+                                 originalID: originalID, createdAt: now)
         let transition = try step(p, .refund(whole: p.refundedAmount + amount == p.capturedAmount))
-        p.operations.append(operation)
-        p.refundedAmount += amount
-        p.status = transition.status
-        p.updatedAt = now
-        let hooks = webhooks(merchant, transition, payment: p, refund: operation)
-        try record(started.id, Completion.approved(actingOn: original, completedAt: now), p, hooks, terminal: merchant.terminalName,
-                   stan: started.stan, action: .refund)
-        if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
+        let operation = try operate(new, acting: original, on: &p, transition: transition, merchant: merchant) { p, started in
+            p.refundedAmount += amount
+            return WorldlineOperation(id: p.nextOperationID, kind: .refund, amount: amount, status: .refunded, transactionID: started.id,
+                                      merchantReference: request.merchantReference, createdAt: now)
+        } release: { p in
+            if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
+        }
         return Reply(201, WorldlineRender.refund(operation, p))
     }
 
-    /// Records an operation with the payment's new state; a record the ledger refuses (a total it
-    /// checks) leaves the payment as it was and the operation's row failed (`PlatformRecord`).
-    func record(_ transactionID: Int64, _ completion: Completion?, _ p: WorldlinePayment, _ outbox: [OutboxMessage], terminal: String,
-                stan: STAN, action: TransactionAction) throws(WorldlineError) {
-        do throws(PlatformRecord.Refused) {
-            try PlatformRecord.commit(store, transactionID: transactionID, completedAt: now) {
-                try store.completeWorldlineOperation(transactionID: transactionID, completion, payment: p, outbox: outbox)
-            }
+    /// An operation on payment `p` on the one path (`PlatformOperation`): `change` makes the
+    /// operation (given the row) and applies its amounts, the transition its status, the
+    /// webhooks go with it; a record the ledger refuses (a total it checks) leaves the payment as
+    /// it was and the row failed.
+    func operate(_ new: NewTransaction, acting original: StoredTransaction?, on p: inout WorldlinePayment,
+                 transition: WorldlineLifecycle.Transition, merchant: WorldlineMerchant,
+                 _ change: (inout WorldlinePayment, Started) -> WorldlineOperation,
+                 release: (WorldlinePayment) -> Void) throws(WorldlineError) -> WorldlineOperation {
+        let before = p
+        do throws(PlatformOperation.Failure) {
+            let (_, done) = try PlatformOperation.run(context, store, new, acting: original, record: { started, completion in
+                var next = before
+                let operation = change(&next, started)
+                next.operations.append(operation)
+                next.status = transition.status
+                next.updatedAt = now
+                try store.completeWorldlineOperation(transactionID: started.id, completion, payment: next,
+                                                     outbox: webhooks(merchant, transition, payment: next, refund: operation))
+                return (next, operation)
+            }, release: {})
+            p = done.0
+            release(p)
+            return done.1
         } catch {
-            context.publish(.recorded(stan: stan, status: .failed, action: action), terminal: terminal)
-            if let rule = error.rule { throw .wrongStatus("the \(action.rawValue) cannot be recorded: \(rule.field): \(rule.rule)") }
-            throw .internalError("the \(action.rawValue) could not be recorded: \(error)")
+            switch (error, error.rule) {
+            case (.notBegun, let rule?): throw .invalid(rule.field, rule.rule)
+            case (.notRecorded, let rule?): throw .wrongStatus("the \(new.action.rawValue) cannot be recorded: \(rule.field): \(rule.rule)")
+            default: throw .internalError("the \(new.action.rawValue) could not be recorded: \(error)")
+            }
         }
-        context.publish(.recorded(stan: stan, status: .approved, action: action), terminal: terminal)
     }
 
     /// Runs an operation on payment `id` with no other operation on it running (`PaymentSerialiser`).
