@@ -39,11 +39,19 @@ let package = Package(
     ],
     targets: [
         // What tests share: the repository root, a temporary ledger, in-process virtual cards, test
-        // terminals with the one keypad, and a harness wiring them into the workflows.
+        // terminals with the one keypad, and a harness wiring them into the workflows. No daemon:
+        // workflow tests build neither Hummingbird nor NIO.
         .target(
             name: "TestSupport",
-            dependencies: ["EMV", "Terminal", "Ledger", "LedgerModel", "VirtualCard", "Workflows", "Daemon"],
+            dependencies: ["EMV", "Terminal", "Ledger", "LedgerModel", "VirtualCard", "Workflows"],
             path: "Tests/TestSupport"
+        ),
+        // What the daemon's and the scenarios' tests add: a daemon core in process, and a real
+        // cardbenchd process on a temporary state directory.
+        .target(
+            name: "DaemonTestSupport",
+            dependencies: ["TestSupport", "Daemon"],
+            path: "Tests/DaemonTestSupport"
         ),
         // libcrypto from Debian's libssl-dev, used for the DES/TDES block cipher only.
         .systemLibrary(
@@ -64,10 +72,11 @@ let package = Package(
         .target(name: "Defaults", plugins: ["EmbedDefaults"]),
         .plugin(name: "EmbedDefaults", capability: .buildTool(), dependencies: ["cardbench-embed"]),
         .executableTarget(name: "cardbench-embed"),
-        // A profile-driven emulated EMV card answering APDUs; pure (profiles are parsed from text).
+        // A profile-driven emulated EMV card answering APDUs, and how the emulated issuer sees it
+        // (its account, its facts); pure (profiles are parsed from text).
         .target(
             name: "VirtualCard",
-            dependencies: ["EMV", .product(name: "Yams", package: "Yams")]
+            dependencies: ["EMV", "Terminal", .product(name: "Yams", package: "Yams")]
         ),
         // The terminal: kernel, emulated host, counters and clock. Pure.
         .target(
@@ -199,7 +208,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ScenarioTests",
-            dependencies: ["Scenario", "Daemon", "TestSupport"]
+            dependencies: ["Scenario", "Daemon", "TestSupport", "DaemonTestSupport"]
         ),
         .testTarget(
             name: "WorkflowsTests",
@@ -234,7 +243,8 @@ let package = Package(
         ),
         .testTarget(
             name: "DaemonTests",
-            dependencies: ["Daemon", "Defaults", "Fronts", "Ledger", "Terminal", "EMV", "CardIO", "VirtualCard", "Workflows", "TestSupport", "ISO8583",
+            dependencies: ["Daemon", "Defaults", "Fronts", "Ledger", "Terminal", "EMV", "CardIO", "VirtualCard", "Workflows", "TestSupport",
+                           "DaemonTestSupport", "ISO8583",
                            .product(name: "HummingbirdTesting", package: "hummingbird"),
                            .product(name: "AsyncHTTPClient", package: "async-http-client"),
                            .product(name: "Crypto", package: "swift-crypto"),

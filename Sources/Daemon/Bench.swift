@@ -332,17 +332,6 @@ struct TerminalList: TerminalDirectory {
     }
 }
 
-/// The issuer's card facts, from card profiles by PAN.
-public struct ProfileDirectory: CardDirectory {
-    let profiles: [String: CardProfile]
-
-    public init(profiles: [String: CardProfile]) { self.profiles = profiles }
-
-    public func facts(pan: String) -> CardFacts? {
-        profiles[pan].map { CardFacts(installmentsMaximum: $0.installmentsMaximum, issuerName: $0.issuerName, debit: $0.accountType == .debit) }
-    }
-}
-
 extension DaemonConfiguration {
     /// What the workflows take from the configuration.
     var workflowSettings: WorkflowSettings {

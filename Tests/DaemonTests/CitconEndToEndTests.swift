@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import Testing
+import DaemonTestSupport
 import TestSupport
 
 /// The Citcon platform against a merchant backend written in Python with `requests` from

@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import DaemonTestSupport
 import TestSupport
 import Testing
 @testable import Daemon

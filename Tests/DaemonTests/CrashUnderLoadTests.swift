@@ -9,6 +9,7 @@ import NIOCore
 import Synchronization
 import Terminal
 import Testing
+import DaemonTestSupport
 import TestSupport
 
 /// SIGKILL in the middle of hundreds of concurrent platform operations and ISO 8583

@@ -6,6 +6,7 @@ import Glibc
 import Testing
 
 /// The repository root (for Scenarios/cards), found from this file.
+@_exported import DaemonTestSupport
 @_exported import TestSupport
 
 func card(_ name: String) -> String { repositoryRoot.appendingPathComponent("Scenarios/cards/\(name)").path }

@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import Synchronization
 import Testing
+import DaemonTestSupport
 import TestSupport
 #if canImport(Glibc)
 import Glibc

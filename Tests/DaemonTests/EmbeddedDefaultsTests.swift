@@ -2,6 +2,7 @@ import Defaults
 import EMV
 import Foundation
 import Testing
+import DaemonTestSupport
 import TestSupport
 import VirtualCard
 @testable import Daemon

@@ -6,6 +6,7 @@ import NIOCore
 import NIOHTTP1
 import Synchronization
 import Testing
+import DaemonTestSupport
 import TestSupport
 
 /// The card core's invariants on the platforms, against a real cardbenchd: operations on one

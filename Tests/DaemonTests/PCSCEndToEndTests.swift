@@ -5,6 +5,7 @@ import CardIO
 import Daemon
 import Foundation
 import Testing
+import DaemonTestSupport
 import TestSupport
 
 /// Whether the real-pcscd suites run: root with pcscd, vpcd and systemd-socket-activate, or

@@ -9,6 +9,7 @@ import FoundationNetworking
 import Fronts
 import NIOCore
 import Testing
+import DaemonTestSupport
 import TestSupport
 
 /// The Worldline platform against the official Python server SDK (`onlinepayments-sdk-python3`,

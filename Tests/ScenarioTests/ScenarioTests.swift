@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import Scenario
 
+@_exported import DaemonTestSupport
 @_exported import TestSupport
 
 /// Writes `yaml` as a scenario file beside the shipped library (so its card names resolve) and

@@ -1,4 +1,3 @@
-import Daemon
 import EMV
 import Foundation
 import Ledger

@@ -1,5 +1,6 @@
 import Daemon
 import Foundation
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif

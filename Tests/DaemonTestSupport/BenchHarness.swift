@@ -1,5 +1,6 @@
 import Daemon
 import Foundation
+import TestSupport
 
 /// A daemon core in the test's process: a `Bench` on temporary state and runtime directories,
 /// the shipped card profiles, the demo card in its readers, a manual clock. For API tests through

@@ -1,7 +1,8 @@
+// How the emulated issuer sees a virtual card: its account (balance, PIN, keys) and the facts a
+// front asks about. Pure: the daemon, the scenarios and the workflow tests register profiles alike.
 import EMV
 import Foundation
 import Terminal
-import VirtualCard
 
 extension EmulatedHost {
     /// Registers a virtual card's account: its balance, PIN and the keys of each application, so
@@ -21,5 +22,16 @@ extension EmulatedHost {
             cvv: profile.cvv)
         account.declinesFallback = profile.issuerState.declinesFallback
         setAccount(pan: profile.pan, account)
+    }
+}
+
+/// The issuer's card facts, from card profiles by PAN.
+public struct ProfileDirectory: CardDirectory {
+    let profiles: [String: CardProfile]
+
+    public init(profiles: [String: CardProfile]) { self.profiles = profiles }
+
+    public func facts(pan: String) -> CardFacts? {
+        profiles[pan].map { CardFacts(installmentsMaximum: $0.installmentsMaximum, issuerName: $0.issuerName, debit: $0.accountType == .debit) }
     }
 }
