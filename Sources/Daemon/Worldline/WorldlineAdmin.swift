@@ -109,8 +109,7 @@ struct WorldlineAdminRoutes {
             let passed = body.result == "pass"
             let answered = try await Self.offload { () throws(WorldlineError) in try bench.worldline.answerChallenge(paymentID: id, passed: passed) }
             return Response(status: .ok, headers: [.contentType: "application/json"],
-                            body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.text(["payment": WorldlineRender.payment(answered.payment),
-                                                                                             "returnUrl": answered.returnURL]))))
+                            body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.paymentText(answered.payment, adding: ["returnUrl": answered.returnURL]))))
         }
         // The issuer's one-shot answers for a merchant's payments (the queue the front asks
         // through: its ledger terminal's name), as a terminal's host queue.
@@ -156,7 +155,7 @@ struct WorldlineAdminRoutes {
             let id = context.parameters.get("id") ?? ""
             guard let p = try Self.ledger({ try bench.ledger.worldlinePayment(id: id) }) else { throw DaemonError.notFound("no Worldline payment \(shownValue(id, 40))") }
             return Response(status: .ok, headers: [.contentType: "application/json"],
-                            body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.text(WorldlineRender.details(p)))))
+                            body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.detailsText(p))))
         }
         return routes
     }

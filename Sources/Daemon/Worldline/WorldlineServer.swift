@@ -82,9 +82,9 @@ struct WorldlineServer: Sendable {
             guard method == .post, let key = idempotenceKey, !key.isEmpty else { return try await run() }
             return try await idempotent(method: method, rawPath: rawPath, key: key, merchantID: merchantID, body: body, run)
         } catch let error as WorldlineError {
-            return Self.json(error.httpStatus, WorldlineRender.error(error, errorID: UUID().uuidString.lowercased()))
+            return Self.failure(error)
         } catch {
-            return Self.json(500, WorldlineRender.error(.internalError("\(error)"), errorID: UUID().uuidString.lowercased()))
+            return Self.failure(.internalError("\(error)"))
         }
     }
 
@@ -205,7 +205,7 @@ struct WorldlineServer: Sendable {
             let replied: Replied
             do { replied = try await run() } catch let error as WorldlineError {
                 // An error answer is the answer to this key too, unless the platform failed.
-                let r = Replied(status: error.httpStatus, text: WorldlineRender.text(WorldlineRender.error(error, errorID: UUID().uuidString.lowercased())))
+                let r = Self.failure(error)
                 try? bench.ledger.finishWorldlineIdempotence(merchantID: merchantID, key: key, status: r.status >= 500 ? nil : r.status,
                                                              body: r.status >= 500 ? nil : r.text)
                 return r
@@ -221,11 +221,11 @@ struct WorldlineServer: Sendable {
             return Replied(status: status, text: body, timestamp: at)
         case .inProgress(let at):
             let e = WorldlineError.idempotenceInProgress(key)
-            return Replied(status: e.httpStatus, text: WorldlineRender.text(WorldlineRender.error(e, errorID: UUID().uuidString.lowercased())), timestamp: at)
+            return Replied(status: e.httpStatus, text: WorldlineRender.errorText(e, errorID: UUID().uuidString.lowercased()), timestamp: at)
         case .differentRequest(let at):
             let e = WorldlineError(httpStatus: 409, errorCode: "30001003", id: "IDEMPOTENCE_KEY_REUSED",
                                    message: "idempotence key \(shownValue(key, 64)) was used for a different request")
-            return Replied(status: e.httpStatus, text: WorldlineRender.text(WorldlineRender.error(e, errorID: UUID().uuidString.lowercased())), timestamp: at)
+            return Replied(status: e.httpStatus, text: WorldlineRender.errorText(e, errorID: UUID().uuidString.lowercased()), timestamp: at)
         }
     }
 
@@ -330,12 +330,19 @@ struct WorldlineServer: Sendable {
         }
     }
 
-    func reply(_ body: @escaping @Sendable () throws -> WorldlineFront.Reply) async throws -> Replied {
-        let r = try await offload(body)
-        return Replied(status: r.status, text: r.body)
+    /// Runs a platform call off the event loops and answers its typed result with the platform's
+    /// status and body: the one place the platform's results become HTTP.
+    func reply(_ body: @escaping @Sendable () throws -> WorldlineResult) async throws -> Replied {
+        let result = try await offload(body)
+        return Replied(status: result.status, text: WorldlineRender.body(result, errorID: UUID().uuidString.lowercased()))
     }
 
     static func json(_ status: Int, _ object: Any) -> Replied { Replied(status: status, text: WorldlineRender.text(object)) }
+
+    /// An error in the platform's shape, with its status.
+    static func failure(_ e: WorldlineError) -> Replied {
+        Replied(status: e.httpStatus, text: WorldlineRender.errorText(e, errorID: UUID().uuidString.lowercased()))
+    }
 
     static func raw(_ status: Int, _ text: String) -> Response {
         Response(status: HTTPResponse.Status(code: status), headers: [.contentType: "application/json"],
@@ -348,6 +355,6 @@ struct WorldlineServer: Sendable {
     }
 
     static func errorResponse(_ e: WorldlineError) -> Response {
-        json(e.httpStatus, WorldlineRender.error(e, errorID: UUID().uuidString.lowercased())).response
+        failure(e).response
     }
 }

@@ -53,17 +53,6 @@ public final class WorldlineFront: Sendable {
         self.privateKey = privateKey
     }
 
-    /// An answer: the HTTP status and the JSON body.
-    public struct Reply: Sendable {
-        public let status: Int
-        public let body: String
-
-        init(_ status: Int, _ object: Any) {
-            self.status = status
-            body = WorldlineRender.text(object)
-        }
-    }
-
     var now: Int64 { context.clock.nowMicroseconds() }
 
     func stored<T>(_ doing: String, _ body: () throws -> T) throws(WorldlineError) -> T {
@@ -78,7 +67,7 @@ public final class WorldlineFront: Sendable {
     // MARK: Sessions
 
     /// `POST /v2/{merchantId}/sessions`.
-    public func createSession(merchantID: String, clientAPIURL: String, assetURL: String) throws(WorldlineError) -> Reply {
+    public func createSession(merchantID: String, clientAPIURL: String, assetURL: String) throws(WorldlineError) -> WorldlineResult {
         let sessionID = PlatformText.hex(16)
         let customerID = PlatformText.hex(4) + "-" + PlatformText.hex(12)
         let now = self.now
@@ -87,8 +76,7 @@ public final class WorldlineFront: Sendable {
             _ = try store.ensureWorldlineMerchant(merchantID, at: now)
             try store.createWorldlineSession(sessionID: sessionID, merchantID: merchantID, customerID: customerID, at: now, expiresAt: now + lifetime)
         }
-        return Reply(201, ["clientSessionId": sessionID, "customerId": customerID, "clientApiUrl": clientAPIURL, "assetUrl": assetURL,
-                           "invalidTokens": [String]()])
+        return .sessionCreated(sessionID: sessionID, customerID: customerID, clientAPIURL: clientAPIURL, assetURL: assetURL)
     }
 
     /// The session a Client API request's `GCS v1Client:{id}` names, for `customerID`'s path.
@@ -105,7 +93,7 @@ public final class WorldlineFront: Sendable {
 
     /// `POST /v2/{merchantId}/payments`. `challengeURL(paymentID)` is the page a 3-D Secure
     /// challenge is answered on.
-    public func createPayment(merchantID: String, body: [UInt8], challengeURL: (String) -> String) throws(WorldlineError) -> Reply {
+    public func createPayment(merchantID: String, body: [UInt8], challengeURL: (String) -> String) throws(WorldlineError) -> WorldlineResult {
         let request = try WorldlineCreatePayment.parse(WorldlineJSON.parse(body))
         let card = try self.card(of: request, merchantID: merchantID)
         if let product = request.paymentProductID, product != WorldlineStatus.productID(card.brand) {
@@ -128,20 +116,11 @@ public final class WorldlineFront: Sendable {
                 payment.challengeTokenHash = page.hash
                 payment = try stored("record the payment") { try store.insertWorldlinePayment(payment) }
                 pending.withLock { $0[payment.id] = PendingChallenge(card: card, request: request) }
-                return Reply(201, WorldlineRender.created(payment, redirectURL: challengeURL(payment.id + "/" + page.token)))
+                return .paymentCreated(payment, redirectURL: challengeURL(payment.id + "/" + page.token))
             }
         }
         let authorised = try authorise(payment, card: card, request: request)
-        return replyToCreation(authorised)
-    }
-
-    func replyToCreation(_ p: WorldlinePayment) -> Reply {
-        if p.status == .rejected {
-            let e = WorldlineStatus.declineError(responseCode: p.responseCode, message: p.message)
-            return Reply(402, WorldlineRender.error(e, errorID: Self.randomUUID(),
-                                                     extra: ["paymentResult": WorldlineRender.created(p, redirectURL: nil)]))
-        }
-        return Reply(201, WorldlineRender.created(p, redirectURL: nil))
+        return .paymentCreated(authorised, redirectURL: nil)
     }
 
     /// The card of a request: its plain card, or its encrypted input opened and checked
@@ -267,35 +246,33 @@ public final class WorldlineFront: Sendable {
     }
 
     /// `GET …/payments/{id}`.
-    public func getPayment(merchantID: String, id: String) throws(WorldlineError) -> Reply {
-        Reply(200, WorldlineRender.payment(try payment(merchantID, id)))
+    public func getPayment(merchantID: String, id: String) throws(WorldlineError) -> WorldlineResult {
+        .payment(try payment(merchantID, id))
     }
 
     /// `GET …/payments/{id}/details`: the payment and its operations.
-    public func details(merchantID: String, id: String) throws(WorldlineError) -> Reply {
-        Reply(200, WorldlineRender.details(try payment(merchantID, id)))
+    public func details(merchantID: String, id: String) throws(WorldlineError) -> WorldlineResult {
+        .details(try payment(merchantID, id))
     }
 
     /// `GET …/payments/{id}/captures`.
-    public func captures(merchantID: String, id: String) throws(WorldlineError) -> Reply {
-        let p = try payment(merchantID, id)
-        return Reply(200, ["captures": p.operations.filter { $0.kind == .capture }.map { WorldlineRender.capture($0, p) }])
+    public func captures(merchantID: String, id: String) throws(WorldlineError) -> WorldlineResult {
+        .captures(try payment(merchantID, id))
     }
 
     /// `GET …/payments/{id}/refunds`.
-    public func refunds(merchantID: String, id: String) throws(WorldlineError) -> Reply {
-        let p = try payment(merchantID, id)
-        return Reply(200, ["refunds": p.operations.filter { $0.kind == .refund }.map { WorldlineRender.refund($0, p) }])
+    public func refunds(merchantID: String, id: String) throws(WorldlineError) -> WorldlineResult {
+        .refunds(try payment(merchantID, id))
     }
 
     /// `POST …/payments/{id}/capture`: a pre-authorisation's amount (or part of it; the rest is
     /// released at the issuer, as a final capture does).
-    public func capture(merchantID: String, id: String, body: [UInt8]) throws(WorldlineError) -> Reply {
+    public func capture(merchantID: String, id: String, body: [UInt8]) throws(WorldlineError) -> WorldlineResult {
         let request = try WorldlineCapture.parse(WorldlineJSON.parse(body))
-        return try serialised(id) { () throws(WorldlineError) -> Reply in try capture(merchantID: merchantID, id: id, request) }
+        return try serialised(id) { () throws(WorldlineError) -> WorldlineResult in try capture(merchantID: merchantID, id: id, request) }
     }
 
-    func capture(merchantID: String, id: String, _ request: WorldlineCapture) throws(WorldlineError) -> Reply {
+    func capture(merchantID: String, id: String, _ request: WorldlineCapture) throws(WorldlineError) -> WorldlineResult {
         var p = try payment(merchantID, id)
         let transition = try step(p, .capture)
         guard let authID = p.transactionID else { throw .internalError("payment \(id) has no authorisation in the ledger") }
@@ -314,15 +291,15 @@ public final class WorldlineFront: Sendable {
             // The rest is released at the issuer only once the capture is recorded.
             if amount < p.amount, let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount - amount)) }
         }
-        return Reply(200, WorldlineRender.capture(operation, p))
+        return .captured(operation, p)
     }
 
     /// `POST …/payments/{id}/cancel`: releases an authorisation not yet captured.
-    public func cancel(merchantID: String, id: String) throws(WorldlineError) -> Reply {
-        try serialised(id) { () throws(WorldlineError) -> Reply in try cancelSerialised(merchantID: merchantID, id: id) }
+    public func cancel(merchantID: String, id: String) throws(WorldlineError) -> WorldlineResult {
+        try serialised(id) { () throws(WorldlineError) -> WorldlineResult in try cancelSerialised(merchantID: merchantID, id: id) }
     }
 
-    func cancelSerialised(merchantID: String, id: String) throws(WorldlineError) -> Reply {
+    func cancelSerialised(merchantID: String, id: String) throws(WorldlineError) -> WorldlineResult {
         var p = try payment(merchantID, id)
         let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
         let transition = try step(p, .cancel)
@@ -344,16 +321,16 @@ public final class WorldlineFront: Sendable {
                 if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount)) }
             }
         }
-        return Reply(200, ["payment": WorldlineRender.payment(p)])
+        return .cancelled(p)
     }
 
     /// `POST …/payments/{id}/refund`: all or part of what was captured and not yet refunded.
-    public func refund(merchantID: String, id: String, body: [UInt8]) throws(WorldlineError) -> Reply {
+    public func refund(merchantID: String, id: String, body: [UInt8]) throws(WorldlineError) -> WorldlineResult {
         let request = try WorldlineRefundRequest.parse(WorldlineJSON.parse(body))
-        return try serialised(id) { () throws(WorldlineError) -> Reply in try refund(merchantID: merchantID, id: id, request) }
+        return try serialised(id) { () throws(WorldlineError) -> WorldlineResult in try refund(merchantID: merchantID, id: id, request) }
     }
 
-    func refund(merchantID: String, id: String, _ request: WorldlineRefundRequest) throws(WorldlineError) -> Reply {
+    func refund(merchantID: String, id: String, _ request: WorldlineRefundRequest) throws(WorldlineError) -> WorldlineResult {
         var p = try payment(merchantID, id)
         _ = try step(p, .refund(whole: false))
         if let currency = request.currency, currency != p.currency {
@@ -379,7 +356,7 @@ public final class WorldlineFront: Sendable {
         } release: { p in
             if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
         }
-        return Reply(201, WorldlineRender.refund(operation, p))
+        return .refunded(operation, p)
     }
 
     /// An operation on payment `p` on the one path (`PlatformOperation`): `change` makes the

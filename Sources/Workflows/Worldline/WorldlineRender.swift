@@ -64,8 +64,68 @@ public enum WorldlineStatus {
     }
 }
 
+/// What a Server API call produced: the daemon answers it with the platform's status for it
+/// (`status`) and its body (`WorldlineRender.body`). No HTTP and no untyped JSON leave the
+/// workflows.
+public enum WorldlineResult: Sendable {
+    case sessionCreated(sessionID: String, customerID: String, clientAPIURL: String, assetURL: String)
+    /// A new payment: authorised, rejected, or waiting for its challenge (`redirectURL`).
+    case paymentCreated(WorldlinePayment, redirectURL: String?)
+    case payment(WorldlinePayment)
+    case details(WorldlinePayment)
+    case captures(WorldlinePayment)
+    case refunds(WorldlinePayment)
+    case captured(WorldlineOperation, WorldlinePayment)
+    case cancelled(WorldlinePayment)
+    case refunded(WorldlineOperation, WorldlinePayment)
+
+    /// The HTTP status the platform answers it with: 201 for what a POST created, 402 for a
+    /// rejected payment (the SDKs' `DeclinedPaymentException`), 200 otherwise.
+    public var status: Int {
+        switch self {
+        case .sessionCreated, .refunded: 201
+        case .paymentCreated(let p, _): p.status == .rejected ? 402 : 201
+        default: 200
+        }
+    }
+}
+
 /// Renders the platform's JSON bodies.
 public enum WorldlineRender {
+    /// The body of a result, as JSON text; a rejected payment's is the platform's error with its
+    /// `paymentResult` (`errorID` names the error).
+    public static func body(_ result: WorldlineResult, errorID: String) -> String {
+        switch result {
+        case .sessionCreated(let id, let customer, let api, let assets):
+            text(["clientSessionId": id, "customerId": customer, "clientApiUrl": api, "assetUrl": assets, "invalidTokens": [String]()])
+        case .paymentCreated(let p, let redirectURL):
+            p.status == .rejected
+                ? text(error(WorldlineStatus.declineError(responseCode: p.responseCode, message: p.message), errorID: errorID,
+                             extra: ["paymentResult": created(p, redirectURL: nil)]))
+                : text(created(p, redirectURL: redirectURL))
+        case .payment(let p): text(payment(p))
+        case .details(let p): text(details(p))
+        case .captures(let p): text(["captures": p.operations.filter { $0.kind == .capture }.map { capture($0, p) }])
+        case .refunds(let p): text(["refunds": p.operations.filter { $0.kind == .refund }.map { refund($0, p) }])
+        case .captured(let o, let p): text(capture(o, p))
+        case .cancelled(let p): text(["payment": payment(p)])
+        case .refunded(let o, let p): text(refund(o, p))
+        }
+    }
+
+    /// An error's body, as JSON text.
+    public static func errorText(_ e: WorldlineError, errorID: String) -> String { text(error(e, errorID: errorID)) }
+
+    /// A payment's `PaymentResponse` with what else a caller adds (the admin API's `returnUrl`), as JSON text.
+    public static func paymentText(_ p: WorldlinePayment, adding extra: [String: String] = [:]) -> String {
+        var body: [String: Any] = ["payment": payment(p)]
+        for (k, v) in extra { body[k] = v }
+        return text(body)
+    }
+
+    /// `PaymentDetailsResponse`, as JSON text.
+    public static func detailsText(_ p: WorldlinePayment) -> String { text(details(p)) }
+
     /// JSON text of a body (keys sorted, slashes unescaped).
     public static func text(_ object: Any) -> String {
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
@@ -73,7 +133,7 @@ public enum WorldlineRender {
     }
 
     /// `ErrorResponse`, with `extra` top-level members (`paymentResult` of a decline).
-    public static func error(_ e: WorldlineError, errorID: String, extra: [String: Any] = [:]) -> [String: Any] {
+    static func error(_ e: WorldlineError, errorID: String, extra: [String: Any] = [:]) -> [String: Any] {
         var item: [String: Any] = [
             "code": "9999", "errorCode": e.errorCode, "httpStatusCode": e.httpStatus, "id": e.id, "category": e.category, "message": e.message,
             "retriable": e.retriable,
@@ -87,7 +147,7 @@ public enum WorldlineRender {
     static func money(_ amount: Int64, _ currency: String) -> [String: Any] { ["amount": amount, "currencyCode": currency] }
 
     /// `PaymentResponse`.
-    public static func payment(_ p: WorldlinePayment) -> [String: Any] {
+    static func payment(_ p: WorldlinePayment) -> [String: Any] {
         let s = WorldlineStatus.output(p)
         var statusOutput: [String: Any] = [
             "statusCode": s.statusCode, "statusCategory": s.statusCategory, "isAuthorized": s.isAuthorized,
@@ -120,7 +180,7 @@ public enum WorldlineRender {
     }
 
     /// `CreatePaymentResponse`; `redirectURL` when a 3-D Secure challenge waits.
-    public static func created(_ p: WorldlinePayment, redirectURL: String?) -> [String: Any] {
+    static func created(_ p: WorldlinePayment, redirectURL: String?) -> [String: Any] {
         var body: [String: Any] = ["creationOutput": ["isNewToken": false, "tokenizationSucceeded": false], "payment": payment(p)]
         if let redirectURL {
             body["merchantAction"] = ["actionType": "REDIRECT",
@@ -130,7 +190,7 @@ public enum WorldlineRender {
     }
 
     /// `PaymentDetailsResponse`: the payment and its operations.
-    public static func details(_ p: WorldlinePayment) -> [String: Any] {
+    static func details(_ p: WorldlinePayment) -> [String: Any] {
         var body = payment(p)
         // The SDKs read the list as "Operations", capital O.
         body["Operations"] = p.operations.map { operation($0, p) }
@@ -138,7 +198,7 @@ public enum WorldlineRender {
     }
 
     /// One of `Operations` in the payment's details.
-    public static func operation(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
+    static func operation(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
         let (code, category): (Int, String) = switch o.status {
         case .captured: (9, "COMPLETED")
         case .refunded: (8, "REFUNDED")
@@ -150,14 +210,14 @@ public enum WorldlineRender {
     }
 
     /// `CaptureResponse`.
-    public static func capture(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
+    static func capture(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
         ["id": o.id, "status": o.status.rawValue, "statusOutput": ["statusCode": 9, "statusCategory": "COMPLETED", "isCancellable": false, "isRefundable": true],
          "captureOutput": ["amountOfMoney": money(o.amount, p.currency), "paymentMethod": "card",
                            "references": o.merchantReference.map { ["merchantReference": $0] } ?? [:]]]
     }
 
     /// `RefundResponse`.
-    public static func refund(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
+    static func refund(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
         let rejected = o.status != .refunded
         return ["id": o.id, "status": o.status.rawValue,
                 "statusOutput": ["statusCode": rejected ? 2 : 8, "statusCategory": rejected ? "UNSUCCESSFUL" : "REFUNDED",
