@@ -115,7 +115,8 @@ struct CitconAdminRoutes {
                              "attempts": o.attempts, "target": o.target])
             }
         }
-        var body: [String: Any] = ["charge": bench.citcon.checkData(c), "transactions": transactions, "ipns": ipns]
+        let charge = (try? JSONSerialization.jsonObject(with: Data(CitconRender.inquiryText(c).utf8))) ?? [String: Any]()
+        var body: [String: Any] = ["charge": charge, "transactions": transactions, "ipns": ipns]
         if let redirect { body["redirect"] = redirect }
         return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.text(body))))
     }

@@ -26,14 +26,14 @@ struct CitconServer: Sendable {
         var body: [UInt8] = []
         if request.method == .post {
             guard let buffer = try? await request.body.collect(upTo: 1 << 20) else {
-                return Self.reply(CitconFront.failure(.badRequest("body", "is over 1 MiB")))
+                return Self.reply(CitconReply(failure: .badRequest("body", "is over 1 MiB")))
             }
             body = Array(buffer.readableBytesView)
         }
         let authorization = request.headers[.authorization]
         if segments.first == "citcon", segments.count == 3, ["wallet", "3ds"].contains(segments[1]) {
             if request.method == .post, let refused = PagePost.refusal(request) {
-                return Self.reply(CitconFront.failure(CitconError(httpStatus: 403, code: "4030", message: "forbidden: \(refused)")))
+                return Self.reply(CitconReply(failure: CitconError(httpStatus: 403, code: "4030", message: "forbidden: \(refused)")))
             }
             return await page(request.method, kind: segments[1], id: segments[2], body: body)
         }
@@ -44,7 +44,7 @@ struct CitconServer: Sendable {
     /// A request of the API or the SDK endpoints, from its path's segments.
     /// `asMerchant` stands for an access token: the control API's way in (scenarios, scripts).
     func perform(method: HTTPRequest.Method, segments: [String], authorization: String?, contentType: String?, body: [UInt8],
-                 asMerchant: String? = nil) async -> CitconFront.Reply {
+                 asMerchant: String? = nil) async -> CitconReply {
         let base = publicURL()
         let pageURL: @Sendable (String, String) -> String = { kind, id in "\(base)/citcon/\(kind)/\(id)" }
         func merchant(needsServer: Bool = false) throws(CitconError) -> String {
@@ -61,40 +61,40 @@ struct CitconServer: Sendable {
             let path = segments.joined(separator: "/")
             switch (method, path) {
             case (.post, "v1/access-tokens"):
-                return try await offload { try front.accessToken(authorization: authorization, body: body) }
+                return CitconReply(try await offload { try front.accessToken(authorization: authorization, body: body) }, pageURL: pageURL)
             case (.post, "v1/charges"):
                 let m = try merchant()
-                return try await offload { try front.createCharge(merchantID: m, body: body, pageURL: pageURL) }
+                return CitconReply(try await offload { try front.createCharge(merchantID: m, body: body) }, pageURL: pageURL)
             case (.post, _) where segments.count == 3 && segments[0] == "v1" && segments[1] == "charges":
                 let m = try merchant()
                 // Early SDKs sent the token in literal braces (`charges/{…}`).
                 let token = segments[2].removingPercentEncoding?.trimmingCharacters(in: CharacterSet(charactersIn: "{}")) ?? segments[2]
-                return try await offload { try front.confirm(merchantID: m, chargeToken: token, body: body, pageURL: pageURL) }
+                return CitconReply(try await offload { try front.confirm(merchantID: m, chargeToken: token, body: body) }, pageURL: pageURL)
             case (.get, _) where segments.count == 3 && segments[0] == "v1" && segments[1] == "transactions":
                 let m = try merchant()
-                return try front.inquiry(merchantID: m, id: segments[2])
+                return CitconReply(try front.inquiry(merchantID: m, id: segments[2]), pageURL: pageURL)
             case (.post, "v1/captures"):
                 let m = try merchant(needsServer: true)
-                return try await offload { try front.capture(merchantID: m, body: body) }
+                return CitconReply(try await offload { try front.capture(merchantID: m, body: body) }, pageURL: pageURL)
             case (.post, "v1/cancels"):
                 let m = try merchant(needsServer: true)
-                return try await offload { try front.cancel(merchantID: m, body: body) }
+                return CitconReply(try await offload { try front.cancel(merchantID: m, body: body) }, pageURL: pageURL)
             case (.post, "v1/refunds"):
                 let m = try merchant(needsServer: true)
-                return try await offload { try front.refund(merchantID: m, body: body) }
+                return CitconReply(try await offload { try front.refund(merchantID: m, body: body) }, pageURL: pageURL)
             case (.post, "citcon/sdk/requestOrder"):
                 let m = try merchant()
-                return try await offload { try front.sdkRequestOrder(merchantID: m, body: body, pageURL: pageURL) }
+                return CitconReply(try await offload { try front.sdkRequestOrder(merchantID: m, body: body) }, pageURL: pageURL)
             case (.post, "citcon/sdk/inquireOrder"):
                 let m = try merchant()
-                return try front.sdkInquireOrder(merchantID: m, body: body)
+                return CitconReply(try front.sdkInquireOrder(merchantID: m, body: body), pageURL: pageURL)
             default:
                 throw CitconError.notFound("not found: no route \(method.rawValue) /\(shownValue(path, 100))")
             }
         } catch let error as CitconError {
-            return CitconFront.failure(error)
+            return CitconReply(failure: error)
         } catch {
-            return CitconFront.failure(.internalError("\(error)"))
+            return CitconReply(failure: .internalError("\(error)"))
         }
     }
 
@@ -119,9 +119,9 @@ struct CitconServer: Sendable {
             return Response(status: .seeOther, headers: [.location: back, .contentType: "text/plain; charset=utf-8"],
                             body: .init(byteBuffer: ByteBuffer(string: "See \(back)\n")))
         } catch let error as CitconError {
-            return Self.reply(CitconFront.failure(error))
+            return Self.reply(CitconReply(failure: error))
         } catch {
-            return Self.reply(CitconFront.failure(.internalError("\(error)")))
+            return Self.reply(CitconReply(failure: .internalError("\(error)")))
         }
     }
 
@@ -153,7 +153,7 @@ struct CitconServer: Sendable {
         }
     }
 
-    static func reply(_ r: CitconFront.Reply) -> Response {
+    static func reply(_ r: CitconReply) -> Response {
         Response(status: HTTPResponse.Status(code: r.status), headers: [.contentType: "application/json"],
                  body: .init(byteBuffer: ByteBuffer(string: r.body)))
     }
@@ -161,5 +161,24 @@ struct CitconServer: Sendable {
     static func html(_ text: String) -> Response {
         Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .contentSecurityPolicy: "default-src 'none'; form-action 'self' http: https:"],
                  body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+}
+
+/// A Citcon answer as it goes out: the status and the JSON text. The platform's typed results
+/// become this here, in the daemon, and nowhere else.
+struct CitconReply: Sendable {
+    let status: Int
+    let body: String
+
+    /// A result: 200 with the platform's success envelope.
+    init(_ result: CitconResult, pageURL: (String, String) -> String) {
+        status = 200
+        body = CitconRender.body(result, pageURL: pageURL)
+    }
+
+    /// A refusal: its status with the platform's fail envelope.
+    init(failure e: CitconError) {
+        status = e.httpStatus
+        body = CitconRender.failureText(e)
     }
 }

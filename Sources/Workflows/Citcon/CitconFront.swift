@@ -41,30 +41,6 @@ public final class CitconFront: Sendable {
         self.settings = settings
     }
 
-    /// An answer: the HTTP status and the JSON body.
-    public struct Reply: Sendable {
-        public let status: Int
-        public let body: String
-    }
-
-    static let app = "citcon_upi", apiVersion = "v0.1.1"
-
-    static func success(_ data: [String: Any], status: Int = 200) -> Reply {
-        Reply(status: status, body: text(["status": "success", "app": app, "version": apiVersion, "data": data]))
-    }
-
-    /// A refusal in the platform's shape.
-    public static func failure(_ e: CitconError) -> Reply {
-        var data: [String: Any] = ["code": e.code, "message": e.message]
-        if let d = e.debug { data["debug"] = d }
-        return Reply(status: e.httpStatus, body: text(["status": "fail", "app": app, "version": apiVersion, "data": data]))
-    }
-
-    static func text(_ object: Any) -> String {
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
-    }
-
     var nowMillis: Int64 { context.clock.nowMicroseconds() / 1000 / 1000 * 1000 }
 
     func stored<T>(_ doing: String, _ body: () throws -> T) throws(CitconError) -> T {
@@ -86,7 +62,7 @@ public final class CitconFront: Sendable {
     // MARK: Access tokens
 
     /// `POST /v1/access-tokens`: a client or server token for the merchant whose key authorises the request.
-    public func accessToken(authorization: String?, body: [UInt8]) throws(CitconError) -> Reply {
+    public func accessToken(authorization: String?, body: [UInt8]) throws(CitconError) -> CitconResult {
         guard let key = Self.bearer(authorization) else { throw .unauthorised("unauthorized: the Authorization header must carry the merchant key") }
         guard let merchant = try stored("find the merchant", { try store.citconMerchant(key: key) }) else {
             throw .unauthorised("unauthorized: unknown merchant key")
@@ -103,7 +79,7 @@ public final class CitconFront: Sendable {
         let expiry = now + settings.tokenLifetime.components.seconds * 1000
         try stored("record the token") { try store.storeCitconToken(token, merchantID: merchant.merchantID, type: type, at: now, expiresAt: expiry) }
         let permission = type == "server" ? ["charge", "inquiry", "capture", "refund", "cancel", "vault"] : ["inquiry", "charge", "vault", "installment"]
-        return Self.success(["access_token": token, "token_type": type, "expiry": expiry, "permission": permission])
+        return .accessToken(token: token, type: type, expiry: expiry, permission: permission)
     }
 
     /// The merchant an access token acts for; `server` only for captures, cancels and refunds.
@@ -119,9 +95,13 @@ public final class CitconFront: Sendable {
 
     // MARK: Charges
 
-    /// `POST /v1/charges`. `pageURL(kind, id)` is the wallet or challenge page of a charge.
-    public func createCharge(merchantID: String, body: [UInt8], pageURL: (String, String) -> String) throws(CitconError) -> Reply {
+    /// `POST /v1/charges`.
+    public func createCharge(merchantID: String, body: [UInt8]) throws(CitconError) -> CitconResult {
         let request = try CitconChargeRequest.parse(body, version: settings.version)
+        return .charge(try createCharge(merchantID: merchantID, request), client: request.clients.first)
+    }
+
+    func createCharge(merchantID: String, _ request: CitconChargeRequest) throws(CitconError) -> CitconCharge {
         var charge = CitconCharge(id: PlatformText.hex(16), chargeToken: PlatformText.hex(16), merchantID: merchantID, reference: request.reference,
                                   amount: request.amount, currency: request.currency, country: request.country, autoCapture: request.autoCapture,
                                   note: request.note, method: request.method ?? "", status: request.method == nil ? .initiated : .pending,
@@ -140,28 +120,32 @@ public final class CitconFront: Sendable {
                 charge = try authoriseCard(charge, card: card)
             }
         }
-        return Self.success(chargeData(charge, clients: request.clients, pageURL: pageURL))
+        return charge
     }
 
     /// `POST /v1/charges/{charge_token}`: the app confirms a charge. A wallet is run by the
     /// outcome table (docs/citcon.md); a method given here sets a charge created without one.
-    public func confirm(merchantID: String, chargeToken: String, body: [UInt8], pageURL: (String, String) -> String) throws(CitconError) -> Reply {
-        guard let found = try stored("read the charge", { try store.citconCharge(id: nil, chargeToken: chargeToken) }), found.merchantID == merchantID else {
-            throw .notFound("not found: no charge with this charge token")
-        }
-        return try serialised(found.id) { () throws(CitconError) -> Reply in
-            try confirmSerialised(merchantID: merchantID, chargeToken: chargeToken, body: body, pageURL: pageURL)
-        }
-    }
-
-    func confirmSerialised(merchantID: String, chargeToken: String, body: [UInt8], pageURL: (String, String) -> String) throws(CitconError) -> Reply {
-        guard var charge = try stored("read the charge", { try store.citconCharge(id: nil, chargeToken: chargeToken) }), charge.merchantID == merchantID else {
-            throw .notFound("not found: no charge with this charge token")
-        }
+    public func confirm(merchantID: String, chargeToken: String, body: [UInt8]) throws(CitconError) -> CitconResult {
         var method: String? = nil
         do throws(WorldlineError) {
             method = try WorldlineJSON.parse(body).object("payment")?.string("method", maxLength: 32)?.lowercased()
         } catch { throw CitconError(error) }
+        return .charge(try confirm(merchantID: merchantID, chargeToken: chargeToken, method: method), client: nil)
+    }
+
+    func confirm(merchantID: String, chargeToken: String, method: String?) throws(CitconError) -> CitconCharge {
+        guard let found = try stored("read the charge", { try store.citconCharge(id: nil, chargeToken: chargeToken) }), found.merchantID == merchantID else {
+            throw .notFound("not found: no charge with this charge token")
+        }
+        return try serialised(found.id) { () throws(CitconError) -> CitconCharge in
+            try confirmSerialised(merchantID: merchantID, chargeToken: chargeToken, method: method)
+        }
+    }
+
+    func confirmSerialised(merchantID: String, chargeToken: String, method: String?) throws(CitconError) -> CitconCharge {
+        guard var charge = try stored("read the charge", { try store.citconCharge(id: nil, chargeToken: chargeToken) }), charge.merchantID == merchantID else {
+            throw .notFound("not found: no charge with this charge token")
+        }
         if let method {
             guard CitconMethod.offered(version: settings.version).contains(method), method != "card" else {
                 throw .badRequest("payment.method", "\(shownValue(method, 32)) is not a wallet method of the UPI SDK \(settings.version)")
@@ -180,7 +164,7 @@ public final class CitconFront: Sendable {
         if settings.version == "2.1.0" {
             context.publish(.citconOrderConfirmed(charge: charge.id, status: charge.status.rawValue), terminal: terminal(merchantID))
         }
-        return Self.success(chargeData(charge, clients: [], pageURL: pageURL))
+        return charge
     }
 
     /// The wallet outcome table for unattended runs: by the reference's suffix (`-decline`,
@@ -368,17 +352,17 @@ public final class CitconFront: Sendable {
     }
 
     /// `GET /v1/transactions/{id}`.
-    public func inquiry(merchantID: String, id: String) throws(CitconError) -> Reply {
-        Self.success(inquiryData(try charge(merchantID, id)))
+    public func inquiry(merchantID: String, id: String) throws(CitconError) -> CitconResult {
+        .inquiry(try charge(merchantID, id))
     }
 
     /// `POST /v1/captures`: all or part of an authorised charge.
-    public func capture(merchantID: String, body: [UInt8]) throws(CitconError) -> Reply {
+    public func capture(merchantID: String, body: [UInt8]) throws(CitconError) -> CitconResult {
         let r = try CitconOperationRequest.parse(body)
-        return try serialised(r.transactionID) { () throws(CitconError) -> Reply in try capture(merchantID: merchantID, r) }
+        return try serialised(r.transactionID) { () throws(CitconError) -> CitconResult in try capture(merchantID: merchantID, r) }
     }
 
-    func capture(merchantID: String, _ r: CitconOperationRequest) throws(CitconError) -> Reply {
+    func capture(merchantID: String, _ r: CitconOperationRequest) throws(CitconError) -> CitconResult {
         var c = try charge(merchantID, r.transactionID)
         let transition = try step(c, .capture)
         guard let authID = c.transactionID else { throw .internalError("the charge has no authorisation in the ledger") }
@@ -397,16 +381,16 @@ public final class CitconFront: Sendable {
             // The rest is released at the issuer only once the capture is recorded.
             if amount < c.amount, let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount - amount)) }
         }
-        return Self.success(operationData(operation, c))
+        return .operation(operation, c)
     }
 
     /// `POST /v1/cancels`: releases an authorised (or still pending) charge.
-    public func cancel(merchantID: String, body: [UInt8]) throws(CitconError) -> Reply {
+    public func cancel(merchantID: String, body: [UInt8]) throws(CitconError) -> CitconResult {
         let r = try CitconOperationRequest.parse(body)
-        return try serialised(r.transactionID) { () throws(CitconError) -> Reply in try cancel(merchantID: merchantID, r) }
+        return try serialised(r.transactionID) { () throws(CitconError) -> CitconResult in try cancel(merchantID: merchantID, r) }
     }
 
-    func cancel(merchantID: String, _ r: CitconOperationRequest) throws(CitconError) -> Reply {
+    func cancel(merchantID: String, _ r: CitconOperationRequest) throws(CitconError) -> CitconResult {
         var c = try charge(merchantID, r.transactionID)
         let now = nowMillis
         let transition = try step(c, .cancel)
@@ -416,8 +400,8 @@ public final class CitconFront: Sendable {
             c.challengePending = false
             c.timeCanceled = now
             c = try recordWithoutIssuer(c, status: .cancelled, message: "cancelled by the merchant before payment")
-            return Self.success(operationData(CitconOperation(object: "cancel", id: PlatformText.hex(16), reference: r.reference ?? "", amount: c.amount,
-                                                              status: "succeeded", timeCreated: now, transactionID: nil), c))
+            return .operation(CitconOperation(object: "cancel", id: PlatformText.hex(16), reference: r.reference ?? "", amount: c.amount,
+                                              status: "succeeded", timeCreated: now, transactionID: nil), c)
         } else {
             guard let authID = c.transactionID, let auth = try stored("read the authorisation", { try store.transaction(id: authID) }) else {
                 throw .internalError("the charge has no authorisation in the ledger")
@@ -432,17 +416,17 @@ public final class CitconFront: Sendable {
             } release: { c in
                 if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(c.amount)) }
             }
-            return Self.success(operationData(operation, c))
+            return .operation(operation, c)
         }
     }
 
     /// `POST /v1/refunds`: all or part of what was captured and not yet refunded.
-    public func refund(merchantID: String, body: [UInt8]) throws(CitconError) -> Reply {
+    public func refund(merchantID: String, body: [UInt8]) throws(CitconError) -> CitconResult {
         let r = try CitconOperationRequest.parse(body)
-        return try serialised(r.transactionID) { () throws(CitconError) -> Reply in try refund(merchantID: merchantID, r) }
+        return try serialised(r.transactionID) { () throws(CitconError) -> CitconResult in try refund(merchantID: merchantID, r) }
     }
 
-    func refund(merchantID: String, _ r: CitconOperationRequest) throws(CitconError) -> Reply {
+    func refund(merchantID: String, _ r: CitconOperationRequest) throws(CitconError) -> CitconResult {
         var c = try charge(merchantID, r.transactionID)
         let transition = try step(c, .refund)
         guard let captured = c.amountCaptured else { throw .internalError("the charge has no captured amount") }
@@ -465,7 +449,7 @@ public final class CitconFront: Sendable {
         } release: { c in
             if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
         }
-        return Self.success(operationData(operation, c))
+        return .operation(operation, c)
     }
 
     /// An operation on charge `c` on the one path (`PlatformOperation`): `change` makes the
@@ -521,7 +505,7 @@ public final class CitconFront: Sendable {
     /// country, amount_captured, amount_refunded, auto_capture, status, time_created,
     /// time_captured, charge_token: null, payment{method}}}` with the document's client codes
     /// (0 success, -1 failure, -2 a WeChat Pay cancel, 6001 an Alipay cancel).
-    public func sdkRequestOrder(merchantID: String, body: [UInt8], pageURL: (String, String) -> String) throws(CitconError) -> Reply {
+    public func sdkRequestOrder(merchantID: String, body: [UInt8]) throws(CitconError) -> CitconResult {
         var token: String? = nil
         var method: String? = nil
         do throws(WorldlineError) {
@@ -531,40 +515,19 @@ public final class CitconFront: Sendable {
         } catch { throw CitconError(error) }
         var charge: CitconCharge
         if let token {
-            let confirmBody = method.map { Array(Self.text(["payment": ["method": $0]]).utf8) } ?? Array("{}".utf8)
-            _ = try confirm(merchantID: merchantID, chargeToken: token, body: confirmBody, pageURL: pageURL)
-            guard let c = try stored("read the charge", { try store.citconCharge(id: nil, chargeToken: token) }) else { throw .notFound("not found") }
-            charge = c
+            charge = try confirm(merchantID: merchantID, chargeToken: token, method: method)
         } else {
-            let created = try createCharge(merchantID: merchantID, body: body, pageURL: pageURL)
-            guard let object = try? JSONSerialization.jsonObject(with: Data(created.body.utf8)) as? [String: Any],
-                  let data = object["data"] as? [String: Any], let t = data["charge_token"] as? String,
-                  let c = try stored("read the charge", { try store.citconCharge(id: nil, chargeToken: t) }) else {
-                throw .internalError("the charge was not recorded")
-            }
-            charge = c
+            charge = try createCharge(merchantID: merchantID, CitconChargeRequest.parse(body, version: settings.version))
             if charge.method != "card", charge.status.isOpen {
-                _ = try confirm(merchantID: merchantID, chargeToken: t, body: Array("{}".utf8), pageURL: pageURL)
-                charge = try stored("read the charge", { try store.citconCharge(id: charge.id, chargeToken: nil) }) ?? charge
+                charge = try confirm(merchantID: merchantID, chargeToken: charge.chargeToken, method: nil)
             }
         }
-        var data = baseData(charge)
-        data["charge_token"] = NSNull()
-        data["payment"] = ["method": charge.method]
-        let (code, message): (String, String) = switch charge.status {
-        case .succeeded, .authorized, .pending, .initiated: ("0", "Success.")
-        case .canceled: (charge.method == "alipay" ? "6001" : "-2", "Cancellation.")
-        default: ("-1", charge.message ?? "the payment failed (\(charge.status))")
-        }
-        data["code"] = code
-        data["message"] = message
-        let ok = code == "0"
-        return Reply(status: 200, body: Self.text(["status": ok ? "success" : "fail", "app": Self.app, "version": Self.apiVersion, "data": data]))
+        return .sdkResult(charge)
     }
 
     /// What the SDK's `inquireOrder(transId)` would hand the app: the `CPayCheck`, the platform's
     /// inquiry of the transaction.
-    public func sdkInquireOrder(merchantID: String, body: [UInt8]) throws(CitconError) -> Reply {
+    public func sdkInquireOrder(merchantID: String, body: [UInt8]) throws(CitconError) -> CitconResult {
         let id: String
         do throws(WorldlineError) { id = try WorldlineJSON.parse(body).requiredString("transaction_id", maxLength: 64) } catch { throw CitconError(error) }
         return try inquiry(merchantID: merchantID, id: id)
@@ -601,75 +564,8 @@ public final class CitconFront: Sendable {
         if let v = c.amountCaptured { body["amount_captured"] = v }
         if let v = c.amountRefunded { body["amount_refunded"] = v }
         body["sign"] = CitconSign.sign(values, secret: key)
-        return [OutboxMessage(kind: .webhook, target: url, payload: Self.text(body))]
+        return [OutboxMessage(kind: .webhook, target: url, payload: CitconRender.text(body))]
     }
-
-    // MARK: Bodies
-
-    func chargeData(_ c: CitconCharge, clients: [String], pageURL: (String, String) -> String) -> [String: Any] {
-        var data = baseData(c)
-        data["charge_token"] = c.chargeToken
-        var payment: [String: Any] = ["method": c.method]
-        if c.status.isOpen {
-            payment["client"] = [clientContent(c, client: clients.first ?? "mobile_native", pageURL: pageURL)]
-        }
-        data["payment"] = payment
-        return data
-    }
-
-    /// What an app gets to run the payment: a wallet's own parameter set, or a page to redirect to.
-    func clientContent(_ c: CitconCharge, client: String, pageURL: (String, String) -> String) -> [String: Any] {
-        let content: String
-        var format = "json"
-        switch c.method {
-        case "wechatpay":
-            content = Self.text(["appid": "wx" + String(c.id.prefix(16)), "partnerid": String(c.id.suffix(10)), "prepayid": "wx" + c.chargeToken,
-                                 "package": "Sign=WXPay", "noncestr": String(c.chargeToken.prefix(32)), "timestamp": String(c.timeCreated / 1000),
-                                 "sign": String(CitconSign.sign(["fields": "id", "id": c.id], secret: c.chargeToken).prefix(32)).uppercased()])
-        case "alipay":
-            content = Self.text(["orderSpec": "partner=\"2088\(c.id.prefix(12))\"&out_trade_no=\"\(c.id)\"&total_fee=\"\(c.amount)\"&currency=\"\(c.currency)\"",
-                                 "signedString": CitconSign.sign(["fields": "id", "id": c.id], secret: c.chargeToken)])
-        case "upop":
-            content = Self.text(["tn": String(c.timeCreated) + String(c.id.prefix(8))])
-        default:
-            format = "redirect"
-            content = pageURL(c.method == "card" ? "3ds" : "wallet", c.id)
-        }
-        return ["client": client, "format": format, "method": c.method, "content": content]
-    }
-
-    func baseData(_ c: CitconCharge) -> [String: Any] {
-        [
-            "object": "charge", "id": c.id, "reference": c.reference, "amount": c.amount, "currency": c.currency, "country": c.country,
-            "amount_captured": c.amountCaptured.map { $0 as Any } ?? NSNull(), "amount_refunded": c.amountRefunded.map { $0 as Any } ?? NSNull(),
-            "time_created": c.timeCreated, "time_captured": c.timeCaptured.map { $0 as Any } ?? NSNull(), "auto_capture": c.autoCapture,
-            "status": c.status.rawValue,
-        ]
-    }
-
-    func inquiryData(_ c: CitconCharge) -> [String: Any] {
-        var data = baseData(c)
-        data["time_canceled"] = c.timeCanceled.map { String($0) } ?? ""
-        data["expiry"] = NSNull()
-        data["payment"] = ["method": c.method, "token": NSNull(), "type": c.method == "card" ? "card" : "",
-                           "data": ["pan": c.maskedPAN ?? "", "expiry": c.expiry ?? ""]] as [String: Any]
-        data["exchange"] = ["amount": NSNull(), "currency": NSNull(), "rate": NSNull()]
-        func list(_ object: String) -> [String: Any] {
-            ["data": c.operations.filter { $0.object == object }.map { operationData($0, c) }]
-        }
-        data["captures"] = list("capture")
-        data["refunds"] = list("refund")
-        data["chargebacks"] = ["data": [Any]()]
-        return data
-    }
-
-    func operationData(_ o: CitconOperation, _ c: CitconCharge) -> [String: Any] {
-        ["object": o.object, "id": o.id, "reference": o.reference, "amount": o.amount, "currency": c.currency, "status": o.status,
-         "time_created": o.timeCreated, "transaction_id": c.id]
-    }
-
-    /// The inquiry body of a charge, for the SDK's CPayCheck.
-    public func checkData(_ c: CitconCharge) -> [String: Any] { inquiryData(c) }
 
     // MARK: Helpers
 
