@@ -94,7 +94,7 @@ extension Ledger {
                 "authorisationCode": result.authorisationCode, "maskedPAN": result.maskedPAN, "panHash": panHash,
                 "brand": result.brand, "aid": result.aid, "label": result.applicationLabel,
                 "cardholder": result.cardholderName, "arqc": result.arqc, "atc": result.atc, "tvr": result.tvr,
-                "cvm": result.cvm, "entryMode": result.entryMode, "completedAt": result.completedAt, "id": id,
+                "cvm": result.cvm, "entryMode": result.entryMode?.rawValue, "completedAt": result.completedAt, "id": id,
                 "installments": result.installments, "oda": result.oda, "cardEntry": result.cardEntry,
             ])
         try Self.insertTrace(db, transactionID: id, trace)
@@ -126,7 +126,7 @@ extension Ledger {
             authorisationCode: result.authorisationCode, responseCode: result.responseCode, message: result.message,
             maskedPAN: result.maskedPAN, panHash: panHash ?? current.panHash, brand: result.brand, aid: result.aid,
             applicationLabel: result.applicationLabel, cardholderName: result.cardholderName, arqc: result.arqc, atc: result.atc,
-            tvr: result.tvr, cvm: result.cvm, entryMode: result.entryMode, installments: result.installments ?? current.installments,
+            tvr: result.tvr, cvm: result.cvm, entryMode: result.entryMode?.rawValue, installments: result.installments ?? current.installments,
             originalID: current.originalID, extra: current.extra, createdAt: current.createdAt, completedAt: result.completedAt,
             oda: result.oda, cardEntry: result.cardEntry)
     }

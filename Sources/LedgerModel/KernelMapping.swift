@@ -36,11 +36,11 @@ extension Completion {
     }
 
     /// The ledger's `entryMode` word for how a card was read: chip, contactless, magstripe, fallback.
-    static func entryMode(_ entry: EntryReport?) -> String {
+    static func entryMode(_ entry: EntryReport?) -> EntryMode {
         switch entry?.interface {
-        case .contactless?: "contactless"
-        case .magstripe?: entry?.posEntryMode == "80" ? "fallback" : "magstripe"
-        default: "chip"
+        case .contactless?: .contactless
+        case .magstripe?: entry?.posEntryMode == "80" ? .fallback : .magstripe
+        default: .chip
         }
     }
 }

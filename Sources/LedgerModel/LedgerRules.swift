@@ -82,14 +82,14 @@ public enum LedgerRules {
         }
         let storedTexts: [(String?, String)] = [
             (result.message, "message"), (result.cardholderName, "cardholderName"), (result.applicationLabel, "applicationLabel"),
-            (result.cvm, "cvm"), (result.entryMode, "entryMode"), (result.authorisationCode, "authorisationCode"),
+            (result.cvm, "cvm"), (result.entryMode?.rawValue, "entryMode"), (result.authorisationCode, "authorisationCode"),
         ]
         for (text, field) in storedTexts { try Validate.noNUL(text, field: field) }
         guard let pan = result.pan else { return }
         try Validate.pan(pan)
         let texts: [(String?, String)] = [
             (result.maskedPAN, "maskedPAN"), (result.message, "message"), (result.cardholderName, "cardholderName"),
-            (result.applicationLabel, "applicationLabel"), (result.cvm, "cvm"), (result.entryMode, "entryMode"), (result.oda, "oda"),
+            (result.applicationLabel, "applicationLabel"), (result.cvm, "cvm"), (result.entryMode?.rawValue, "entryMode"), (result.oda, "oda"),
             (result.cardEntry, "cardEntry"),
         ]
         for (text, field) in texts { try Validate.noPAN(pan, in: text, field: field) }

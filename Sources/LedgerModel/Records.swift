@@ -166,7 +166,7 @@ public struct Completion: Sendable {
     /// The ISO 8583 messages exchanged with an external host, masked (in order).
     public var hostMessages: [HostMessageEntry] = []
     public var cvm: String?
-    public var entryMode: String?
+    public var entryMode: EntryMode?
     /// Installments agreed once the card was read; nil keeps what `begin` recorded.
     public var installments: Int?
     /// Microseconds since 1970.
@@ -186,7 +186,7 @@ public struct Completion: Sendable {
     public init(status: TransactionStatus, responseCode: String? = nil, message: String? = nil,
                 authorisationCode: String? = nil, maskedPAN: String? = nil, pan: String? = nil, brand: String? = nil,
                 aid: String? = nil, applicationLabel: String? = nil, cardholderName: String? = nil, arqc: String? = nil,
-                atc: String? = nil, tvr: String? = nil, cvm: String? = nil, entryMode: String? = nil,
+                atc: String? = nil, tvr: String? = nil, cvm: String? = nil, entryMode: EntryMode? = nil,
                 completedAt: Int64, reversal: Bool = false, oda: String? = nil) {
         self.oda = oda
         self.status = status

@@ -439,7 +439,7 @@ extension Kernel {
             decision: decision, responseCode: code, authorisationCode: authorisationCode, hostMessage: message, aid: read.aid,
             applicationLabel: read.applicationLabel, maskedPAN: read.maskedPAN, brand: read.brand, cardholderName: read.cardholderName,
             expiry: read.expiry, arqc: arqc.isEmpty ? nil : arqc, atc: atc, tvr: tvr, tsi: tsi, cvm: cvm, cvmResults: cvmResults,
-            entryMode: "contactless", atr: atr, stan: request.stan, rrn: RRN.make(stan: request.stan, at: request.date), reversal: nil,
+            entryMode: .contactless, atr: atr, stan: request.stan, rrn: RRN.make(stan: request.stan, at: request.date), reversal: nil,
             pan: read.pan, trace: trace, oda: odaReport)
         outcome.entry = entry
         return outcome
@@ -511,7 +511,7 @@ extension Kernel {
             aid: [], applicationLabel: "", maskedPAN: read.maskedPAN, brand: read.brand, cardholderName: read.cardholderName,
             expiry: stripe.expiry, arqc: nil, atc: nil, tvr: TVR(), tsi: TSI(), cvm: cvm,
             cvmResults: CVMResults(bytes: [cvm == .encipheredPINOnline ? 0x02 : cvm == .signature ? 0x1E : 0x1F, 0x00, 0x00]),
-            entryMode: fallback ? "fallback" : "magstripe", atr: [], stan: request.stan, rrn: RRN.make(stan: request.stan, at: request.date),
+            entryMode: fallback ? .fallback : .magstripe, atr: [], stan: request.stan, rrn: RRN.make(stan: request.stan, at: request.date),
             reversal: nil, pan: stripe.pan, trace: [], oda: report)
         outcome.entry = entry
         return outcome

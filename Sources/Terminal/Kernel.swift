@@ -224,7 +224,7 @@ public struct TransactionOutcome: Sendable {
     public let tsi: TSI
     public let cvm: CVMethod?
     public let cvmResults: CVMResults
-    public let entryMode: String
+    public let entryMode: EntryMode
     /// The card's answer to reset.
     public let atr: [UInt8]
     public let stan: STAN
@@ -504,7 +504,7 @@ public struct Kernel {
             decision: decision, responseCode: responseCode, authorisationCode: authCode, hostMessage: message, aid: aid,
             applicationLabel: label, maskedPAN: PAN.masked(pan!), brand: CardBrand.detect(pan: pan!), cardholderName: holder,
             expiry: String(Hex.encode(expiry).prefix(4)), arqc: first.cryptogram.isEmpty ? nil : first.cryptogram, atc: first.atc, tvr: tvr, tsi: tsi, cvm: cvm,
-            cvmResults: cvmResults, entryMode: "chip", atr: atr, stan: request.stan, rrn: RRN.make(stan: request.stan, at: request.date),
+            cvmResults: cvmResults, entryMode: .chip, atr: atr, stan: request.stan, rrn: RRN.make(stan: request.stan, at: request.date),
             reversal: reversal, pan: pan!, trace: trace, oda: odaReport)
     }
 

@@ -114,7 +114,7 @@ public struct VivaFront: Front {
                     status: approved ? .success : .failed,
                     message: approved ? VivaFormat.successMessage : (VivaFailure(outcome) ?? .declinedByHost(nil)).message,
                     action: .known(request.command.action), clientTransactionId: sale.clientTransactionId, amount: sale.amount,
-                    tipAmount: sale.tipAmount, verificationMethod: VivaFormat.verificationMethod(cvm: outcome.cvm, entryMode: VivaEntryMode(entryMode: outcome.entryMode) ?? .chip),
+                    tipAmount: sale.tipAmount, verificationMethod: VivaFormat.verificationMethod(cvm: outcome.cvm, entryMode: VivaEntryMode(outcome.entryMode) ?? .chip),
                     rrn: run.started.rrn, cardType: VivaFormat.cardType(brand: outcome.brand), accountNumber: outcome.maskedPAN,
                     referenceNumber: approved ? run.started.stan.description : "",
                     authorisationCode: approved ? outcome.authorisationCode ?? "" : "", tid: tid,

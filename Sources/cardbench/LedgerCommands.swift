@@ -87,7 +87,7 @@ struct LedgerBurst: ParsableCommand {
                     status: .approved, responseCode: "00", message: "Transaction successful.",
                     authorisationCode: String(format: "%06d", i % 1_000_000), maskedPAN: "476173******0010", pan: Self.pan,
                     brand: "VISA", aid: "A0000000031010", applicationLabel: "VISA CREDIT", arqc: "29CCA15AE665FA2E",
-                    atc: "001C", tvr: "0000008000", cvm: "PIN", entryMode: "ICC", completedAt: done),
+                    atc: "001C", tvr: "0000008000", cvm: "PIN", entryMode: .chip, completedAt: done),
                     trace: Self.trace,
                     outbox: [OutboxMessage(kind: .callback, target: "cardbench-test://result",
                                            payload: "cardbench-test://result?status=success&referenceNumber=\(started.stan)")])

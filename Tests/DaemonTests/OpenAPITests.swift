@@ -411,7 +411,7 @@ struct OpenAPITests {
         var completion = Completion(status: .approved, responseCode: "00", message: "Approved", authorisationCode: "123456",
                                     maskedPAN: "476173******0010", pan: "4761739001010010", brand: "Visa", aid: "A0000000031010",
                                     applicationLabel: "VISA CREDIT", cardholderName: "TEST/CARD", arqc: "29CCA15AE665FA2E",
-                                    atc: "001C", tvr: "0000008000", cvm: "online PIN", entryMode: "chip", completedAt: now + 1_500_000)
+                                    atc: "001C", tvr: "0000008000", cvm: "online PIN", entryMode: .chip, completedAt: now + 1_500_000)
         completion.installments = 3
         completion.oda = #"{"caIndex":"B0","method":"dda","result":"passed","rid":"A000000003","dynamicNumber":"0102030405060708"}"#
         completion.cardEntry = #"{"interface":"contactless","posEntryMode":"07","kernel":3,"path":["tap: kernel 3, online request, approved 00"],"outcome":"online request","ttq":"36C04080","ctq":"8000","cvm":"online PIN","limits":{"aid":"A000000003","transactionLimit":2000000,"floorLimit":5000,"cvmRequiredLimit":40000,"floorLimitExceeded":true,"cvmRequired":true}}"#

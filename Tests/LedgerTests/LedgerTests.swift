@@ -218,7 +218,7 @@ struct CompleteTests {
         #expect(stored.status == .approved && stored.responseCode == "00" && stored.authorisationCode == "690882")
         #expect(stored.maskedPAN == maskedA && stored.brand == "VISA" && stored.aid == "A0000000031010")
         #expect(stored.applicationLabel == "VISA CREDIT" && stored.cardholderName == "TEST/CARD" && stored.arqc == "29CCA15AE665FA2E")
-        #expect(stored.atc == "001C" && stored.tvr == "0000008000" && stored.cvm == "PIN" && stored.entryMode == "ICC")
+        #expect(stored.atc == "001C" && stored.tvr == "0000008000" && stored.cvm == "PIN" && stored.entryMode == "chip")
         #expect(stored.amount == 1200 && stored.tipAmount == 200 && stored.currency == 978 && stored.installments == 3)
         #expect(stored.clientReference == "order-1" && stored.extra == #"{"orderCode":"9256110059000200"}"#)
         #expect(stored.terminalName == "t1" && stored.tid == "16016684" && stored.provider == .viva && stored.action == .sale)

@@ -51,7 +51,7 @@ func approved(pan: String? = panA, masked: String? = maskedA, at micros: Int64 =
     Completion(status: .approved, responseCode: "00", message: "Transaction successful.", authorisationCode: "690882",
                maskedPAN: masked, pan: pan, brand: "VISA", aid: "A0000000031010", applicationLabel: "VISA CREDIT",
                cardholderName: "TEST/CARD", arqc: "29CCA15AE665FA2E", atc: "001C", tvr: "0000008000", cvm: "PIN",
-               entryMode: "ICC", completedAt: micros, reversal: reversal)
+               entryMode: .chip, completedAt: micros, reversal: reversal)
 }
 
 func declined(pan: String? = panA) -> Completion {

@@ -110,7 +110,7 @@ struct Kernel3Tests {
         let outcome = try b.run(amount: 15_000)
         #expect(outcome.decision == .approved && outcome.responseCode.code == "00", "\(outcome.hostMessage)")
         #expect(outcome.entry.kernel == 3 && outcome.entry.outcome == "online request" && outcome.entry.posEntryMode == "07")
-        #expect(outcome.entryMode == "contactless")
+        #expect(outcome.entryMode == .contactless)
         #expect(!b.link.instructions.contains(0xB2) && !b.link.instructions.contains(0xAE))
         #expect(outcome.arqc?.count == 8)
     }
@@ -305,7 +305,7 @@ struct MagstripeTests {
     func stripeOnly() throws {
         var b = try tapBench("magstripe-only-101.yaml", interface: .magstripe)
         let outcome = try b.run(amount: 15_000)
-        #expect(outcome.decision == .approved && outcome.entry.posEntryMode == "90" && outcome.entryMode == "magstripe")
+        #expect(outcome.decision == .approved && outcome.entry.posEntryMode == "90" && outcome.entryMode == .magstripe)
         #expect(outcome.arqc == nil && outcome.aid.isEmpty && outcome.cvm == .signature)
     }
 
@@ -318,7 +318,7 @@ struct MagstripeTests {
         var request = TransactionRequest(amount: 15_000, date: Bench.date, stan: STAN(7)!)
         request.chipFailed = true
         let o = try fallback.kernel.run(request)
-        #expect(o.entry.posEntryMode == "80" && o.entryMode == "fallback" && o.decision == .approved)
+        #expect(o.entry.posEntryMode == "80" && o.entryMode == .fallback && o.decision == .approved)
         var declined = try tapBench("visa-fallback-declined.yaml", interface: .magstripe)
         let d = try declined.kernel.run(request)
         #expect(d.responseCode.code == "05" && d.decision == .declined)

@@ -132,7 +132,7 @@ final class ISO8583IssuerService: @unchecked Sendable {
                 completion.arqc = request.arqc.map(Hex.encode)
                 completion.atc = request.cryptogramData?.tags[0x9F36].map(Hex.encode)
                 completion.aid = request.aid.isEmpty ? nil : Hex.encode(request.aid)
-                completion.entryMode = Self.entryMode(request.posEntryMode)
+                completion.entryMode = EntryMode(posEntryMode: request.posEntryMode)
                 completion.hostMessages = [entry(message, .incoming), entry(answer, .outgoing)]
                 return try ledger.complete(id: started.id, completion, trace: [], outbox: [])
             })
@@ -188,15 +188,6 @@ final class ISO8583IssuerService: @unchecked Sendable {
     private func entry(_ m: ISOMessage, _ direction: HostMessageDirection) -> HostMessageEntry {
         HostMessageEntry(direction: direction, mti: m.mti,
                          fields: ISO8583UpstreamSession.json(m.described(direction: direction.rawValue, packager: packager).fields))
-    }
-
-    static func entryMode(_ posEntryMode: String?) -> String {
-        switch posEntryMode {
-        case "07": "contactless"
-        case "90", "02": "magstripe"
-        case "80": "fallback"
-        default: "chip"
-        }
     }
 }
 

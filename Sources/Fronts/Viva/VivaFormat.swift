@@ -17,6 +17,11 @@ public enum VivaEntryMode: String, Sendable, Equatable, CaseIterable {
     public init?(entryMode: String) {
         self.init(rawValue: entryMode.lowercased())
     }
+
+    /// The mode of a card read (nil for the platforms' modes, which Viva never sees).
+    public init?(_ mode: EntryMode) {
+        self.init(rawValue: mode.rawValue)
+    }
 }
 
 /// The values of the Viva callback that are computed from transaction data. Pure: callers pass

@@ -227,7 +227,7 @@ public final class CitconFront: Sendable {
         }
         let completion = Completion(status: approved ? .approved : .declined, responseCode: approved ? "00" : "05",
                                     message: approved ? "approved by the payer's wallet" : "declined by the payer's wallet",
-                                    authorisationCode: approved ? Self.randomDigits(6) : nil, brand: charge.method.uppercased(), entryMode: "wallet",
+                                    authorisationCode: approved ? Self.randomDigits(6) : nil, brand: charge.method.uppercased(), entryMode: .wallet,
                                     completedAt: context.clock.nowMicroseconds())
         try stored("record the wallet payment") {
             try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: transition.ipn ? ipn(charge) : [])
@@ -305,7 +305,7 @@ public final class CitconFront: Sendable {
                 let completion = Completion(status: answer.approved ? .approved : (response == nil && !challengeFailed ? .failed : .declined),
                                             responseCode: response?.responseCode.code, message: response?.message ?? answer.failure,
                                             authorisationCode: response?.authorisationCode, maskedPAN: PAN.masked(card.pan), pan: card.pan,
-                                            brand: CardBrand.detect(pan: card.pan)?.displayName, entryMode: "ecommerce",
+                                            brand: CardBrand.detect(pan: card.pan)?.displayName, entryMode: .ecommerce,
                                             completedAt: self.context.clock.nowMicroseconds())
                 try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: transition.ipn ? ipn(charge) : [])
                 return (charge, completion)

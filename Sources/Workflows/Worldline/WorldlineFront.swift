@@ -194,7 +194,7 @@ public final class WorldlineFront: Sendable {
                 let completion = Completion(status: answer.approved ? .approved : (response == nil && !failedChallenge ? .failed : .declined),
                                             responseCode: response?.responseCode.code, message: response?.message ?? answer.failure,
                                             authorisationCode: response?.authorisationCode, maskedPAN: PAN.masked(card.pan), pan: card.pan,
-                                            brand: card.brand?.displayName, entryMode: "ecommerce", completedAt: now)
+                                            brand: card.brand?.displayName, entryMode: .ecommerce, completedAt: now)
                 return try store.completeWorldlineAuthorisation(transactionID: started.id, completion, payment: p) { p in
                     self.webhooks(merchant, transition, payment: p)
                 }
