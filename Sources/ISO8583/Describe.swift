@@ -35,28 +35,7 @@ public struct DescribedMessage: Sendable, Codable, Equatable {
 
 extension ISOMessage {
     /// What the message type means (ISO 8583:1987's classes and functions).
-    public static func meaning(of mti: String) -> String {
-        let u = Array(mti.utf8)
-        guard u.count == 4 else { return "unknown" }
-        let cls: String = switch u[1] {
-        case UInt8(ascii: "1"): "authorisation"
-        case UInt8(ascii: "2"): "financial"
-        case UInt8(ascii: "3"): "file action"
-        case UInt8(ascii: "4"): "reversal"
-        case UInt8(ascii: "5"): "reconciliation"
-        case UInt8(ascii: "6"): "administrative"
-        case UInt8(ascii: "8"): "network management"
-        default: "class \(Character(Unicode.Scalar(u[1])))"
-        }
-        let function: String = switch u[2] {
-        case UInt8(ascii: "0"): "request"
-        case UInt8(ascii: "1"): "response"
-        case UInt8(ascii: "2"): "advice"
-        case UInt8(ascii: "3"): "advice response"
-        default: "function \(Character(Unicode.Scalar(u[2])))"
-        }
-        return "\(cls) \(function)"
-    }
+    public static func meaning(of mti: String) -> String { MTI(mti).meaning }
 
     /// The message field by field, named by `packager`, safe to store and show: the PAN masked
     /// (first 6, last 4), tracks reduced to the masked PAN, the PIN block and MACs withheld.

@@ -24,7 +24,7 @@ public enum IssuerMessages {
                 throw ISO8583Error(part: "field 55 (ICC Data)", reason: "not BER-TLV: \(error)")
             }
         }
-        let kind: AuthorisationRequest.Kind = m.mti == "0100" ? .preAuthorisation : (m[3]?.hasPrefix("20") == true ? .refund : .purchase)
+        let kind: AuthorisationRequest.Kind = m.kind.messageClass == .authorisation ? .preAuthorisation : (m[3]?.hasPrefix("20") == true ? .refund : .purchase)
         let arqc = tags[0x9F26]
         let data = arqc.map { _ in CryptogramData(tags: tags, issuerApplicationData: tags[0x9F10]) }
         var date = now

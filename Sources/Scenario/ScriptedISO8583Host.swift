@@ -85,15 +85,16 @@ final class ScriptedISO8583Host: Sendable {
         }
         let (answer, reversals, issuer) = state.withLock { s in
             s.received.append(Received(mti: request.mti, described: request.described(direction: "in", packager: packager), unreadable: nil))
-            let isAuthorisation = ["0100", "0101", "0200", "0201"].contains(request.mti)
+            let isAuthorisation = [.authorisation, .financial].contains(request.kind.messageClass) && request.kind.function == .request
             let next: ISO8583HostScript.Answer? = isAuthorisation ? (s.answers.isEmpty ? .issuer(scriptBefore: [], scriptAfter: []) : s.answers.removeFirst()) : nil
             return (next, s.answerReversals, s.issuer)
         }
         let reply: ISOMessage?
-        switch request.mti {
-        case "0800":
+        let kind = request.kind
+        switch (kind.messageClass, kind.function) {
+        case (.networkManagement?, .request?):
             reply = IssuerMessages.answer(request, code: .approved)
-        case "0100", "0101", "0200", "0201":
+        case (.authorisation?, .request?), (.financial?, .request?):
             switch answer! {
             case .timeout:
                 reply = nil
@@ -122,11 +123,11 @@ final class ScriptedISO8583Host: Sendable {
                 }
                 reply = m
             }
-        case "0400", "0401", "0420", "0421":
+        case (.reversal?, .request?), (.reversal?, .advice?):
             guard reversals else { return nil }
             // The issuer voids the approval the reversal names (or answers 25: it has none).
             reply = forward(request, to: issuer) ?? IssuerMessages.answer(request, code: .approved)
-        case "0220", "0221":
+        case (.financial?, .advice?):
             reply = IssuerMessages.answer(request, code: .approved)
         default:
             reply = IssuerMessages.answer(request, code: "12")

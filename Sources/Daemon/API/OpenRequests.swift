@@ -63,7 +63,7 @@ final class OpenRequests: @unchecked Sendable {
                 let result = try await body()
                 // A Viva answer is rebuilt from its outbox row exactly as it was first made
                 // (Bench.openResult); a Billpocket one is made from the result, and kept whole.
-                if let transaction = result.transaction, result.callback != nil, transaction.provider == "viva" {
+                if let transaction = result.transaction, result.callback != nil, transaction.provider == Provider.viva.rawValue {
                     outcome = .transaction(id: transaction.id, status: result.status, message: result.message, replayed: result.replayed)
                 } else {
                     outcome = .answer(result)

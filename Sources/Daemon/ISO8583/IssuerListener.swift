@@ -54,12 +54,13 @@ final class ISO8583IssuerService: @unchecked Sendable {
             return nil
         }
         let answer: ISOMessage?
-        switch message.mti {
-        case "0800", "0801":
+        let kind = message.kind
+        switch (kind.messageClass, kind.function) {
+        case (.networkManagement?, .request?):
             answer = IssuerMessages.answer(message, code: "00")
-        case "0100", "0200":
+        case (.authorisation?, .request?), (.financial?, .request?) where !kind.isRepeat:
             answer = authorise(message)
-        case "0101", "0201":
+        case (.authorisation?, .request?), (.financial?, .request?):
             // A repeat is the same request sent again: it gets the first one's answer, and is
             // authorised only when that never arrived here.
             // A repeat must be that request: the same card, amount, processing code, currency,
@@ -75,12 +76,11 @@ final class ISO8583IssuerService: @unchecked Sendable {
             } else {
                 answer = authorise(message)
             }
-        case "0400", "0401", "0420", "0421":
+        case (.reversal?, .request?), (.reversal?, .advice?):
             answer = reverse(message)
         default:
-            let third = Array(message.mti.utf8).dropFirst(2).first ?? 0
             // A request or advice of another kind: "invalid transaction". Answers are not answered.
-            answer = third == UInt8(ascii: "0") || third == UInt8(ascii: "2") ? IssuerMessages.answer(message, code: "12") : nil
+            answer = kind.function?.wantsAnswer == true ? IssuerMessages.answer(message, code: "12") : nil
         }
         guard let answer else { return nil }
         do { return try packager.pack(answer) } catch {
