@@ -15,12 +15,11 @@ OUT=$SCRATCH/fuzzers
 SANITIZE=(-sanitize=fuzzer,address)
 
 # Which Sources files a target compiles in itself, when its module cannot be built alone: the
-# Scenario and Daemon modules depend on the whole daemon (Hummingbird, GRDB, …), their scenario
-# file parser and JSON body reader on Yams and Foundation only.
+# Scenario module depends on the whole daemon (Hummingbird, GRDB, …), its scenario file parser on
+# Yams and Foundation only.
 extra_sources() {
     case $1 in
         scenario) echo Sources/Scenario/ScenarioFile.swift ;;
-        json) echo Sources/Fronts/JSONBody.swift ;;
     esac
 }
 

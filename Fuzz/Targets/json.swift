@@ -1,7 +1,8 @@
 import Foundation
+import Fronts
 
-// Compiled together with Sources/Fronts/JSONBody.swift (the Fronts module needs EMV and swift-crypto),
-// so `JSONBody` here is the reader the API uses, not a copy.
+// `JSONBody` here is Fronts' reader, the one every listener uses (the control API and both
+// platforms), not a copy.
 //
 // The API's JSON bodies (JSONBody.check and JSONBody.decode).
 //

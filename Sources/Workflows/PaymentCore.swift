@@ -207,3 +207,24 @@ public enum PlatformOperation {
         return (started, recorded)
     }
 }
+
+extension AuthoriseAndRecord {
+    /// A card-not-present authorisation on the one path (both platforms): the terminal's
+    /// `transactionStarted` event once the row is begun, the issuer asked through `host` (not
+    /// asked when `notAskedBecause` gives a reason: a failed 3-D Secure challenge), and an
+    /// approval the ledger refuses reversed at the emulated issuer.
+    public static func cardNotPresent<T>(_ context: WorkflowContext, _ store: any TransactionStore, _ new: NewTransaction,
+                                         request: AuthorisationRequest, host: TimedHost, notAskedBecause: String?,
+                                         record: (Started, Answer) throws -> T) throws(Failure) -> (started: Started, answer: Answer, recorded: T) {
+        try run(store, new, completedAt: { context.clock.nowMicroseconds() }, onStarted: { started in
+            context.publish(.transactionStarted(stan: started.stan, action: new.action), terminal: new.terminal)
+        }, ask: {
+            if let reason = notAskedBecause { return Answer(response: nil, failure: reason) }
+            do throws(HostError) { return Answer(response: try host.authorise(request), failure: nil) } catch {
+                return Answer(response: nil, failure: error.description)
+            }
+        }, takeBack: { approval in
+            context.host.reverse(request, approval: approval)
+        }, record: record)
+    }
+}

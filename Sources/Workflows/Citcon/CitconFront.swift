@@ -274,16 +274,8 @@ public final class CitconFront: Sendable {
                              approveUnknownCards: settings.approveUnknownCards)
         let done: (started: Started, answer: AuthoriseAndRecord.Answer, recorded: (CitconCharge, Completion))
         do throws(AuthoriseAndRecord.Failure) {
-            done = try AuthoriseAndRecord.run(store, new, completedAt: { self.context.clock.nowMicroseconds() }, onStarted: { started in
-                context.publish(.transactionStarted(stan: started.stan, action: action), terminal: terminal)
-            }, ask: {
-                if challengeFailed { return .init(response: nil, failure: "3-D Secure authentication failed") }
-                do throws(HostError) { return .init(response: try host.authorise(auth), failure: nil) } catch {
-                    return .init(response: nil, failure: error.description)
-                }
-            }, takeBack: { approval in
-                self.context.host.reverse(auth, approval: approval)
-            }, record: { started, answer in
+            done = try AuthoriseAndRecord.cardNotPresent(context, store, new, request: auth, host: host,
+                                                         notAskedBecause: challengeFailed ? "3-D Secure authentication failed" : nil) { started, answer in
                 let response = answer.response
                 let now = nowMillis
                 var charge = c
@@ -309,7 +301,7 @@ public final class CitconFront: Sendable {
                                             completedAt: self.context.clock.nowMicroseconds())
                 try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: transition.ipn ? ipn(charge) : [])
                 return (charge, completion)
-            })
+            }
         } catch {
             if case .notBegun(let e as LedgerError) = error, case .invalid(let field, let rule) = e { throw .badRequest(field, rule) }
             throw .internalError("the charge could not be recorded: \(error)")

@@ -169,16 +169,8 @@ public final class WorldlineFront: Sendable {
                              amountTable: sale ? settings.amountTable : AmountTable.none, approveUnknownCards: settings.approveUnknownCards)
         let done: (started: Started, answer: AuthoriseAndRecord.Answer, recorded: (WorldlinePayment, StoredTransaction))
         do throws(AuthoriseAndRecord.Failure) {
-            done = try AuthoriseAndRecord.run(store, new, completedAt: { now }, onStarted: { started in
-                context.publish(.transactionStarted(stan: started.stan, action: sale ? .sale : .preAuth), terminal: merchant.terminalName)
-            }, ask: {
-                if failedChallenge { return .init(response: nil, failure: "3-D Secure authentication failed: the challenge was not passed") }
-                do throws(HostError) { return .init(response: try host.authorise(auth), failure: nil) } catch {
-                    return .init(response: nil, failure: error.description)
-                }
-            }, takeBack: { approval in
-                self.context.host.reverse(auth, approval: approval)
-            }, record: { started, answer in
+            done = try AuthoriseAndRecord.cardNotPresent(context, store, new, request: auth, host: host,
+                                                         notAskedBecause: failedChallenge ? "3-D Secure authentication failed: the challenge was not passed" : nil) { started, answer in
                 let response = answer.response
                 var p = payment
                 p.updatedAt = now
@@ -198,7 +190,7 @@ public final class WorldlineFront: Sendable {
                 return try store.completeWorldlineAuthorisation(transactionID: started.id, completion, payment: p) { p in
                     self.webhooks(merchant, transition, payment: p)
                 }
-            })
+            }
         } catch {
             if case .notBegun(let e as LedgerError) = error, case .invalid(let field, let rule) = e { throw .invalid(field, rule) }
             throw .internalError("the payment could not be recorded: \(error)")
