@@ -126,7 +126,7 @@ struct WorldlineAdminRoutes {
             guard ["GET", "POST"].contains(body.method) else { throw DaemonError.badRequest(field: "method", rule: "must be GET or POST") }
             let server = WorldlineServer(bench: bench, publicURL: { bench.worldlinePublicURL })
             let replied = await server.perform(method: body.method == "GET" ? .get : .post, path: body.path, body: Array((body.body ?? "").utf8),
-                                               idempotenceKey: body.idempotenceKey)
+                                               idempotenceKey: body.idempotenceKey, from: context)
             var answer: [String: Any] = ["status": replied.status,
                                          "body": (try? JSONSerialization.jsonObject(with: Data(replied.text.utf8))) ?? replied.text]
             if let at = replied.timestamp { answer["idempotenceRequestTimestamp"] = at }

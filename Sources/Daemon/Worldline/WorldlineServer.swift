@@ -22,67 +22,38 @@ struct WorldlineServer: Sendable {
 
     var front: WorldlineFront { bench.worldline }
 
-    func responder() -> CallbackResponder<BasicRequestContext> {
-        CallbackResponder { request, context in await self.respond(request, context) }
-    }
+    /// The listener's routes (a route collection per API), in the platform's error shape.
+    func responder() -> RouterResponder<PlatformContext> { router().buildResponder() }
 
-    func respond(_ request: Request, _ context: BasicRequestContext) async -> Response {
-        let rawPath = request.head.path ?? "/"
-        let path = String(rawPath.prefix { $0 != "?" })
-        var segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
-        // The Objective-C SDK asks for `products/{id}/`, with a trailing slash.
-        while segments.count > 1, segments.last == "" { segments.removeLast() }
-        do {
-            var body: [UInt8] = []
-            if request.method == .post || request.method == .put {
-                let buffer: ByteBuffer
-                do { buffer = try await request.body.collect(upTo: Self.maximumBody) } catch {
-                    throw WorldlineError(httpStatus: 413, errorCode: "21000120", id: "REQUEST_TOO_LARGE",
-                                         message: "the body is over \(Self.maximumBody) bytes")
-                }
-                body = Array(buffer.readableBytesView)
-            }
-            if segments.first == "threeds" {
-                return try await challenge(request, segments, body)
-            }
-            if segments.first == "v2", segments.count >= 3 {
-                let merchantID = segments[1]
-                try authenticate(request, rawPath: rawPath, merchantID: merchantID)
-                try checkContentType(request, body)
-                return try await idempotent(request, merchantID: merchantID, body: body) {
-                    try await server(request.method, Array(segments.dropFirst(2)), merchantID: merchantID, body: body)
-                }.response
-            }
-            if segments.count >= 3, (segments[0] == "client" && segments[1] == "v1") || segments[0] == "v1" {
-                let rest = segments[0] == "client" ? Array(segments.dropFirst(2)) : Array(segments.dropFirst(1))
-                guard let customerID = rest.first else { throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no such resource") }
-                let session = try authenticateClient(request, customerID: customerID)
-                return try await client(request.method, Array(rest.dropFirst()), session: session, body: body).response
-            }
-            throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no resource \(shownValue(path, 100)) on this platform")
-        } catch let error as WorldlineError {
-            return Self.errorResponse(error)
-        } catch {
-            return Self.errorResponse(.internalError("\(error)"))
-        }
+    func router() -> Router<PlatformContext> {
+        let router = Router(context: PlatformContext.self)
+        router.add(middleware: WorldlineErrors())
+        router.addRoutes(serverAPI())
+        router.addRoutes(clientAPI(), atPath: "client/v1/:customerId")
+        router.addRoutes(clientAPI(), atPath: "v1/:customerId")
+        router.addRoutes(challengePages())
+        return router
     }
 
     /// A Server API request on behalf of `merchantID`, without a signature: the control API's
-    /// way in for scenarios and scripts (the caller is trusted as an admin is). Everything after
-    /// the authentication is the listener's own path: validation, idempotence, the answer.
-    func perform(method: HTTPRequest.Method, path rawPath: String, body: [UInt8], idempotenceKey: String?) async -> Replied {
+    /// way in for scenarios and scripts (the caller is trusted as an admin is). It goes through
+    /// the listener's own routes: validation, idempotence, the answer.
+    func perform(method: HTTPRequest.Method, path rawPath: String, body: [UInt8], idempotenceKey: String?,
+                 from context: some RequestContext) async -> Replied {
         let path = String(rawPath.prefix { $0 != "?" })
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        let segments = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        guard segments.first == "v2", segments.count >= 2 else {
+            return Self.failure(.notFound("UNKNOWN_RESOURCE", "the path must be /v2/{merchantId}/…, got \(shownValue(path, 100))"))
+        }
+        var head = HTTPRequest(method: method, scheme: "http", authority: "cardbench", path: rawPath)
+        if let idempotenceKey, !idempotenceKey.isEmpty { head.headerFields[Self.idempotenceKey] = idempotenceKey }
+        if !body.isEmpty { head.headerFields[.contentType] = "application/json" }
+        let request = Request(head: head, body: .init(buffer: ByteBuffer(bytes: body)))
         do {
-            guard segments.first == "v2", segments.count >= 3 else {
-                throw WorldlineError.notFound("UNKNOWN_RESOURCE", "the path must be /v2/{merchantId}/…, got \(shownValue(path, 100))")
-            }
-            let merchantID = segments[1]
-            let run = { try await server(method, Array(segments.dropFirst(2)), merchantID: merchantID, body: body) }
-            guard method == .post, let key = idempotenceKey, !key.isEmpty else { return try await run() }
-            return try await idempotent(method: method, rawPath: rawPath, key: key, merchantID: merchantID, body: body, run)
-        } catch let error as WorldlineError {
-            return Self.failure(error)
+            let response = try await responder().respond(to: request, context: PlatformContext(trustedMerchant: segments[1], from: context))
+            let text = try await PlatformContext.text(of: response)
+            return Replied(status: Int(response.status.code), text: text,
+                           timestamp: response.headers[Self.idempotenceTimestamp].flatMap { Int64($0) })
         } catch {
             return Self.failure(.internalError("\(error)"))
         }
@@ -103,48 +74,58 @@ struct WorldlineServer: Sendable {
         }
     }
 
-    func server(_ method: HTTPRequest.Method, _ s: [String], merchantID m: String, body: [UInt8]) async throws -> Replied {
-        func route(_ expected: HTTPRequest.Method) throws {
-            guard method == expected else {
-                throw WorldlineError(httpStatus: 405, errorCode: "21000010", id: "METHOD_NOT_ALLOWED",
-                                     message: "\(method.rawValue) is not allowed here; use \(expected.rawValue)")
-            }
+    /// `/v2/{merchantId}/…`: signed by one of the merchant's keys (unless the control API is the
+    /// caller), JSON bodies, idempotence keys.
+    func serverAPI() -> RouteCollection<PlatformContext> {
+        let routes = RouteCollection(context: PlatformContext.self)
+        let v2 = routes.group("v2/:merchantId").add(middleware: WorldlineServerAPIGate(server: self))
+        v2.post("sessions") { _, context in
+            let m = try context.merchant, base = publicURL()
+            return try await reply { try front.createSession(merchantID: m, clientAPIURL: base + "/client", assetURL: base + "/assets/") }.response
         }
-        switch (s.first ?? "", s.count) {
-        case ("sessions", 1):
-            try route(.post)
-            let base = publicURL()
-            return try await reply { try front.createSession(merchantID: m, clientAPIURL: base + "/client", assetURL: base + "/assets/") }
-        case ("payments", 1):
-            try route(.post)
-            let base = publicURL()
-            return try await reply { try front.createPayment(merchantID: m, body: body) { base + "/threeds/" + $0 } }
-        case ("payments", 2):
-            try route(.get)
-            return try await reply { try front.getPayment(merchantID: m, id: s[1]) }
-        case ("payments", 3):
-            let id = s[1]
-            switch s[2] {
-            case "details": try route(.get); return try await reply { try front.details(merchantID: m, id: id) }
-            case "captures": try route(.get); return try await reply { try front.captures(merchantID: m, id: id) }
-            case "refunds": try route(.get); return try await reply { try front.refunds(merchantID: m, id: id) }
-            case "capture": try route(.post); return try await reply { try front.capture(merchantID: m, id: id, body: body) }
-            case "cancel": try route(.post); return try await reply { try front.cancel(merchantID: m, id: id) }
-            case "refund": try route(.post); return try await reply { try front.refund(merchantID: m, id: id, body: body) }
-            default: break
-            }
-        case ("services", 2) where s[1] == "testconnection":
-            try route(.get)
-            return Self.json(200, ["result": "OK"])
-        case ("services", 2) where s[1] == "getIINdetails":
-            try route(.post)
-            return try iin(body)
-        case ("products", _):
-            try route(.get)
-            return try products(Array(s.dropFirst()))
-        default: break
+        v2.post("payments") { request, context in
+            let m = try context.merchant, base = publicURL(), body = try await Self.body(request)
+            return try await reply { try front.createPayment(merchantID: m, body: body) { base + "/threeds/" + $0 } }.response
         }
-        throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no resource /v2/\(m)/\(shownValue(s.joined(separator: "/"), 100))")
+        v2.get("payments/:id") { _, context in
+            let m = try context.merchant, id = context.parameters.get("id") ?? ""
+            return try await reply { try front.getPayment(merchantID: m, id: id) }.response
+        }
+        v2.get("payments/:id/details") { _, context in
+            let m = try context.merchant, id = context.parameters.get("id") ?? ""
+            return try await reply { try front.details(merchantID: m, id: id) }.response
+        }
+        v2.get("payments/:id/captures") { _, context in
+            let m = try context.merchant, id = context.parameters.get("id") ?? ""
+            return try await reply { try front.captures(merchantID: m, id: id) }.response
+        }
+        v2.get("payments/:id/refunds") { _, context in
+            let m = try context.merchant, id = context.parameters.get("id") ?? ""
+            return try await reply { try front.refunds(merchantID: m, id: id) }.response
+        }
+        v2.post("payments/:id/capture") { request, context in
+            let m = try context.merchant, id = context.parameters.get("id") ?? "", body = try await Self.body(request)
+            return try await reply { try front.capture(merchantID: m, id: id, body: body) }.response
+        }
+        v2.post("payments/:id/cancel") { _, context in
+            let m = try context.merchant, id = context.parameters.get("id") ?? ""
+            return try await reply { try front.cancel(merchantID: m, id: id) }.response
+        }
+        v2.post("payments/:id/refund") { request, context in
+            let m = try context.merchant, id = context.parameters.get("id") ?? "", body = try await Self.body(request)
+            return try await reply { try front.refund(merchantID: m, id: id, body: body) }.response
+        }
+        v2.get("services/testconnection") { _, _ in Self.json(200, ["result": "OK"]).response }
+        v2.post("services/getIINdetails") { request, _ in try iin(try await Self.body(request)).response }
+        v2.get("products") { _, _ in try products([]).response }
+        v2.get("products/:id") { _, context in try products([context.parameters.get("id") ?? ""]).response }
+        v2.get("products/:id/networks") { _, context in try products([context.parameters.get("id") ?? "", "networks"]).response }
+        return routes
+    }
+
+    /// A request's body, as the gate read it (at most `maximumBody`).
+    static func body(_ request: Request) async throws -> [UInt8] {
+        Array(try await request.body.collect(upTo: maximumBody).readableBytesView)
     }
 
     /// Checks `Authorization: GCS v1HMAC:{keyId}:{signature}` against the key's secret, the
@@ -189,11 +170,6 @@ struct WorldlineServer: Sendable {
 
     /// `X-GCS-Idempotence-Key`: a repeated request gets the first answer again with the time it
     /// was first made; one still running gets 409.
-    func idempotent(_ request: Request, merchantID: String, body: [UInt8], _ run: () async throws -> Replied) async throws -> Replied {
-        guard request.method == .post, let key = request.headers[Self.idempotenceKey], !key.isEmpty else { return try await run() }
-        return try await idempotent(method: request.method, rawPath: request.head.path ?? "", key: key, merchantID: merchantID, body: body, run)
-    }
-
     func idempotent(method: HTTPRequest.Method, rawPath: String, key: String, merchantID: String, body: [UInt8],
                     _ run: () async throws -> Replied) async throws -> Replied {
         guard key.utf8.count <= 128 else { throw WorldlineError.invalid("X-GCS-Idempotence-Key", "must be at most 128 characters") }
@@ -238,18 +214,20 @@ struct WorldlineServer: Sendable {
         return try front.clientSession(sessionID, customerID: customerID)
     }
 
-    func client(_ method: HTTPRequest.Method, _ s: [String], session: WorldlineSession, body: [UInt8]) async throws -> Replied {
-        switch (method, s.first ?? "") {
-        case (.get, "crypto") where s.count == 2 && s[1] == "publickey":
+    /// The Client API, under `/client/v1/{customerId}/` and `/v1/{customerId}/`: a live client
+    /// session of the path's customer (`GCS v1Client:{clientSessionId}`).
+    func clientAPI() -> RouteCollection<PlatformContext> {
+        let routes = RouteCollection(context: PlatformContext.self)
+        let gated = routes.group().add(middleware: WorldlineClientGate(server: self))
+        gated.get("crypto/publickey") { _, _ in
             let (keyID, der) = try bench.worldlineKeys.currentPublicKey()
-            return Self.json(200, ["keyId": keyID, "publicKey": Data(der).base64EncodedString()])
-        case (.get, "products"):
-            return try products(Array(s.dropFirst()))
-        case (.post, "services") where s.count == 2 && s[1] == "getIINdetails":
-            return try iin(body)
-        default:
-            throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no client resource \(shownValue(s.joined(separator: "/"), 100))")
+            return Self.json(200, ["keyId": keyID, "publicKey": Data(der).base64EncodedString()]).response
         }
+        gated.get("products") { _, _ in try products([]).response }
+        gated.get("products/:id") { _, context in try products([context.parameters.get("id") ?? ""]).response }
+        gated.get("products/:id/networks") { _, context in try products([context.parameters.get("id") ?? "", "networks"]).response }
+        gated.post("services/getIINdetails") { request, _ in try iin(try await Self.body(request)).response }
+        return routes
     }
 
     func products(_ s: [String]) throws -> Replied {
@@ -277,24 +255,29 @@ struct WorldlineServer: Sendable {
 
     // MARK: 3-D Secure
 
-    /// `GET /threeds/{id}`: the challenge page (a pass and a fail button); `POST` with
+    /// `GET /threeds/{id}/{token}`: the challenge page (a pass and a fail button); `POST` with
     /// `result=pass|fail` (a form, as the page's buttons send) answers it and sends the customer
     /// back to the merchant's return URL.
-    func challenge(_ request: Request, _ segments: [String], _ body: [UInt8]) async throws -> Response {
-        // `/threeds/{paymentId}/{token}`: the token is the page's key (`PageToken`).
-        guard segments.count == 3 else { throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no such challenge") }
-        let id = segments[1], token = segments[2]
-        let p = try front.challengePayment(paymentID: id, token: token)
-        if request.method == .get { return Self.page(Self.challengePage(p)) }
-        guard request.method == .post else { throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no such challenge") }
-        if let refused = PagePost.refusal(request) { throw WorldlineError.forbidden(refused) }
-        let form = RenderedCallback.fields(of: "x:?" + String(decoding: body, as: UTF8.self))
-        guard let result = form.first(where: { $0.name == "result" })?.value, result == "pass" || result == "fail" else {
-            throw WorldlineError.invalid("result", "must be pass or fail")
+    func challengePages() -> RouteCollection<PlatformContext> {
+        let routes = RouteCollection(context: PlatformContext.self)
+        routes.get("threeds/:id/:token") { _, context in
+            let p = try front.challengePayment(paymentID: context.parameters.get("id") ?? "", token: context.parameters.get("token") ?? "")
+            return Self.page(Self.challengePage(p))
         }
-        let (_, back) = try await offload { try front.answerChallenge(paymentID: id, passed: result == "pass") }
-        return Response(status: .seeOther, headers: [.location: back, .contentType: "text/plain; charset=utf-8"],
-                        body: .init(byteBuffer: ByteBuffer(string: "See \(back)\n")))
+        routes.post("threeds/:id/:token") { request, context in
+            let id = context.parameters.get("id") ?? ""
+            _ = try front.challengePayment(paymentID: id, token: context.parameters.get("token") ?? "")
+            if let refused = PagePost.refusal(request) { throw WorldlineError.forbidden(refused) }
+            let body = try await Self.body(request)
+            let form = RenderedCallback.fields(of: "x:?" + String(decoding: body, as: UTF8.self))
+            guard let result = form.first(where: { $0.name == "result" })?.value, result == "pass" || result == "fail" else {
+                throw WorldlineError.invalid("result", "must be pass or fail")
+            }
+            let (_, back) = try await offload { try front.answerChallenge(paymentID: id, passed: result == "pass") }
+            return Response(status: .seeOther, headers: [.location: back, .contentType: "text/plain; charset=utf-8"],
+                            body: .init(byteBuffer: ByteBuffer(string: "See \(back)\n")))
+        }
+        return routes
     }
 
     static func challengePage(_ p: WorldlinePayment) -> String {
@@ -356,5 +339,109 @@ struct WorldlineServer: Sendable {
 
     static func errorResponse(_ e: WorldlineError) -> Response {
         failure(e).response
+    }
+}
+
+/// The context of a platform request: the route's parameters, and the merchant a request acts
+/// for when the control API is the caller (trusted as an admin is: no signature).
+struct PlatformContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    /// Set for a request through the control API: the merchant it acts for, unsigned.
+    var trustedMerchant: String? = nil
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+    }
+
+    /// A request the control API makes for `merchant`, within its own request's context.
+    init(trustedMerchant merchant: String, from context: some RequestContext) {
+        coreContext = .init(source: context)
+        trustedMerchant = merchant
+    }
+
+    /// The path's merchant.
+    var merchant: String {
+        get throws { try parameters.require("merchantId") }
+    }
+
+    /// A response's body, as text (what the control API returns of a platform's answer).
+    static func text(of response: Response) async throws -> String {
+        final class Collected: @unchecked Sendable {
+            // Unchecked: written by one writer, read after it finished.
+            var buffer = ByteBuffer()
+        }
+        struct Writer: ResponseBodyWriter {
+            let collected: Collected
+            mutating func write(_ buffer: ByteBuffer) async throws {
+                var buffer = buffer
+                collected.buffer.writeBuffer(&buffer)
+            }
+            consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+        }
+        let collected = Collected()
+        try await response.body.write(Writer(collected: collected))
+        return String(buffer: collected.buffer)
+    }
+}
+
+/// Every answer of the Worldline listener in the platform's shape: a `WorldlineError` a route
+/// threw, a path no route has (404 `UNKNOWN_RESOURCE`), anything else (500).
+struct WorldlineErrors: RouterMiddleware {
+    typealias Context = PlatformContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as WorldlineError {
+            return WorldlineServer.failure(error).response
+        } catch let error as HTTPError where error.status == .notFound {
+            let path = String((request.head.path ?? "/").prefix { $0 != "?" })
+            return WorldlineServer.failure(.notFound("UNKNOWN_RESOURCE", "no resource \(request.method.rawValue) \(shownValue(path, 100)) on this platform")).response
+        } catch {
+            return WorldlineServer.failure(.internalError("\(error)")).response
+        }
+    }
+}
+
+/// The Server API's gate: the body read (at most `maximumBody`), the v1HMAC signature by one of
+/// the path's merchant's keys (not for the control API's trusted requests), a JSON body, and
+/// `X-GCS-Idempotence-Key` on a POST.
+struct WorldlineServerAPIGate: RouterMiddleware {
+    typealias Context = PlatformContext
+    let server: WorldlineServer
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let merchantID = try context.merchant
+        var request = request
+        let buffer: ByteBuffer
+        do { buffer = try await request.body.collect(upTo: WorldlineServer.maximumBody) } catch {
+            throw WorldlineError(httpStatus: 413, errorCode: "21000120", id: "REQUEST_TOO_LARGE", message: "the body is over \(WorldlineServer.maximumBody) bytes")
+        }
+        request.body = .init(buffer: buffer)
+        let body = Array(buffer.readableBytesView)
+        if context.trustedMerchant == nil {
+            try server.authenticate(request, rawPath: request.head.path ?? "/", merchantID: merchantID)
+        }
+        try server.checkContentType(request, body)
+        guard request.method == .post, let key = request.headers[WorldlineServer.idempotenceKey], !key.isEmpty else {
+            return try await next(request, context)
+        }
+        let replied = try await server.idempotent(method: request.method, rawPath: request.head.path ?? "", key: key, merchantID: merchantID,
+                                                  body: body) {
+            let response = try await next(request, context)
+            return WorldlineServer.Replied(status: Int(response.status.code), text: try await PlatformContext.text(of: response))
+        }
+        return replied.response
+    }
+}
+
+/// The Client API's gate: a live client session of the path's customer.
+struct WorldlineClientGate: RouterMiddleware {
+    typealias Context = PlatformContext
+    let server: WorldlineServer
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        _ = try server.authenticateClient(request, customerID: try context.parameters.require("customerId"))
+        return try await next(request, context)
     }
 }
