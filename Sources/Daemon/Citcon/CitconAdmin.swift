@@ -90,9 +90,8 @@ struct CitconAdminRoutes {
             let body = try await decode(CitconRequestBody.self, request, context)
             guard ["GET", "POST"].contains(body.method) else { throw DaemonError.badRequest(field: "method", rule: "must be GET or POST") }
             let server = CitconServer(bench: bench, publicURL: { bench.citconPublicURL })
-            let segments = String(body.path.prefix { $0 != "?" }).split(separator: "/").map(String.init)
-            let reply = await server.perform(method: body.method == "GET" ? .get : .post, segments: segments, authorization: nil,
-                                             contentType: "application/json", body: Array((body.body ?? "").utf8), asMerchant: body.merchantId)
+            let reply = await server.perform(method: body.method == "GET" ? .get : .post, path: body.path, body: Array((body.body ?? "").utf8),
+                                             merchantID: body.merchantId, from: context)
             let answer: [String: Any] = ["status": reply.status, "body": (try? JSONSerialization.jsonObject(with: Data(reply.body.utf8))) ?? reply.body]
             return Response(status: .ok, headers: [.contentType: "application/json"],
                             body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.text(answer))))

@@ -15,86 +15,111 @@ struct CitconServer: Sendable {
 
     var front: CitconFront { bench.citcon }
 
-    func responder() -> CallbackResponder<BasicRequestContext> {
-        CallbackResponder { request, context in await self.respond(request, context) }
+    /// The listener's routes (the API, the SDK's results, the pages), in the platform's error shape.
+    func responder() -> RouterResponder<PlatformContext> { router().buildResponder() }
+
+    func router() -> Router<PlatformContext> {
+        let router = Router(context: PlatformContext.self)
+        router.add(middleware: CitconErrors())
+        router.addRoutes(api())
+        router.addRoutes(pages())
+        return router
     }
 
-    func respond(_ request: Request, _ context: BasicRequestContext) async -> Response {
-        let rawPath = request.head.path ?? "/"
-        var segments = String(rawPath.prefix { $0 != "?" }).split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
-        while segments.count > 1, segments.last == "" { segments.removeLast() }
-        var body: [UInt8] = []
-        if request.method == .post {
-            guard let buffer = try? await request.body.collect(upTo: 1 << 20) else {
-                return Self.reply(CitconReply(failure: .badRequest("body", "is over 1 MiB")))
-            }
-            body = Array(buffer.readableBytesView)
-        }
-        let authorization = request.headers[.authorization]
-        if segments.first == "citcon", segments.count == 3, ["wallet", "3ds"].contains(segments[1]) {
-            if request.method == .post, let refused = PagePost.refusal(request) {
-                return Self.reply(CitconReply(failure: CitconError(httpStatus: 403, code: "4030", message: "forbidden: \(refused)")))
-            }
-            return await page(request.method, kind: segments[1], id: segments[2], body: body)
-        }
-        return Self.reply(await perform(method: request.method, segments: segments, authorization: authorization, contentType: request.headers[.contentType],
-                                        body: body))
-    }
-
-    /// A request of the API or the SDK endpoints, from its path's segments.
-    /// `asMerchant` stands for an access token: the control API's way in (scenarios, scripts).
-    func perform(method: HTTPRequest.Method, segments: [String], authorization: String?, contentType: String?, body: [UInt8],
-                 asMerchant: String? = nil) async -> CitconReply {
-        let base = publicURL()
-        let pageURL: @Sendable (String, String) -> String = { kind, id in "\(base)/citcon/\(kind)/\(id)" }
-        func merchant(needsServer: Bool = false) throws(CitconError) -> String {
-            if let asMerchant { return asMerchant }
-            return try front.merchant(authorization: authorization, needsServer: needsServer)
-        }
+    /// A request of the API or the SDK endpoints on behalf of `merchantID`, without an access
+    /// token: the control API's way in (scenarios, scripts). It goes through the listener's own routes.
+    func perform(method: HTTPRequest.Method, path: String, body: [UInt8], merchantID: String, from context: some RequestContext) async -> CitconReply {
+        var head = HTTPRequest(method: method, scheme: "http", authority: "cardbench", path: path)
+        head.headerFields[.contentType] = "application/json"
+        let request = Request(head: head, body: .init(buffer: ByteBuffer(bytes: body)))
         do {
-            if method == .post, !body.isEmpty {
-                let type = (contentType ?? "").split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-                guard type == "application/json" else {
-                    throw CitconError(httpStatus: 415, code: "4102", message: "invalid header: Content-Type must be application/json", debug: "Content-Type")
-                }
-            }
-            let path = segments.joined(separator: "/")
-            switch (method, path) {
-            case (.post, "v1/access-tokens"):
-                return CitconReply(try await offload { try front.accessToken(authorization: authorization, body: body) }, pageURL: pageURL)
-            case (.post, "v1/charges"):
-                let m = try merchant()
-                return CitconReply(try await offload { try front.createCharge(merchantID: m, body: body) }, pageURL: pageURL)
-            case (.post, _) where segments.count == 3 && segments[0] == "v1" && segments[1] == "charges":
-                let m = try merchant()
-                // Early SDKs sent the token in literal braces (`charges/{…}`).
-                let token = segments[2].removingPercentEncoding?.trimmingCharacters(in: CharacterSet(charactersIn: "{}")) ?? segments[2]
-                return CitconReply(try await offload { try front.confirm(merchantID: m, chargeToken: token, body: body) }, pageURL: pageURL)
-            case (.get, _) where segments.count == 3 && segments[0] == "v1" && segments[1] == "transactions":
-                let m = try merchant()
-                return CitconReply(try front.inquiry(merchantID: m, id: segments[2]), pageURL: pageURL)
-            case (.post, "v1/captures"):
-                let m = try merchant(needsServer: true)
-                return CitconReply(try await offload { try front.capture(merchantID: m, body: body) }, pageURL: pageURL)
-            case (.post, "v1/cancels"):
-                let m = try merchant(needsServer: true)
-                return CitconReply(try await offload { try front.cancel(merchantID: m, body: body) }, pageURL: pageURL)
-            case (.post, "v1/refunds"):
-                let m = try merchant(needsServer: true)
-                return CitconReply(try await offload { try front.refund(merchantID: m, body: body) }, pageURL: pageURL)
-            case (.post, "citcon/sdk/requestOrder"):
-                let m = try merchant()
-                return CitconReply(try await offload { try front.sdkRequestOrder(merchantID: m, body: body) }, pageURL: pageURL)
-            case (.post, "citcon/sdk/inquireOrder"):
-                let m = try merchant()
-                return CitconReply(try front.sdkInquireOrder(merchantID: m, body: body), pageURL: pageURL)
-            default:
-                throw CitconError.notFound("not found: no route \(method.rawValue) /\(shownValue(path, 100))")
-            }
-        } catch let error as CitconError {
-            return CitconReply(failure: error)
+            let response = try await responder().respond(to: request, context: PlatformContext(trustedMerchant: merchantID, from: context))
+            return CitconReply(status: Int(response.status.code), body: try await PlatformContext.text(of: response))
         } catch {
             return CitconReply(failure: .internalError("\(error)"))
+        }
+    }
+
+    /// The merchant a request acts for: the control API's, or the access token's (a server
+    /// token for captures, cancels and refunds).
+    func merchant(_ request: Request, _ context: PlatformContext, needsServer: Bool = false) throws(CitconError) -> String {
+        if let trusted = context.trustedMerchant { return trusted }
+        return try front.merchant(authorization: request.headers[.authorization], needsServer: needsServer)
+    }
+
+    /// The page links of this listener.
+    var pageURL: @Sendable (String, String) -> String {
+        let base = publicURL()
+        return { kind, id in "\(base)/citcon/\(kind)/\(id)" }
+    }
+
+    /// The API under `/v1` and the SDK's results under `/citcon/sdk/`, behind the JSON gate.
+    func api() -> RouteCollection<PlatformContext> {
+        let routes = RouteCollection(context: PlatformContext.self)
+        let api = routes.group().add(middleware: CitconJSONGate())
+        api.post("v1/access-tokens") { request, _ in
+            let body = try await Self.body(request), authorization = request.headers[.authorization]
+            return Self.reply(CitconReply(try await offload { try front.accessToken(authorization: authorization, body: body) }, pageURL: pageURL))
+        }
+        api.post("v1/charges") { request, context in
+            let m = try merchant(request, context), body = try await Self.body(request)
+            return Self.reply(CitconReply(try await offload { try front.createCharge(merchantID: m, body: body) }, pageURL: pageURL))
+        }
+        api.post("v1/charges/:token") { request, context in
+            let m = try merchant(request, context), body = try await Self.body(request)
+            // Early SDKs sent the token in literal braces (`charges/{…}`).
+            let raw = context.parameters.get("token") ?? ""
+            let token = raw.removingPercentEncoding?.trimmingCharacters(in: CharacterSet(charactersIn: "{}")) ?? raw
+            return Self.reply(CitconReply(try await offload { try front.confirm(merchantID: m, chargeToken: token, body: body) }, pageURL: pageURL))
+        }
+        api.get("v1/transactions/:id") { request, context in
+            let m = try merchant(request, context)
+            return Self.reply(CitconReply(try front.inquiry(merchantID: m, id: context.parameters.get("id") ?? ""), pageURL: pageURL))
+        }
+        api.post("v1/captures") { request, context in
+            let m = try merchant(request, context, needsServer: true), body = try await Self.body(request)
+            return Self.reply(CitconReply(try await offload { try front.capture(merchantID: m, body: body) }, pageURL: pageURL))
+        }
+        api.post("v1/cancels") { request, context in
+            let m = try merchant(request, context, needsServer: true), body = try await Self.body(request)
+            return Self.reply(CitconReply(try await offload { try front.cancel(merchantID: m, body: body) }, pageURL: pageURL))
+        }
+        api.post("v1/refunds") { request, context in
+            let m = try merchant(request, context, needsServer: true), body = try await Self.body(request)
+            return Self.reply(CitconReply(try await offload { try front.refund(merchantID: m, body: body) }, pageURL: pageURL))
+        }
+        api.post("citcon/sdk/requestOrder") { request, context in
+            let m = try merchant(request, context), body = try await Self.body(request)
+            return Self.reply(CitconReply(try await offload { try front.sdkRequestOrder(merchantID: m, body: body) }, pageURL: pageURL))
+        }
+        api.post("citcon/sdk/inquireOrder") { request, context in
+            let m = try merchant(request, context), body = try await Self.body(request)
+            return Self.reply(CitconReply(try front.sdkInquireOrder(merchantID: m, body: body), pageURL: pageURL))
+        }
+        return routes
+    }
+
+    /// The wallet and 3-D Secure pages: whoever holds a charge's id; their posts only from the page itself.
+    func pages() -> RouteCollection<PlatformContext> {
+        let routes = RouteCollection(context: PlatformContext.self)
+        for kind in ["wallet", "3ds"] {
+            routes.get("citcon/\(kind)/:id") { request, context in
+                await page(request.method, kind: kind, id: context.parameters.get("id") ?? "", body: [])
+            }
+            routes.post("citcon/\(kind)/:id") { request, context in
+                if let refused = PagePost.refusal(request) {
+                    throw CitconError(httpStatus: 403, code: "4030", message: "forbidden: \(refused)")
+                }
+                return await page(request.method, kind: kind, id: context.parameters.get("id") ?? "", body: try await Self.body(request))
+            }
+        }
+        return routes
+    }
+
+    /// A request's body (the JSON gate read it; a page's form is read here), at most 1 MiB.
+    static func body(_ request: Request) async throws -> [UInt8] {
+        do { return Array(try await request.body.collect(upTo: 1 << 20).readableBytesView) } catch {
+            throw CitconError.badRequest("body", "is over 1 MiB")
         }
     }
 
@@ -170,6 +195,11 @@ struct CitconReply: Sendable {
     let status: Int
     let body: String
 
+    init(status: Int, body: String) {
+        self.status = status
+        self.body = body
+    }
+
     /// A result: 200 with the platform's success envelope.
     init(_ result: CitconResult, pageURL: (String, String) -> String) {
         status = 200
@@ -180,5 +210,42 @@ struct CitconReply: Sendable {
     init(failure e: CitconError) {
         status = e.httpStatus
         body = CitconRender.failureText(e)
+    }
+}
+
+/// Every answer of the Citcon listener in the platform's shape: a `CitconError` a route threw, a
+/// path no route has (404 4103), anything else (500).
+struct CitconErrors: RouterMiddleware {
+    typealias Context = PlatformContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as CitconError {
+            return CitconServer.reply(CitconReply(failure: error))
+        } catch let error as HTTPError where error.status == .notFound {
+            let path = String((request.head.path ?? "/").prefix { $0 != "?" })
+            return CitconServer.reply(CitconReply(failure: .notFound("not found: no route \(request.method.rawValue) \(shownValue(path, 100))")))
+        } catch {
+            return CitconServer.reply(CitconReply(failure: .internalError("\(error)")))
+        }
+    }
+}
+
+/// The API's gate: a body of at most 1 MiB, and a POST's body is JSON.
+struct CitconJSONGate: RouterMiddleware {
+    typealias Context = PlatformContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var request = request
+        let body = try await CitconServer.body(request)
+        request.body = .init(buffer: ByteBuffer(bytes: body))
+        if request.method == .post, !body.isEmpty {
+            let type = (request.headers[.contentType] ?? "").split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard type == "application/json" else {
+                throw CitconError(httpStatus: 415, code: "4102", message: "invalid header: Content-Type must be application/json", debug: "Content-Type")
+            }
+        }
+        return try await next(request, context)
     }
 }
