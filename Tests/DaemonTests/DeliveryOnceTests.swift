@@ -17,6 +17,7 @@ final class CountingReceiver: @unchecked Sendable {
     private let fd: Int32
     // Unchecked: every mutable value is behind `received`'s mutex, or set once.
     private let received = Mutex<[String]>([])
+    private let lines = Mutex<[String]>([])
     private let stopped = Atomic<Bool>(false)
 
     init() throws {
@@ -39,6 +40,8 @@ final class CountingReceiver: @unchecked Sendable {
 
     /// The bodies received, in order.
     var bodies: [String] { received.withLock { $0 } }
+    /// The request lines received (`GET /cb?… HTTP/1.1`), in order.
+    var requestLines: [String] { lines.withLock { $0 } }
 
     func stop() {
         stopped.store(true, ordering: .relaxed)
@@ -80,6 +83,7 @@ final class CountingReceiver: @unchecked Sendable {
             let body = String(decoding: pending[bodyStart..<(bodyStart + length)], as: UTF8.self)
             pending = Array(pending[(bodyStart + length)...])
             received.withLock { $0.append(body) }
+            lines.withLock { $0.append(String(head.split(separator: "\r\n").first ?? "")) }
             let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".utf8)
             _ = answer.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if head.contains("connection: close") { return }
@@ -91,17 +95,24 @@ final class CountingReceiver: @unchecked Sendable {
 /// gets exactly one POST per webhook and per IPN, however many are delivered at once.
 @Suite("notifications delivered once", .serialized)
 struct DeliveryOnceTests {
-    @Test("a counting receiver sees one POST per notification across hundreds of Worldline webhooks and Citcon IPNs delivered concurrently")
+    @Test("a counting receiver sees one request per notification across hundreds of Viva callbacks, Worldline webhooks and Citcon IPNs delivered concurrently")
     func oncePerNotification() async throws {
         let receiver = try CountingReceiver()
         defer { receiver.stop() }
-        let daemon = try await DaemonProcess(["--worldline-port", "0", "--citcon-port", "0"],
+        let daemon = try await DaemonProcess(["--demo", "--worldline-port", "0", "--citcon-port", "0"],
                                              config: "callbacks:\n  allowed_hosts: [127.0.0.1]\n")
         defer { daemon.stop(); daemon.remove() }
         _ = try await daemon.client.send(method: "PUT", "/v1/worldline/merchants/hooks/webhook", json: ["url": "http://127.0.0.1:\(receiver.port)/hooks"])
         _ = try await daemon.client.send(method: "POST", "/v1/citcon/merchants", json: ["merchantId": "ipns"])
-        let payments = 100, charges = 100
+        let payments = 100, charges = 100, sales = 30
         try await withThrowingTaskGroup(of: Void.self) { group in
+            // Card-present sales, one at a time on the demo terminal, their callbacks GET to the receiver.
+            group.addTask {
+                for i in 0..<sales {
+                    let sale = try await daemon.open(saleURL(amount: 1000 + 100 * i, tip: 0, reference: "once-\(i)", callback: "http://127.0.0.1:\(receiver.port)/cb"))
+                    #expect(sale.result?.status == "success", "\(sale.error)")
+                }
+            }
             for i in 0..<payments {
                 group.addTask {
                     let body = #"{"order":{"amountOfMoney":{"amount":\#(100 + i),"currencyCode":"EUR"}},"cardPaymentMethodSpecificInput":{"authorizationMode":"SALE","card":\#(WorldlineHTTPTests.card)}}"#
@@ -120,20 +131,21 @@ struct DeliveryOnceTests {
             }
             try await group.waitForAll()
         }
-        let expected = payments + charges
+        let expected = payments + charges + sales
         let deadline = Date().addingTimeInterval(60)
         while receiver.bodies.count < expected, Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
         // Long enough for a second delivery of anything (the outbox is read every 100 ms).
         try await Task.sleep(for: .seconds(1))
         let bodies = receiver.bodies
-        #expect(bodies.count == expected, "\(bodies.count) POSTs for \(expected) notifications")
-        // Each notification once: a webhook by its id, an IPN by its charge reference.
+        #expect(bodies.count == expected, "\(bodies.count) requests for \(expected) notifications")
+        // Each notification once: a webhook by its id, an IPN by its charge, a callback by its URL.
         var seen: [String: Int] = [:]
-        for body in bodies {
+        for (body, line) in zip(bodies, receiver.requestLines) {
             let json = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] ?? [:]
-            let key = (json["id"] as? String) ?? (json["reference"] as? String) ?? body
+            let key = (json["id"] as? String) ?? line
             seen[key, default: 0] += 1
         }
+        #expect(receiver.requestLines.filter { $0.hasPrefix("get /cb?") }.count == sales, "every sale's callback arrived")
         let twice = seen.filter { $0.value > 1 }
         #expect(twice.isEmpty, "sent more than once: \(twice.count) notifications")
     }
