@@ -1,3 +1,4 @@
+import EMV
 import Foundation
 import Terminal
 
@@ -79,6 +80,11 @@ public enum LedgerRules {
             }
             try Validate.noNUL(message.target, field: "outbox[\(i)].target")
             try Validate.noNUL(message.payload, field: "outbox[\(i)].payload")
+        }
+        // A card's brand by its display name (`VISA`), as every writer and reader keeps it: a
+        // scheme's code name (`visa`) would be a brand no reader finds.
+        if let brand = result.brand, let scheme = CardBrand(rawValue: brand), brand != scheme.displayName {
+            throw LedgerError.invalid(field: "brand", rule: "a card's brand is written by its display name (\(scheme.displayName)), not \"\(brand)\"")
         }
         let storedTexts: [(String?, String)] = [
             (result.message, "message"), (result.cardholderName, "cardholderName"), (result.applicationLabel, "applicationLabel"),

@@ -408,7 +408,7 @@ public struct BatchTotals: Sendable, Equatable {
 
 extension StoredTransaction {
     /// The card brand recorded (the column holds its display name).
-    public var cardBrand: CardBrand? { brand.flatMap { name in CardBrand.allCases.first { $0.displayName == name } } }
+    public var cardBrand: CardBrand? { CardBrand(displayName: brand) }
 
     /// The cardholder verification performed (the column holds the method's description, as
     /// `Completion` writes it); nil when none was, or for text that names no method.
@@ -422,4 +422,22 @@ extension StoredTransaction {
         uniqueKeysWithValues: [CVMethod.failCVM, .plaintextPINByICC, .encipheredPINOnline, .plaintextPINByICCAndSignature,
                                .encipheredPINByICC, .encipheredPINByICCAndSignature, .signature, .noCVMRequired, .notAvailable, .consumerDevice]
             .map { ($0.description, $0) })
+}
+
+extension CardBrand {
+    /// The scheme a stored brand names: the ledger keeps a card's brand by its display name
+    /// (`VISA`), a wallet's by its method (`WECHATPAY`), which names none.
+    public init?(displayName: String?) {
+        guard let displayName, let brand = CardBrand.allCases.first(where: { $0.displayName == displayName }) else { return nil }
+        self = brand
+    }
+}
+
+extension Completion {
+    /// The card's scheme, written as the ledger keeps it (its display name, `VISA`): what every
+    /// writer of a card's brand sets.
+    public var cardBrand: CardBrand? {
+        get { CardBrand(displayName: brand) }
+        set { brand = newValue?.displayName }
+    }
 }

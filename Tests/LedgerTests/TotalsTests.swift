@@ -116,3 +116,29 @@ extension Ledger {
         try ledger.pool.read { try refundedAmount($0, originalID: id) }
     }
 }
+
+@Suite("brands as the ledger keeps them")
+struct BrandTests {
+    @Test("a card's brand is kept by its display name; its code name is refused naming the rule; a wallet's name passes")
+    func displayNames() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let ledger = try Ledger(path: dir.database, panKey: keyA)
+        _ = try ledger.ensureTerminal(name: "t1", tid: "16016684")
+        var coded = approved()
+        coded.brand = "visa"
+        let s = try ledger.begin(sale())
+        let refused = ledgerError { try ledger.complete(id: s.id, coded) }
+        #expect(refused?.field == "brand" && refused?.rule.contains("VISA") == true, "\(String(describing: refused))")
+        var typed = approved()
+        typed.cardBrand = .visa
+        #expect(typed.brand == "VISA")
+        let stored = try ledger.complete(id: s.id, typed)
+        #expect(stored.cardBrand == .visa)
+        var wallet = approved(pan: nil, masked: nil)
+        wallet.brand = "WECHATPAY"
+        let w = try ledger.begin(sale())
+        #expect(try ledger.complete(id: w.id, wallet).cardBrand == nil)
+    }
+}
+

@@ -128,7 +128,7 @@ final class ISO8583IssuerService: @unchecked Sendable {
                                             completedAt: max(clock.nowMicroseconds(), created), reversal: false)
                 completion.maskedPAN = PAN.masked(request.pan)
                 completion.pan = request.pan
-                completion.brand = CardBrand.detect(pan: request.pan)?.displayName
+                completion.cardBrand = CardBrand.detect(pan: request.pan)
                 completion.arqc = request.arqc.map(Hex.encode)
                 completion.atc = request.cryptogramData?.tags[0x9F36].map(Hex.encode)
                 completion.aid = request.aid.isEmpty ? nil : Hex.encode(request.aid)
