@@ -353,6 +353,16 @@ struct ISO8583EndToEndTests {
         forged[4] = "000000000001"
         let refused = try ask(forged)
         #expect(refused[39] == "94" && refused[38] == nil && refused[2] == "4012888888881881", "\(refused.fields)")
+        // A pre-authorisation's repeat (0101) gets the first answer too, and is not authorised again.
+        var preAuth = TerminalMessages.authorisation(sale, context)
+        preAuth.mti = "0100"
+        preAuth[11] = "000011"
+        let held = try ask(preAuth)
+        #expect(held.mti == "0110" && held[39] == "00")
+        var heldAgain = preAuth
+        heldAgain.mti = "0101"
+        let repeatedHold = try ask(heldAgain)
+        #expect(repeatedHold.mti == "0110" && repeatedHold[39] == "00" && repeatedHold[38] == held[38], "\(repeatedHold.fields)")
         // A card number a peer put in a private field is masked in the trace like field 2.
         var private48 = request
         private48[11] = "000009"
@@ -374,7 +384,7 @@ struct ISO8583EndToEndTests {
         let listed = try cli(["tx", "list", "--json", "--limit", "100"], socket: daemon.socket)
         let rows = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]])
         let host = rows.filter { $0["provider"] as? String == "iso8583" }
-        #expect(host.count == 2, "one row per authorisation, none for the repeat or the forgery: \(rows.count)")
+        #expect(host.count == 3, "one row per authorisation, none for the repeats or the forgery: \(rows.count)")
         #expect(host.allSatisfy { $0["brand"] as? String == "VISA" }, "the brand as every other writer stores it: \(host.map { $0["brand"] ?? "nil" })")
         let shown = try host.map { try cli(["tx", "show", try #require($0["transactionId"] as? String), "--json"], socket: daemon.socket).stdout }.joined()
         #expect(shown.contains("acct 401288******1881") && !shown.contains("4012888888881881"), "\(shown)")

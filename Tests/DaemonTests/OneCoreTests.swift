@@ -189,6 +189,22 @@ struct OneCoreTests {
             let twice = #"{"order":{"amountOfMoney":{"amount":100,"amount":250000,"currencyCode":"EUR"}},"cardPaymentMethodSpecificInput":{"card":\#(WorldlineHTTPTests.card)}}"#
             let duplicate = try await w.send(.POST, "/v2/m1/payments", twice)
             #expect(duplicate.status == 400 && duplicate.text.contains("amount"), "\(duplicate.text)")
+            // A card number as a key given twice: refused, the number masked in the answer.
+            let keyed = try await w.send(.POST, "/v2/m1/payments", #"{"4111111111111111":1,"4111111111111111":2}"#)
+            #expect(keyed.status == 400 && !keyed.text.contains("4111111111111111"), "\(keyed.text)")
+            // An idempotence key holding a card number is refused too (the key is stored as sent).
+            let key = try await w.send(.POST, "/v2/m1/payments", Self.payment(amount: 100, mode: "SALE"),
+                                       headers: [("X-GCS-Idempotence-Key", "4012888888881881")])
+            #expect(key.status == 400 && key.text.contains("x-gcs-idempotence-key") && !key.text.contains("4012888888881881"), "\(key.text)")
+            // The gate comes first: an unsigned request to any path is 401; a signed one with the
+            // wrong method on a known path is 405, to no path 404.
+            var unsigned = HTTPClientRequest(url: "http://127.0.0.1:\(w.port)/v2/m1/no/such/thing")
+            unsigned.method = .GET
+            #expect(try await Self.exchange(w.http, unsigned).status == 401)
+            let wrongMethod = try await w.send(.GET, "/v2/m1/payments")
+            #expect(wrongMethod.status == 405 && wrongMethod.text.contains("METHOD_NOT_ALLOWED"), "\(wrongMethod.text)")
+            let nowhere = try await w.send(.GET, "/v2/m1/no/such/thing")
+            #expect(nowhere.status == 404 && nowhere.text.contains("UNKNOWN_RESOURCE"), "\(nowhere.text)")
             #expect(try await Self.transactions(daemon, provider: "worldline").isEmpty, "a refused request stores nothing")
             let dump = try Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite"))
                 + ((try? Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite-wal"))) ?? Data())

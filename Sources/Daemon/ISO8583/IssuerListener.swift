@@ -58,7 +58,7 @@ final class ISO8583IssuerService: @unchecked Sendable {
         switch (kind.messageClass, kind.function) {
         case (.networkManagement?, .request?):
             answer = IssuerMessages.answer(message, code: "00")
-        case (.authorisation?, .request?), (.financial?, .request?) where !kind.isRepeat:
+        case (.authorisation?, .request?) where !kind.isRepeat, (.financial?, .request?) where !kind.isRepeat:
             answer = authorise(message)
         case (.authorisation?, .request?), (.financial?, .request?):
             // A repeat is the same request sent again: it gets the first one's answer, and is

@@ -1,4 +1,5 @@
 import Crypto
+import EMV
 import Foundation
 import Fronts
 import HTTPTypes
@@ -120,13 +121,42 @@ struct WorldlineServer: Sendable {
         v2.get("products") { _, _ in try products([]).response }
         v2.get("products/:id") { _, context in try products([context.parameters.get("id") ?? ""]).response }
         v2.get("products/:id/networks") { _, context in try products([context.parameters.get("id") ?? "", "networks"]).response }
+        // A known path asked with another method is 405, as the platform answers; any other path
+        // under the merchant is 404 — both behind the gate, so an unsigned caller learns nothing.
+        for (path, method) in Self.serverRoutes {
+            for other in Self.methods where other != method {
+                v2.on(RouterPath(stringLiteral: path), method: other) { _, _ -> Response in
+                    throw WorldlineError(httpStatus: 405, errorCode: "21000010", id: "METHOD_NOT_ALLOWED",
+                                         message: "\(other.rawValue) is not allowed here; use \(method.rawValue)")
+                }
+            }
+        }
+        for method in Self.methods {
+            v2.on("**", method: method) { request, _ -> Response in
+                let path = String((request.head.path ?? "/").prefix { $0 != "?" })
+                throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no resource \(shownValue(path, 100))")
+            }
+        }
         return routes
     }
 
+    /// The Server API's paths under `/v2/{merchantId}/` and the method each takes.
+    static let serverRoutes: [(String, HTTPRequest.Method)] = [
+        ("sessions", .post), ("payments", .post), ("payments/:id", .get), ("payments/:id/details", .get),
+        ("payments/:id/captures", .get), ("payments/:id/refunds", .get), ("payments/:id/capture", .post),
+        ("payments/:id/cancel", .post), ("payments/:id/refund", .post), ("services/testconnection", .get),
+        ("services/getIINdetails", .post), ("products", .get), ("products/:id", .get), ("products/:id/networks", .get),
+    ]
+    static let methods: [HTTPRequest.Method] = [.get, .post, .put, .delete, .patch]
+
     /// A request's body, as the gate read it (at most `maximumBody`).
     static func body(_ request: Request) async throws -> [UInt8] {
-        Array(try await request.body.collect(upTo: maximumBody).readableBytesView)
+        do { return Array(try await request.body.collect(upTo: maximumBody).readableBytesView) } catch {
+            throw tooLarge
+        }
     }
+
+    static let tooLarge = WorldlineError(httpStatus: 413, errorCode: "21000120", id: "REQUEST_TOO_LARGE", message: "the body is over \(maximumBody) bytes")
 
     /// Checks `Authorization: GCS v1HMAC:{keyId}:{signature}` against the key's secret, the
     /// `Date` against the clock, and that the key is this merchant's.
@@ -227,6 +257,13 @@ struct WorldlineServer: Sendable {
         gated.get("products/:id") { _, context in try products([context.parameters.get("id") ?? ""]).response }
         gated.get("products/:id/networks") { _, context in try products([context.parameters.get("id") ?? "", "networks"]).response }
         gated.post("services/getIINdetails") { request, _ in try iin(try await Self.body(request)).response }
+        // Any other path under the customer: 404, behind the session check.
+        for method in Self.methods {
+            gated.on("**", method: method) { request, _ -> Response in
+                let path = String((request.head.path ?? "/").prefix { $0 != "?" })
+                throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no client resource \(shownValue(path, 100))")
+            }
+        }
         return routes
     }
 
@@ -413,12 +450,9 @@ struct WorldlineServerAPIGate: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let merchantID = try context.merchant
         var request = request
-        let buffer: ByteBuffer
-        do { buffer = try await request.body.collect(upTo: WorldlineServer.maximumBody) } catch {
-            throw WorldlineError(httpStatus: 413, errorCode: "21000120", id: "REQUEST_TOO_LARGE", message: "the body is over \(WorldlineServer.maximumBody) bytes")
-        }
-        request.body = .init(buffer: buffer)
-        let body = Array(buffer.readableBytesView)
+        // A body is read for a POST or PUT only: any other method's is ignored, as before.
+        let body = request.method == .post || request.method == .put ? try await WorldlineServer.body(request) : []
+        request.body = .init(buffer: ByteBuffer(bytes: body))
         if context.trustedMerchant == nil {
             try server.authenticate(request, rawPath: request.head.path ?? "/", merchantID: merchantID)
         }
@@ -426,6 +460,8 @@ struct WorldlineServerAPIGate: RouterMiddleware {
         guard request.method == .post, let key = request.headers[WorldlineServer.idempotenceKey], !key.isEmpty else {
             return try await next(request, context)
         }
+        // The key is stored as it is sent: one holding a card number is refused, as any request text is.
+        if PAN.looksLikeItHoldsAPAN(key) { throw WorldlineError.invalid(WorldlineServer.idempotenceKey.canonicalName, TextRules.panRule) }
         let replied = try await server.idempotent(method: request.method, rawPath: request.head.path ?? "", key: key, merchantID: merchantID,
                                                   body: body) {
             let response = try await next(request, context)

@@ -108,7 +108,8 @@ public struct WorldlineJSON: @unchecked Sendable {
         // Well-formed: now what JSONSerialization lets through and the one reader refuses.
         do throws(JSONBody.Problem) { try JSONBody.check(body) } catch {
             let property = error.path == "body" ? nil : String(error.path.dropFirst("body.".count))
-            if let property { throw .invalid(property, error.rule) }
+            // The path is made of the body's own keys: one that holds a card number is masked.
+            if let property { throw .invalid(shownValue(property, 200), error.rule) }
             throw .badBody("the body \(error.rule)")
         }
         try scanForCardNumbers(object, path: "", allowed: cardNumberAt)

@@ -229,7 +229,7 @@ public final class CitconFront: Sendable {
                                     message: approved ? "approved by the payer's wallet" : "declined by the payer's wallet",
                                     authorisationCode: approved ? Self.randomDigits(6) : nil, brand: charge.method.uppercased(), entryMode: .wallet,
                                     completedAt: context.clock.nowMicroseconds())
-        try stored("record the wallet payment") {
+        try recorded("the wallet payment", started.id) {
             try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: transition.ipn ? ipn(charge) : [])
         }
         context.publish(.recorded(stan: started.stan, status: approved ? .approved : .declined, action: captures ? .sale : .preAuth), terminal: terminal)
@@ -248,11 +248,22 @@ public final class CitconFront: Sendable {
         }
         var c = charge
         c.transactionID = started.id
-        try stored("record the charge") {
+        try recorded("the charge", started.id) {
             try store.completeCitconCharge(transactionID: started.id, Completion(status: status, message: message, completedAt: context.clock.nowMicroseconds()),
                                            charge: c, outbox: ipn(c))
         }
         return c
+    }
+
+    /// Records a row begun for a charge with the charge's new state; a record the ledger refuses
+    /// fails the row (`PlatformRecord`), never leaves it in progress.
+    func recorded(_ what: String, _ transactionID: Int64, _ commit: () throws -> Void) throws(CitconError) {
+        do throws(PlatformRecord.Refused) {
+            try PlatformRecord.commit(store, transactionID: transactionID, completedAt: context.clock.nowMicroseconds(), commit)
+        } catch {
+            if let rule = error.rule { throw .badRequest(rule.field, rule.rule) }
+            throw .internalError("\(what) could not be recorded: \(error)")
+        }
     }
 
     /// A card charge asks the issuer (CVV, expiry, state, balance, queued answers).
