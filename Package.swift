@@ -131,6 +131,8 @@ let package = Package(
             name: "Fronts",
             dependencies: [
                 "EMV", "Terminal",
+                // The platforms' records, which their renderers put in the vendors' wire shapes.
+                "LedgerModel",
                 // The Worldline platform's request signatures and encrypted customer input.
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

@@ -203,7 +203,14 @@ struct CitconReply: Sendable {
     /// A result: 200 with the platform's success envelope.
     init(_ result: CitconResult, pageURL: (String, String) -> String) {
         status = 200
-        body = CitconRender.body(result, pageURL: pageURL)
+        body = switch result {
+        case .accessToken(let token, let type, let expiry, let permission):
+            CitconRender.accessTokenText(token: token, type: type, expiry: expiry, permission: permission)
+        case .charge(let c, let client): CitconRender.chargeText(c, client: client, pageURL: pageURL)
+        case .inquiry(let c): CitconRender.inquiryReplyText(c)
+        case .operation(let o, let c): CitconRender.operationText(o, c)
+        case .sdkResult(let c): CitconRender.sdkResultText(c)
+        }
     }
 
     /// A refusal: its status with the platform's fail envelope.

@@ -88,33 +88,12 @@ struct WorldlineServer: Sendable {
             let m = try context.merchant, base = publicURL(), body = try await Self.body(request)
             return try await reply { try front.createPayment(merchantID: m, body: body) { base + "/threeds/" + $0 } }.response
         }
-        v2.get("payments/:id") { _, context in
-            let m = try context.merchant, id = context.parameters.get("id") ?? ""
-            return try await reply { try front.getPayment(merchantID: m, id: id) }.response
-        }
-        v2.get("payments/:id/details") { _, context in
-            let m = try context.merchant, id = context.parameters.get("id") ?? ""
-            return try await reply { try front.details(merchantID: m, id: id) }.response
-        }
-        v2.get("payments/:id/captures") { _, context in
-            let m = try context.merchant, id = context.parameters.get("id") ?? ""
-            return try await reply { try front.captures(merchantID: m, id: id) }.response
-        }
-        v2.get("payments/:id/refunds") { _, context in
-            let m = try context.merchant, id = context.parameters.get("id") ?? ""
-            return try await reply { try front.refunds(merchantID: m, id: id) }.response
-        }
-        v2.post("payments/:id/capture") { request, context in
-            let m = try context.merchant, id = context.parameters.get("id") ?? "", body = try await Self.body(request)
-            return try await reply { try front.capture(merchantID: m, id: id, body: body) }.response
-        }
-        v2.post("payments/:id/cancel") { _, context in
-            let m = try context.merchant, id = context.parameters.get("id") ?? ""
-            return try await reply { try front.cancel(merchantID: m, id: id) }.response
-        }
-        v2.post("payments/:id/refund") { request, context in
-            let m = try context.merchant, id = context.parameters.get("id") ?? "", body = try await Self.body(request)
-            return try await reply { try front.refund(merchantID: m, id: id, body: body) }.response
+        for (path, method, call) in Self.paymentCalls {
+            v2.on(RouterPath(stringLiteral: path), method: method) { request, context in
+                let m = try context.merchant, id = context.parameters.get("id") ?? "", front = self.front
+                let body = method == .post ? try await Self.body(request) : []
+                return try await reply { try call(front, m, id, body) }.response
+            }
         }
         v2.get("services/testconnection") { _, _ in Self.json(200, ["result": "OK"]).response }
         v2.post("services/getIINdetails") { request, _ in try iin(try await Self.body(request)).response }
@@ -139,6 +118,18 @@ struct WorldlineServer: Sendable {
         }
         return routes
     }
+
+    /// The calls on one payment (`payments/{id}…`): the platform's call with the merchant, the
+    /// payment's id and the body.
+    static let paymentCalls: [(String, HTTPRequest.Method, @Sendable (WorldlineFront, String, String, [UInt8]) throws -> WorldlineResult)] = [
+        ("payments/:id", .get, { front, m, id, _ in try front.getPayment(merchantID: m, id: id) }),
+        ("payments/:id/details", .get, { front, m, id, _ in try front.details(merchantID: m, id: id) }),
+        ("payments/:id/captures", .get, { front, m, id, _ in try front.captures(merchantID: m, id: id) }),
+        ("payments/:id/refunds", .get, { front, m, id, _ in try front.refunds(merchantID: m, id: id) }),
+        ("payments/:id/capture", .post, { front, m, id, body in try front.capture(merchantID: m, id: id, body: body) }),
+        ("payments/:id/cancel", .post, { front, m, id, _ in try front.cancel(merchantID: m, id: id) }),
+        ("payments/:id/refund", .post, { front, m, id, body in try front.refund(merchantID: m, id: id, body: body) }),
+    ]
 
     /// The Server API's paths under `/v2/{merchantId}/` and the method each takes.
     static let serverRoutes: [(String, HTTPRequest.Method)] = [
@@ -353,8 +344,26 @@ struct WorldlineServer: Sendable {
     /// Runs a platform call off the event loops and answers its typed result with the platform's
     /// status and body: the one place the platform's results become HTTP.
     func reply(_ body: @escaping @Sendable () throws -> WorldlineResult) async throws -> Replied {
-        let result = try await offload(body)
-        return Replied(status: result.status, text: WorldlineRender.body(result, errorID: UUID().uuidString.lowercased()))
+        Self.answer(try await offload(body))
+    }
+
+    /// A result as the platform answers it: 201 for what a POST created, 402 for a rejected
+    /// payment (the SDKs' `DeclinedPaymentException`), 200 otherwise; its body in the platform's shape.
+    static func answer(_ result: WorldlineResult) -> Replied {
+        switch result {
+        case .sessionCreated(let id, let customer, let api, let assets):
+            Replied(status: 201, text: WorldlineRender.sessionText(sessionID: id, customerID: customer, clientAPIURL: api, assetURL: assets))
+        case .paymentCreated(let p, let redirectURL):
+            Replied(status: p.status == .rejected ? 402 : 201,
+                    text: WorldlineRender.createdText(p, redirectURL: redirectURL, errorID: UUID().uuidString.lowercased()))
+        case .payment(let p): Replied(status: 200, text: WorldlineRender.paymentOnlyText(p))
+        case .details(let p): Replied(status: 200, text: WorldlineRender.detailsText(p))
+        case .captures(let p): Replied(status: 200, text: WorldlineRender.capturesText(p))
+        case .refunds(let p): Replied(status: 200, text: WorldlineRender.refundsText(p))
+        case .captured(let o, let p): Replied(status: 200, text: WorldlineRender.captureText(o, p))
+        case .cancelled(let p): Replied(status: 200, text: WorldlineRender.paymentText(p))
+        case .refunded(let o, let p): Replied(status: 201, text: WorldlineRender.refundText(o, p))
+        }
     }
 
     static func json(_ status: Int, _ object: Any) -> Replied { Replied(status: status, text: WorldlineRender.text(object)) }

@@ -541,33 +541,9 @@ public final class CitconFront: Sendable {
     /// The IPN of a charge's new status (or of a refund), to `urls.ipn` when the charge has one.
     func ipn(_ c: CitconCharge, refund: CitconOperation? = nil) -> [OutboxMessage] {
         guard let url = c.urls["ipn"], let key = try? store.citconMerchantKey(c.merchantID) else { return [] }
-        let status: String
-        if refund != nil {
-            status = "success"
-        } else {
-            status = switch c.status {
-            case .authorized: "authorized"
-            case .succeeded: c.method == "card" || !c.operations.isEmpty ? "captured" : "success"
-            case .canceled: "cancelled"
-            default: "fail"
-            }
-        }
-        let fields = "id,transaction_type,reference,amount,currency,status,time_completed,time_created,payment_method,amount_captured,amount_refunded"
-        let id = refund?.id ?? c.id
-        let amount = refund?.amount ?? c.amount
         let created = Self.isoTime(refund?.timeCreated ?? c.timeCreated)
         let completed = Self.isoTime(refund?.timeCreated ?? c.timeCompleted ?? nowMillis)
-        let values: [String: String] = [
-            "id": id, "transaction_type": refund == nil ? "charge" : "refund", "reference": refund?.reference ?? c.reference, "amount": String(amount),
-            "currency": c.currency, "status": status, "time_completed": completed, "time_created": created, "payment_method": c.method,
-            "amount_captured": c.amountCaptured.map(String.init) ?? "", "amount_refunded": c.amountRefunded.map(String.init) ?? "", "fields": fields,
-        ]
-        var body: [String: Any] = values
-        body["amount"] = amount
-        if let v = c.amountCaptured { body["amount_captured"] = v }
-        if let v = c.amountRefunded { body["amount_refunded"] = v }
-        body["sign"] = CitconSign.sign(values, secret: key)
-        return [OutboxMessage(kind: .webhook, target: url, payload: CitconRender.text(body))]
+        return [OutboxMessage(kind: .webhook, target: url, payload: CitconRender.ipnText(c, refund: refund, key: key, created: created, completed: completed))]
     }
 
     // MARK: Helpers

@@ -223,11 +223,9 @@ public final class WorldlineFront: Sendable {
     func webhooks(_ merchant: WorldlineMerchant, type: String, payment: WorldlinePayment? = nil,
                   refund: (WorldlineOperation, WorldlinePayment)? = nil) -> [OutboxMessage] {
         guard let url = merchant.webhookURL else { return [] }
-        var body: [String: Any] = ["apiVersion": "v1", "id": Self.randomUUID(), "created": Self.isoTime(now), "merchantId": merchant.merchantID,
-                                   "type": type]
-        if let payment { body["payment"] = WorldlineRender.payment(payment) }
-        if let (operation, p) = refund { body["refund"] = WorldlineRender.refund(operation, p) }
-        return [OutboxMessage(kind: .webhook, target: url, payload: WorldlineRender.text(body))]
+        let body = WorldlineRender.webhookText(type: type, id: Self.randomUUID(), created: Self.isoTime(now), merchantID: merchant.merchantID,
+                                               payment: payment, refund: refund)
+        return [OutboxMessage(kind: .webhook, target: url, payload: body)]
     }
 
     func payment(_ merchantID: String, _ id: String) throws(WorldlineError) -> WorldlinePayment {

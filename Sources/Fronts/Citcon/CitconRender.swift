@@ -1,34 +1,56 @@
 import Foundation
-import Fronts
 import LedgerModel
-
-/// What a Citcon call produced: the daemon answers it (HTTP 200, the platform's success
-/// envelope) with `CitconRender.body`. No HTTP and no untyped JSON leave the workflows.
-public enum CitconResult: Sendable {
-    case accessToken(token: String, type: String, expiry: Int64, permission: [String])
-    /// A charge created or confirmed; `client` the app client whose content it carries.
-    case charge(CitconCharge, client: String?)
-    case inquiry(CitconCharge)
-    case operation(CitconOperation, CitconCharge)
-    /// The SDK's `CPayResult` for `requestOrder`.
-    case sdkResult(CitconCharge)
-}
 
 /// Renders the platform's JSON bodies: the `{status, app, version, data}` envelope and what goes
 /// in it.
 public enum CitconRender {
     static let app = "citcon_upi", apiVersion = "v0.1.1"
 
-    /// The body of a result. `pageURL(kind, id)` is the wallet or challenge page of a charge.
-    public static func body(_ result: CitconResult, pageURL: (String, String) -> String) -> String {
-        switch result {
-        case .accessToken(let token, let type, let expiry, let permission):
-            success(["access_token": token, "token_type": type, "expiry": expiry, "permission": permission])
-        case .charge(let c, let client): success(chargeData(c, client: client, pageURL: pageURL))
-        case .inquiry(let c): success(inquiryData(c))
-        case .operation(let o, let c): success(operationData(o, c))
-        case .sdkResult(let c): sdkResult(c)
+    /// An access token's answer.
+    public static func accessTokenText(token: String, type: String, expiry: Int64, permission: [String]) -> String {
+        success(["access_token": token, "token_type": type, "expiry": expiry, "permission": permission])
+    }
+
+    /// A charge created or confirmed, with `client`'s content. `pageURL(kind, id)` is the wallet
+    /// or challenge page of a charge.
+    public static func chargeText(_ c: CitconCharge, client: String?, pageURL: (String, String) -> String) -> String {
+        success(chargeData(c, client: client, pageURL: pageURL))
+    }
+
+    /// An inquiry's answer.
+    public static func inquiryReplyText(_ c: CitconCharge) -> String { success(inquiryData(c)) }
+
+    /// A capture's, cancel's or refund's answer.
+    public static func operationText(_ o: CitconOperation, _ c: CitconCharge) -> String { success(operationData(o, c)) }
+
+    /// The IPN of a charge's new status (or of a refund), signed with the merchant's key as the
+    /// IPN guide says; `created` and `completed` are its ISO 8601 times.
+    public static func ipnText(_ c: CitconCharge, refund: CitconOperation?, key: String, created: String, completed: String) -> String {
+        let status: String
+        if refund != nil {
+            status = "success"
+        } else {
+            status = switch c.status {
+            case .authorized: "authorized"
+            case .succeeded: c.method == "card" || !c.operations.isEmpty ? "captured" : "success"
+            case .canceled: "cancelled"
+            default: "fail"
+            }
         }
+        let fields = "id,transaction_type,reference,amount,currency,status,time_completed,time_created,payment_method,amount_captured,amount_refunded"
+        let amount = refund?.amount ?? c.amount
+        let values: [String: String] = [
+            "id": refund?.id ?? c.id, "transaction_type": refund == nil ? "charge" : "refund", "reference": refund?.reference ?? c.reference,
+            "amount": String(amount), "currency": c.currency, "status": status, "time_completed": completed, "time_created": created,
+            "payment_method": c.method, "amount_captured": c.amountCaptured.map(String.init) ?? "",
+            "amount_refunded": c.amountRefunded.map(String.init) ?? "", "fields": fields,
+        ]
+        var body: [String: Any] = values
+        body["amount"] = amount
+        if let v = c.amountCaptured { body["amount_captured"] = v }
+        if let v = c.amountRefunded { body["amount_refunded"] = v }
+        body["sign"] = CitconSign.sign(values, secret: key)
+        return text(body)
     }
 
     /// A refusal in the platform's shape.
@@ -52,7 +74,7 @@ public enum CitconRender {
 
     /// The SDK's `CPayResult`: the charge, `charge_token: null`, and the document's client codes
     /// (0 success, -1 failure, -2 a WeChat Pay cancel, 6001 an Alipay cancel).
-    static func sdkResult(_ charge: CitconCharge) -> String {
+    public static func sdkResultText(_ charge: CitconCharge) -> String {
         var data = baseData(charge)
         data["charge_token"] = NSNull()
         data["payment"] = ["method": charge.method]

@@ -1,6 +1,5 @@
 import EMV
 import Foundation
-import Fronts
 import LedgerModel
 import Terminal
 
@@ -64,53 +63,48 @@ public enum WorldlineStatus {
     }
 }
 
-/// What a Server API call produced: the daemon answers it with the platform's status for it
-/// (`status`) and its body (`WorldlineRender.body`). No HTTP and no untyped JSON leave the
-/// workflows.
-public enum WorldlineResult: Sendable {
-    case sessionCreated(sessionID: String, customerID: String, clientAPIURL: String, assetURL: String)
-    /// A new payment: authorised, rejected, or waiting for its challenge (`redirectURL`).
-    case paymentCreated(WorldlinePayment, redirectURL: String?)
-    case payment(WorldlinePayment)
-    case details(WorldlinePayment)
-    case captures(WorldlinePayment)
-    case refunds(WorldlinePayment)
-    case captured(WorldlineOperation, WorldlinePayment)
-    case cancelled(WorldlinePayment)
-    case refunded(WorldlineOperation, WorldlinePayment)
-
-    /// The HTTP status the platform answers it with: 201 for what a POST created, 402 for a
-    /// rejected payment (the SDKs' `DeclinedPaymentException`), 200 otherwise.
-    public var status: Int {
-        switch self {
-        case .sessionCreated, .refunded: 201
-        case .paymentCreated(let p, _): p.status == .rejected ? 402 : 201
-        default: 200
-        }
-    }
-}
-
 /// Renders the platform's JSON bodies.
 public enum WorldlineRender {
-    /// The body of a result, as JSON text; a rejected payment's is the platform's error with its
-    /// `paymentResult` (`errorID` names the error).
-    public static func body(_ result: WorldlineResult, errorID: String) -> String {
-        switch result {
-        case .sessionCreated(let id, let customer, let api, let assets):
-            text(["clientSessionId": id, "customerId": customer, "clientApiUrl": api, "assetUrl": assets, "invalidTokens": [String]()])
-        case .paymentCreated(let p, let redirectURL):
-            p.status == .rejected
-                ? text(error(WorldlineStatus.declineError(responseCode: p.responseCode, message: p.message), errorID: errorID,
-                             extra: ["paymentResult": created(p, redirectURL: nil)]))
-                : text(created(p, redirectURL: redirectURL))
-        case .payment(let p): text(payment(p))
-        case .details(let p): text(details(p))
-        case .captures(let p): text(["captures": p.operations.filter { $0.kind == .capture }.map { capture($0, p) }])
-        case .refunds(let p): text(["refunds": p.operations.filter { $0.kind == .refund }.map { refund($0, p) }])
-        case .captured(let o, let p): text(capture(o, p))
-        case .cancelled(let p): text(["payment": payment(p)])
-        case .refunded(let o, let p): text(refund(o, p))
-        }
+    /// `SessionResponse`.
+    public static func sessionText(sessionID: String, customerID: String, clientAPIURL: String, assetURL: String) -> String {
+        text(["clientSessionId": sessionID, "customerId": customerID, "clientApiUrl": clientAPIURL, "assetUrl": assetURL,
+              "invalidTokens": [String]()])
+    }
+
+    /// A new payment's answer: `CreatePaymentResponse`, or for a rejected payment the platform's
+    /// error with its `paymentResult` (`errorID` names the error).
+    public static func createdText(_ p: WorldlinePayment, redirectURL: String?, errorID: String) -> String {
+        guard p.status == .rejected else { return text(created(p, redirectURL: redirectURL)) }
+        return text(error(WorldlineStatus.declineError(responseCode: p.responseCode, message: p.message), errorID: errorID,
+                          extra: ["paymentResult": created(p, redirectURL: nil)]))
+    }
+
+    /// `PaymentResponse`.
+    public static func paymentOnlyText(_ p: WorldlinePayment) -> String { text(payment(p)) }
+
+    /// `{captures: [CaptureResponse]}`.
+    public static func capturesText(_ p: WorldlinePayment) -> String {
+        text(["captures": p.operations.filter { $0.kind == .capture }.map { capture($0, p) }])
+    }
+
+    /// `{refunds: [RefundResponse]}`.
+    public static func refundsText(_ p: WorldlinePayment) -> String {
+        text(["refunds": p.operations.filter { $0.kind == .refund }.map { refund($0, p) }])
+    }
+
+    /// `CaptureResponse`.
+    public static func captureText(_ o: WorldlineOperation, _ p: WorldlinePayment) -> String { text(capture(o, p)) }
+
+    /// `RefundResponse`.
+    public static func refundText(_ o: WorldlineOperation, _ p: WorldlinePayment) -> String { text(refund(o, p)) }
+
+    /// A webhook's body: `{apiVersion, id, created, merchantId, type, payment | refund}`.
+    public static func webhookText(type: String, id: String, created: String, merchantID: String, payment p: WorldlinePayment?,
+                                   refund r: (WorldlineOperation, WorldlinePayment)?) -> String {
+        var body: [String: Any] = ["apiVersion": "v1", "id": id, "created": created, "merchantId": merchantID, "type": type]
+        if let p { body["payment"] = payment(p) }
+        if let (operation, p) = r { body["refund"] = refund(operation, p) }
+        return text(body)
     }
 
     /// An error's body, as JSON text.

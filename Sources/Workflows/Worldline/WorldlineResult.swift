@@ -1,0 +1,16 @@
+import LedgerModel
+
+/// What a Server API call produced, typed: the daemon answers it with the platform's status and
+/// the body `WorldlineRender` makes. No HTTP and no untyped JSON leave the workflows.
+public enum WorldlineResult: Sendable {
+    case sessionCreated(sessionID: String, customerID: String, clientAPIURL: String, assetURL: String)
+    /// A new payment: authorised, rejected, or waiting for its challenge (`redirectURL`).
+    case paymentCreated(WorldlinePayment, redirectURL: String?)
+    case payment(WorldlinePayment)
+    case details(WorldlinePayment)
+    case captures(WorldlinePayment)
+    case refunds(WorldlinePayment)
+    case captured(WorldlineOperation, WorldlinePayment)
+    case cancelled(WorldlinePayment)
+    case refunded(WorldlineOperation, WorldlinePayment)
+}
