@@ -305,9 +305,7 @@ extension Ledger {
 
     /// The approved refunds of `originalID`, in minor units.
     static func refundedAmount(_ db: Database, originalID: Int64) throws -> Int64 {
-        try Int64.fetchOne(db.cachedStatement(sql: """
-            SELECT coalesce(sum(amount), 0) FROM txn WHERE original_id = ? AND action = 'refund' AND status = 'approved'
-            """), arguments: [originalID]) ?? 0
+        try approvedAmount(db, originalID: originalID, action: .refund)
     }
 
     /// The trace rows in statements of up to `traceRowsPerStatement` rows each: a sale's dozen
