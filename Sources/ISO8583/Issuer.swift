@@ -6,14 +6,17 @@ public enum IssuerMessages {
     /// What a 0100 or 0200 asks the issuer. `now` gives the year field 7 lacks.
     public static func authorisationRequest(_ m: ISOMessage, now: UTCDateParts) throws(ISO8583Error) -> AuthorisationRequest {
         func missing(_ n: Int, _ name: String) -> ISO8583Error {
-            ISO8583Error(field: n, name: name, reason: "required in a \(m.mti)")
+            ISO8583Error(field: n, name: name, reason: "required in a \(m.mti)", isMissing: true)
         }
         var pan = m[2]
         if pan == nil, let track = m[35] { pan = String(track.prefix { $0 != "=" && $0 != "D" }) }
         guard let pan, (12...19).contains(pan.count) else {
             throw ISO8583Error(part: "field 2 (Primary Account Number (PAN))", reason: "required (or track 2 in field 35), 12 to 19 digits")
         }
-        guard let amountText = m[4], let amount = Int(amountText) else { throw missing(4, "Amount, Transaction") }
+        guard let amountText = m[4] else { throw missing(4, "Amount, Transaction") }
+        guard let amount = Int(amountText) else {
+            throw ISO8583Error(field: 4, name: "Amount, Transaction", reason: "must be 12 digits", isMissing: true)
+        }
         guard amount > 0 else { throw ISO8583Error(field: 4, name: "Amount, Transaction", reason: "must be above zero") }
         guard let currencyText = m[49], let currency = Int(currencyText), currencyText.count == 3, currency > 0 else {
             throw ISO8583Error(part: "field 49 (Currency Code, Transaction)", reason: "required, 3 digits (ISO 4217 numeric)")
@@ -42,6 +45,13 @@ public enum IssuerMessages {
             request.cardExpiry = (2000 + yy, mm)
         }
         return request
+    }
+
+    /// The response code of a request `authorisationRequest` refused: 13 (invalid amount) for an
+    /// amount that is there but cannot be one, 30 (format error) for everything else, a missing
+    /// field 4 included.
+    public static func responseCode(refusing error: ISO8583Error) -> ResponseCode {
+        error.field == 4 && !error.isMissing ? "13" : "30"
     }
 
     /// The fields an answer repeats from its request.

@@ -32,20 +32,25 @@ public struct ISO8583Error: Error, Sendable, Equatable, CustomStringConvertible 
     public let reason: String
     /// The field at fault, when it is one: what an answer's code is chosen by (13 for field 4).
     public let field: Int?
+    /// The field is absent (or not a value of its kind at all) rather than holding a value the
+    /// rule refuses: a format error (30), never "invalid amount" (13).
+    public let isMissing: Bool
 
     public init(part: String, offset: Int? = nil, reason: String) {
         self.part = part
         self.offset = offset
         self.reason = reason
         field = nil
+        isMissing = false
     }
 
     /// An error of field `field`, named `name` in `part` ("field 4 (Amount, Transaction)").
-    public init(field: Int, name: String, offset: Int? = nil, reason: String) {
+    public init(field: Int, name: String, offset: Int? = nil, reason: String, isMissing: Bool = false) {
         part = "field \(field) (\(name))"
         self.offset = offset
         self.reason = reason
         self.field = field
+        self.isMissing = isMissing
     }
 
     public var description: String {

@@ -94,10 +94,31 @@ extension Ledger {
             try db.execute(sql: "UPDATE citcon_charge SET state = ?, transaction_id = ?, updated_at = ? WHERE id = ?",
                            arguments: [try Self.encodeCharge(charge), charge.transactionID, Self.nowMicros(), charge.id])
             guard db.changesCount == 1 else { throw LedgerError.invalid(field: "transaction_id", rule: "no charge \(charge.id)") }
+            // Each operation's reference is the merchant's once: a second operation under it is
+            // refused here even when two charges race for it.
+            for operation in charge.operations where !operation.reference.isEmpty {
+                try db.execute(sql: """
+                    INSERT INTO citcon_operation_reference (merchant_id, reference, operation_id) VALUES (?, ?, ?)
+                    ON CONFLICT (merchant_id, reference) DO NOTHING
+                    """, arguments: [charge.merchantID, operation.reference, operation.id])
+                let owner = try String.fetchOne(db, sql: "SELECT operation_id FROM citcon_operation_reference WHERE merchant_id = ? AND reference = ?",
+                                                arguments: [charge.merchantID, operation.reference])
+                guard owner == operation.id else {
+                    throw LedgerError.invalid(field: "reference", rule: LedgerRules.citconReferenceUsed)
+                }
+            }
             if let transactionID, let result {
                 _ = try Self.complete(db, id: transactionID, result, panHash: panHash, reversalUUID: UUID().uuidString.lowercased(),
                                       trace: [], outbox: outbox)
             }
+        }
+    }
+
+    /// Whether the merchant has a capture, cancel or refund under `reference`.
+    public func citconOperationReferenceUsed(merchantID: String, reference: String) throws -> Bool {
+        try read("look up a Citcon operation reference") { db in
+            try Row.fetchOne(db, sql: "SELECT 1 FROM citcon_operation_reference WHERE merchant_id = ? AND reference = ?",
+                             arguments: [merchantID, reference]) != nil
         }
     }
 

@@ -34,6 +34,9 @@ enum Schema {
             }
             try db.execute(sql: v8)
         }
+        migrator.registerMigration("v9-citcon-operation-references") { db in
+            try db.execute(sql: v9)
+        }
         return migrator
     }
 
@@ -217,6 +220,21 @@ enum Schema {
             fields         TEXT NOT NULL CHECK (json_valid(fields)),
             PRIMARY KEY (transaction_id, seq)
         ) WITHOUT ROWID;
+        """
+
+    /// A Citcon merchant's capture, cancel and refund references, each used once (a reference
+    /// used before is 4100 and nothing is done): filled from the charges already recorded.
+    static let v9 = """
+        CREATE TABLE citcon_operation_reference (
+            merchant_id  TEXT NOT NULL REFERENCES citcon_merchant(merchant_id),
+            reference    TEXT NOT NULL,
+            operation_id TEXT NOT NULL,
+            PRIMARY KEY (merchant_id, reference)
+        ) WITHOUT ROWID;
+        INSERT OR IGNORE INTO citcon_operation_reference (merchant_id, reference, operation_id)
+            SELECT c.merchant_id, json_extract(o.value, '$.reference'), json_extract(o.value, '$.id')
+            FROM citcon_charge c, json_each(c.state, '$.operations') o
+            WHERE coalesce(json_extract(o.value, '$.reference'), '') != '';
         """
 
     /// Rebuilds `txn` with its CREATE statement changed by `change` (SQLite cannot alter a CHECK):

@@ -5,6 +5,9 @@ import Terminal
 /// What the ledger takes: the rules every record passes before it is written, whoever writes
 /// it. Pure: the GRDB ledger calls them, and so may anything that wants to know before it asks.
 public enum LedgerRules {
+    /// The rule a Citcon capture, cancel or refund breaks when its `reference` was used before by
+    /// the merchant's operations.
+    public static let citconReferenceUsed = "was used before by this merchant: each capture, cancel and refund needs its own"
 
     public static func validate(_ new: NewTransaction) throws {
         try Validate.terminalName(new.terminal)

@@ -138,6 +138,9 @@ public struct CitconCharge: Sendable, Equatable, Codable {
     /// Epoch milliseconds.
     public var timeCreated: Int64
     public var timeCaptured: Int64?
+    /// When the issuer (or the payer's wallet) approved it: the SDK's `timeAuthorized`, absent
+    /// until then and on a payment that failed.
+    public var timeAuthorized: Int64?
     public var timeCanceled: Int64?
     public var timeCompleted: Int64?
     /// ipn, success, fail, cancel, mobile.

@@ -55,4 +55,7 @@ public protocol CitconStore: TransactionStore {
     func insertCitconCharge(_ charge: CitconCharge) throws -> CitconCharge?
     func completeCitconCharge(transactionID: Int64?, _ result: Completion?, charge: CitconCharge, outbox: [OutboxMessage]) throws
     func citconCharge(id: String?, chargeToken: String?) throws -> CitconCharge?
+    /// Whether the merchant has a capture, cancel or refund under `reference` (each is the
+    /// merchant's once; the store refuses a second when it records it).
+    func citconOperationReferenceUsed(merchantID: String, reference: String) throws -> Bool
 }

@@ -91,6 +91,8 @@ public struct Scenario: Sendable {
         }
         public let merchant: String
         public let kind: Kind
+        /// A capture's, refund's or cancel's `reference` (a fresh one per step when absent).
+        public var reference: String? = nil
     }
 
     /// What a Citcon step's answer must show.
@@ -101,6 +103,9 @@ public struct Scenario: Sendable {
         public var code: String?
         public var amountCaptured: String?
         public var amountRefunded: String?
+        /// Members of the answer's `data`: a value to equal, `present` (there and not null) or
+        /// `absent` (missing or null).
+        public var data: [(field: String, value: String)]?
         public var ipns: [String]?
         public var ledger: [(field: String, value: String)]?
     }
@@ -557,7 +562,7 @@ extension Scenario {
         let kinds = ["charge", "confirm", "payer", "challenge", "capture", "refund", "cancel", "inquire", "request_order", "host", "request"]
         let which = kinds.filter { c.node($0) != nil }
         guard which.count == 1 else { throw c.error("citcon: exactly one of \(kinds.joined(separator: ", "))") }
-        try c.allow(Set(which + ["merchant", "amount", "action", "result", "method"]))
+        try c.allow(Set(which + ["merchant", "amount", "action", "result", "method", "reference"]))
         let merchant = try c.string("merchant") ?? "scenario-shop"
         let kind: CitconStep.Kind
         switch which[0] {
@@ -597,11 +602,13 @@ extension Scenario {
             try r.allow(["method", "path", "body"])
             kind = .request(method: try r.string("method") ?? "POST", path: try r.string("path", required: true)!, body: try r.string("body"))
         }
-        return CitconStep(merchant: merchant, kind: kind)
+        var step = CitconStep(merchant: merchant, kind: kind)
+        step.reference = try c.string("reference")
+        return step
     }
 
     static func parseCitconExpectation(_ e: Mapping) throws(ScenarioError) -> CitconExpectation {
-        try e.allow(["http", "result", "status", "code", "amount_captured", "amount_refunded", "ipns", "ledger"])
+        try e.allow(["http", "result", "status", "code", "amount_captured", "amount_refunded", "data", "ipns", "ledger"])
         var x = CitconExpectation()
         x.http = try e.int("http")
         x.result = try e.string("result")
@@ -609,6 +616,9 @@ extension Scenario {
         x.code = try e.string("code")
         x.amountCaptured = try e.string("amount_captured")
         x.amountRefunded = try e.string("amount_refunded")
+        if let d = try e.mapping("data") {
+            x.data = d.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
+        }
         if let node = e.node("ipns") {
             guard case .sequence(let seq) = node else { throw e.error("ipns: a list of IPN statuses") }
             x.ipns = seq.compactMap { $0.scalar?.string }

@@ -494,13 +494,13 @@ struct Execution {
             try await viaPlatform("POST", "/citcon/sdk/requestOrder", object)
         case .capture(let charge, let amount), .refund(let charge, let amount):
             chargeID = try fill(charge, step)
-            var object: [String: Any] = ["transaction_id": chargeID!, "reference": "op-{{run.id}}-\(step.line)"]
+            var object: [String: Any] = ["transaction_id": chargeID!, "reference": c.reference ?? "op-{{run.id}}-\(step.line)"]
             object["reference"] = try fill(object["reference"] as! String, step)
             if let a = try number(amount, "amount") { object["amount"] = a }
             if case .capture = c.kind { try await viaPlatform("POST", "/v1/captures", object) } else { try await viaPlatform("POST", "/v1/refunds", object) }
         case .cancel(let charge):
             chargeID = try fill(charge, step)
-            try await viaPlatform("POST", "/v1/cancels", ["transaction_id": chargeID!, "reference": try fill("cx-{{run.id}}-\(step.line)", step)])
+            try await viaPlatform("POST", "/v1/cancels", ["transaction_id": chargeID!, "reference": try fill(c.reference ?? "cx-{{run.id}}-\(step.line)", step)])
         case .inquire(let charge):
             chargeID = try fill(charge, step)
             try await viaPlatform("GET", "/v1/transactions/\(chargeID!)", nil)
@@ -533,6 +533,14 @@ struct Execution {
         }
         if let wanted = x.amountRefunded, wanted != text(data["amount_refunded"]) {
             throw failure("amount_refunded: expected \(wanted), got \(text(data["amount_refunded"]))")
+        }
+        for (field, wanted) in x.data ?? [] {
+            let got = data[field].flatMap { $0 is NSNull ? nil : $0 }
+            switch wanted {
+            case "present": if got == nil { throw failure("data.\(field): expected a value, got none") }
+            case "absent": if let got { throw failure("data.\(field): expected none, got \(text(got))") }
+            default: if wanted != text(got) { throw failure("data.\(field): expected \(wanted), got \(text(got))") }
+            }
         }
         if x.ipns != nil || x.ledger != nil {
             guard let chargeID else { throw failure("ipns/ledger: the answer names no charge") }

@@ -65,7 +65,7 @@ extension CitconEndToEndTests {
         }
         func code(_ json: [String: Any]) -> String? { (json["data"] as? [String: Any])?["code"] as? String }
         let token = try #require(((try await send(.POST, "/v1/access-tokens", #"{"token_type":"client"}"#, auth: merchant.key)).1["data"] as? [String: Any])?["access_token"] as? String)
-        let card = #"{"transaction":{"reference":"t1","amount":1000,"currency":"USD"},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}}}"#
+        let card = #"{"transaction":{"reference":"t1","amount":1000,"currency":"USD","country":"US"},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}}}"#
         let charge = try await send(.POST, "/v1/charges", card, auth: token)
         #expect(charge.0 == 200, "\(charge.3)")
         let id = try #require((charge.1["data"] as? [String: Any])?["id"] as? String)
@@ -74,7 +74,7 @@ extension CitconEndToEndTests {
         let form = try await send(.POST, "/v1/charges", "transaction=1", auth: token, type: "application/x-www-form-urlencoded")
         #expect(form.0 == 415 && code(form.1) == "4102")
         let wallet = try await send(.POST, "/v1/charges",
-                                    #"{"transaction":{"reference":"t2","amount":500,"currency":"USD"},"payment":{"method":"toss"},"urls":{"cancel":"https://shop.example/cancel"}}"#,
+                                    #"{"transaction":{"reference":"t2","amount":500,"currency":"USD","country":"US"},"payment":{"method":"toss"},"urls":{"cancel":"https://shop.example/cancel"}}"#,
                                     auth: token)
         let client = try #require(((wallet.1["data"] as? [String: Any])?["payment"] as? [String: Any])?["client"] as? [[String: Any]])
         let page = try #require(client.first?["content"] as? String)
@@ -88,7 +88,7 @@ extension CitconEndToEndTests {
 }
 
 extension CitconEndToEndTests {
-    @Test("under the 2.1.0 document: PayPal is no method (4000), and a confirmed charge publishes citcon-order-confirmed; under 2.2.0 it does not")
+    @Test("under the 2.1.0 document: PayPal and Venmo are methods, Cash App is not (4000), and a confirmed charge publishes citcon-order-confirmed; under 2.2.0 it does not")
     func documentVersions() async throws {
         for version in ["2.1.0", "2.2.0"] {
             let daemon = try await DaemonProcess([], config: "citcon:\n  version: \"\(version)\"\n")
@@ -100,9 +100,13 @@ extension CitconEndToEndTests {
                                                         json: CitconRequestBody(merchantId: merchant, method: "POST", path: path, body: body))
                 return (try JSONSerialization.jsonObject(with: reply.body) as? [String: Any]) ?? [:]
             }
-            let paypal = try await platform("/v1/charges", #"{"transaction":{"reference":"p","amount":100,"currency":"USD"},"payment":{"method":"paypal"}}"#)
-            #expect((paypal["status"] as? Int) == (version == "2.1.0" ? 400 : 200), "\(version): \(paypal)")
-            let created = try await platform("/v1/charges", #"{"transaction":{"reference":"c","amount":100,"currency":"USD"}}"#)
+            let paypal = try await platform("/v1/charges", #"{"transaction":{"reference":"p","amount":100,"currency":"USD","country":"US"},"payment":{"method":"paypal"}}"#)
+            #expect((paypal["status"] as? Int) == 200, "\(version): \(paypal)")
+            let venmo = try await platform("/v1/charges", #"{"transaction":{"reference":"v","amount":100,"currency":"USD","country":"US"},"payment":{"method":"venmo"}}"#)
+            #expect((venmo["status"] as? Int) == 200, "\(version): \(venmo)")
+            let cashApp = try await platform("/v1/charges", #"{"transaction":{"reference":"a","amount":100,"currency":"USD","country":"US"},"payment":{"method":"cashapppay"}}"#)
+            #expect((cashApp["status"] as? Int) == (version == "2.1.0" ? 400 : 200), "\(version): \(cashApp)")
+            let created = try await platform("/v1/charges", #"{"transaction":{"reference":"c","amount":100,"currency":"USD","country":"US"}}"#)
             let token = try #require(((created["body"] as? [String: Any])?["data"] as? [String: Any])?["charge_token"] as? String)
             let seen = Seen()
             let watcher = Task {
@@ -135,7 +139,7 @@ extension CitconEndToEndTests {
             let daemon = try await DaemonProcess([], config: config.isEmpty ? nil : config)
             defer { daemon.stop(); daemon.remove() }
             _ = try await daemon.client.send(method: "POST", "/v1/citcon/merchants", json: ["merchantId": "tbl"])
-            let body = #"{"transaction":{"reference":"t","amount":1005,"currency":"USD"},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}}}"#
+            let body = #"{"transaction":{"reference":"t","amount":1005,"currency":"USD","country":"US"},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}}}"#
             let reply = try await daemon.client.send(method: "POST", "/v1/citcon/requests",
                                                     json: CitconRequestBody(merchantId: "tbl", method: "POST", path: "/v1/charges", body: body))
             let answer = try JSONSerialization.jsonObject(with: reply.body) as? [String: Any]
@@ -151,7 +155,7 @@ extension CitconEndToEndTests {
         let daemon = try await DaemonProcess([], config: "callbacks:\n  allowed_hosts: [shop.example]\n")
         defer { daemon.stop(); daemon.remove() }
         _ = try await daemon.client.send(method: "POST", "/v1/citcon/merchants", json: ["merchantId": "ipn"])
-        let body = #"{"transaction":{"reference":"i","amount":100,"currency":"USD"},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}},"urls":{"ipn":"http://127.0.0.1:9/ipn"}}"#
+        let body = #"{"transaction":{"reference":"i","amount":100,"currency":"USD","country":"US"},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}},"urls":{"ipn":"http://127.0.0.1:9/ipn"}}"#
         let reply = try await daemon.client.send(method: "POST", "/v1/citcon/requests",
                                                 json: CitconRequestBody(merchantId: "ipn", method: "POST", path: "/v1/charges", body: body))
         let id = try #require((((try JSONSerialization.jsonObject(with: reply.body) as? [String: Any])?["body"] as? [String: Any])?["data"]

@@ -89,7 +89,7 @@ struct CrashUnderLoadTests {
                         worldline.set("capture-\(id)", Self.seen(captured?.status ?? 0, ok: [200]))
                     }
                     group.addTask {
-                        let (status, json) = await citconPost("/v1/charges", #"{"transaction":{"reference":"crash-\#(i)","amount":\#(300 + i),"currency":"USD"},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}},"urls":{"ipn":"http://127.0.0.1:\#(receiver.port)/ipn"}}"#)
+                        let (status, json) = await citconPost("/v1/charges", #"{"transaction":{"reference":"crash-\#(i)","amount":\#(300 + i),"currency":"USD","country":"US"},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}},"urls":{"ipn":"http://127.0.0.1:\#(receiver.port)/ipn"}}"#)
                         citcon.set("charge-crash-\(i)", Self.seen(status, ok: [200]))
                         guard status == 200, let id = (json["data"] as? [String: Any])?["id"] as? String else { return }
                         chargeIDs.set(id, .done)

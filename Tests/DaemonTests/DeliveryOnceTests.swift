@@ -123,7 +123,7 @@ struct DeliveryOnceTests {
             }
             for i in 0..<charges {
                 group.addTask {
-                    let body = #"{"transaction":{"reference":"ipn-\#(i)","amount":\#(100 + i),"currency":"USD","auto_capture":true},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}},"urls":{"ipn":"http://127.0.0.1:\#(receiver.port)/ipn"}}"#
+                    let body = #"{"transaction":{"reference":"ipn-\#(i)","amount":\#(100 + i),"currency":"USD","country":"US","auto_capture":true},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}},"urls":{"ipn":"http://127.0.0.1:\#(receiver.port)/ipn"}}"#
                     let reply = try await daemon.client.send(method: "POST", "/v1/citcon/requests",
                                                             json: CitconRequestBody(merchantId: "ipns", method: "POST", path: "/v1/charges", body: body))
                     #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")

@@ -130,7 +130,7 @@ struct OneCoreTests {
                 return try await OneCoreTests.exchange(http, r)
         }
         let token = try #require(((try await send("/v1/access-tokens", #"{"token_type":"server"}"#, auth: merchant.key)).json["data"] as? [String: Any])?["access_token"] as? String)
-        let charge = try await send("/v1/charges", #"{"transaction":{"reference":"race-1","amount":100,"currency":"USD"},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}}}"#, auth: token)
+        let charge = try await send("/v1/charges", #"{"transaction":{"reference":"race-1","amount":100,"currency":"USD","country":"US"},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}}}"#, auth: token)
         let id = try #require((charge.json["data"] as? [String: Any])?["id"] as? String, "\(charge.text)")
         func raw(_ path: String, _ body: String) -> String {
             "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAuthorization: Bearer \(token)\r\nContent-Type: application/json\r\n"
@@ -147,19 +147,19 @@ struct OneCoreTests {
 
         // A card number where none belongs is refused before anything is stored; the same charge
         // without it then goes through (it is no duplicate of a stored refusal).
-        for (field, body) in [("transaction.reference", #"{"transaction":{"reference":"o 4012888888881881","amount":100,"currency":"USD"}}"#),
-                              ("transaction.note", #"{"transaction":{"reference":"r-note","amount":100,"currency":"USD","note":"card 4012 8888 8888 1881"}}"#),
-                              ("urls.ipn", #"{"transaction":{"reference":"r-ipn","amount":100,"currency":"USD"},"urls":{"ipn":"http://127.0.0.1:9/ipn?c=4012888888881881"}}"#)] {
+        for (field, body) in [("transaction.reference", #"{"transaction":{"reference":"o 4012888888881881","amount":100,"currency":"USD","country":"US"}}"#),
+                              ("transaction.note", #"{"transaction":{"reference":"r-note","amount":100,"currency":"USD","country":"US","note":"card 4012 8888 8888 1881"}}"#),
+                              ("urls.ipn", #"{"transaction":{"reference":"r-ipn","amount":100,"currency":"USD","country":"US"},"urls":{"ipn":"http://127.0.0.1:9/ipn?c=4012888888881881"}}"#)] {
             let refused = try await send("/v1/charges", body, auth: token)
             #expect(refused.status == 400 && refused.text.contains(field) && !refused.text.contains("4012888888881881"), "\(field): \(refused.text)")
         }
-        let clean = try await send("/v1/charges", #"{"transaction":{"reference":"r-note","amount":100,"currency":"USD"}}"#, auth: token)
+        let clean = try await send("/v1/charges", #"{"transaction":{"reference":"r-note","amount":100,"currency":"USD","country":"US"}}"#, auth: token)
         #expect(clean.status == 200, "\(clean.text)")
         // Two equal keys: the one JSON reader refuses the body, as the control API does.
-        let twice = try await send("/v1/charges", #"{"transaction":{"reference":"dup","amount":100,"amount":250000,"currency":"USD"}}"#, auth: token)
+        let twice = try await send("/v1/charges", #"{"transaction":{"reference":"dup","amount":100,"amount":250000,"currency":"USD","country":"US"}}"#, auth: token)
         #expect(twice.status == 400 && twice.text.contains("amount"), "\(twice.text)")
         // The wallet page's post from another site is refused and leaves the charge as it was.
-        let wallet = try await send("/v1/charges", #"{"transaction":{"reference":"w-1","amount":500,"currency":"USD"},"payment":{"method":"toss"}}"#, auth: token)
+        let wallet = try await send("/v1/charges", #"{"transaction":{"reference":"w-1","amount":500,"currency":"USD","country":"US"},"payment":{"method":"toss"}}"#, auth: token)
         let walletID = try #require((wallet.json["data"] as? [String: Any])?["id"] as? String)
         var post = HTTPClientRequest(url: "http://127.0.0.1:\(port)/citcon/wallet/\(walletID)")
         post.method = .POST

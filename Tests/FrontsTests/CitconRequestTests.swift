@@ -25,28 +25,35 @@ struct CitconRequestTests {
             }
         }
         #expect(debug(#"{}"#) == "transaction")
-        #expect(debug(#"{"transaction":{"amount":1,"currency":"USD"}}"#) == "transaction.reference")
-        #expect(debug(#"{"transaction":{"reference":"r","currency":"USD"}}"#) == "transaction.amount")
-        #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"usd"}}"#) == "transaction.currency")
+        #expect(debug(#"{"transaction":{"amount":1,"currency":"USD","country":"US"}}"#) == "transaction.reference")
+        #expect(debug(#"{"transaction":{"reference":"r","currency":"USD","country":"US"}}"#) == "transaction.amount")
+        #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"usd","country":"US"}}"#) == "transaction.currency")
         // An unknown code is refused, not recorded as another currency.
-        #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"XXX"}}"#) == "transaction.currency")
+        #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"XXX","country":"US"}}"#) == "transaction.currency")
         #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"USD","country":"USA"}}"#) == "transaction.country")
-        #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"USD"},"payment":{"method":"card"}}"#) == "payment.data")
-        #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"USD"},"payment":{"method":"card","data":{"pan":"4111111111111112","expiry":"12/30"}}}"#)
+        // "country String Required" (CPayTransaction, both document versions).
+        #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"USD"}}"#) == "transaction.country")
+        #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"USD"}}"#, version: "2.1.0") == "transaction.country")
+        #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"USD","country":"US"},"payment":{"method":"card"}}"#) == "payment.data")
+        #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"USD","country":"US"},"payment":{"method":"card","data":{"pan":"4111111111111112","expiry":"12/30"}}}"#)
             == "payment.data.pan")
-        #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"USD"},"payment":{"method":"card","data":{"pan":"4111111111111111","expiry":"1230"}}}"#)
+        #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"USD","country":"US"},"payment":{"method":"card","data":{"pan":"4111111111111111","expiry":"1230"}}}"#)
             == "payment.data.expiry")
-        #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"USD"},"urls":{"ipn":"ftp://x"}}"#) == "urls.ipn")
+        #expect(debug(#"{"transaction":{"reference":"r","amount":1,"currency":"USD","country":"US"},"urls":{"ipn":"ftp://x"}}"#) == "urls.ipn")
         #expect(debug(#"{"transaction":"#) == "(none)")
     }
 
-    @Test("PayPal, Venmo and Cash App are methods from SDK 2.2.0; under 2.1.0 they are refused, WeChat Pay is not")
+    @Test("PayPal and Venmo are methods in both document versions (2.1.0's own table: 1.0.0 added card, PayPal and Venmo); Cash App from 2.2.0")
     func versions() throws {
-        let paypal = #"{"transaction":{"reference":"r","amount":1,"currency":"USD"},"payment":{"method":"paypal"}}"#
-        #expect(try Self.parse(paypal).method == "paypal")
-        #expect(throws: CitconError.self) { try Self.parse(paypal, version: "2.1.0") }
-        #expect(try Self.parse(#"{"transaction":{"reference":"r","amount":1,"currency":"USD"},"payment":{"method":"wechatpay"}}"#, version: "2.1.0").method == "wechatpay")
-        #expect(CitconMethod.offered(version: "2.1.0").isDisjoint(with: ["paypal", "venmo", "cashapppay"]))
+        for method in ["paypal", "venmo"] {
+            let body = #"{"transaction":{"reference":"r","amount":1,"currency":"USD","country":"US"},"payment":{"method":"\#(method)"}}"#
+            #expect(try Self.parse(body).method == method)
+            #expect(try Self.parse(body, version: "2.1.0").method == method)
+        }
+        let cashApp = #"{"transaction":{"reference":"r","amount":1,"currency":"USD","country":"US"},"payment":{"method":"cashapppay"}}"#
+        #expect(try Self.parse(cashApp).method == "cashapppay")
+        #expect(throws: CitconError.self) { try Self.parse(cashApp, version: "2.1.0") }
+        #expect(try Self.parse(#"{"transaction":{"reference":"r","amount":1,"currency":"USD","country":"US"},"payment":{"method":"wechatpay"}}"#, version: "2.1.0").method == "wechatpay")
     }
 
     @Test("an operation body: transaction_id required, amount optional")

@@ -479,6 +479,41 @@ class Runner:
         what = "reversal advice" if advice else "reversal"
         self.record(f"{request['t']} {what} of {original['t']} STAN {original['11']}", card.profile.file, request, got,
                     "00", reasons, [describe(got), f"90={request['90']}"], started)
+        if advice or self.args.against_peer_host or got.kind != "answer":
+            return
+        # The same reversal again — as its repeat (0401), and as the same 0400 a second time —
+        # is answered what the first was (00), as a repeated authorisation is: the terminal's
+        # first answer may have been lost, and it was reversed once.
+        for mti in ("0401", "0400"):
+            started = time.monotonic()
+            again = dict(request, t=mti)
+            answer = self.link.exchange(again, self.args.timeout)
+            reasons = []
+            if answer.kind != "answer":
+                reasons.append(f"expected 0410, got {describe(answer)}")
+            else:
+                reasons += check_transport(again, answer, self.args)
+                if answer.fields.get("39") != got.fields.get("39"):
+                    reasons.append(f"39 {answer.fields.get('39')}, expected the first answer's {got.fields.get('39')}")
+            self.record(f"{mti} again for the reversal STAN {request['11']}", card.profile.file, again, answer, "00",
+                        reasons, [describe(answer)], started)
+
+    def missing_amount(self, card):
+        """A 0200 without field 4 is a format error: 30, never 13 (invalid amount)."""
+        started = time.monotonic()
+        request, _, _ = authorisation(card, "0200", 1000, "000000", self.stan.next(), self.args)
+        del request["4"]
+        got = self.link.exchange(request, self.args.timeout)
+        reasons = []
+        if got.kind != "answer":
+            reasons.append(f"expected 0210, got {describe(got)}")
+        else:
+            reasons += check_transport(request, got, self.args)
+            if got.fields.get("39") != "30":
+                reasons.append(f"39 {got.fields.get('39')}, expected 30 (format error)")
+            if "38" in got.fields:
+                reasons.append("an authorisation code on a format error")
+        self.record("0200 without field 4 (expect 30)", card.profile.file, request, got, "30", reasons, [describe(got)], started)
 
     def run_profile(self, profile):
         args = self.args
@@ -499,6 +534,8 @@ class Runner:
         self.authorise(card, "0100", args.preauth_amount, "000000", expectation(args, profile, args.preauth_amount),
                        "pre-authorisation")
         self.authorise(card, "0200", args.tamper_amount, "000000", "decline", "sale, ARQC bit flipped", tamper=True)
+        if not args.against_peer_host:
+            self.missing_amount(card)
         if approved_sale:
             self.reverse(card, *approved_sale)
         else:

@@ -101,7 +101,7 @@ final class ISO8583IssuerService: @unchecked Sendable {
         do { request = try IssuerMessages.authorisationRequest(message, now: now) } catch {
             // 13 for an amount that cannot be one, 30 (format error) otherwise; the rule in the log.
             logger.notice("ISO 8583 \(message.mti) refused: \(error)")
-            return IssuerMessages.answer(message, code: error.field == 4 ? "13" : "30")
+            return IssuerMessages.answer(message, code: IssuerMessages.responseCode(refusing: error))
         }
         // A refund is recorded as a sale whose message says it is a refund: the ledger's refunds
         // need their sale, which lives on the external terminal's side.
@@ -158,10 +158,30 @@ final class ISO8583IssuerService: @unchecked Sendable {
         return Data(SHA256.hash(data: Array(text.utf8))).base64EncodedString()
     }
 
+    /// A reversal (0400, 0420, or their repeats 0401, 0421). A reversal sent again — a repeat, or
+    /// the same 0400 twice — gets what the first was answered, as authorisation repeats do: the
+    /// terminal's first answer may have been lost, and the approval is reversed once.
     private func reverse(_ message: ISOMessage) -> ISOMessage {
+        let own = key(message, stan: message[11]) + "/04"
+        let identity = Self.identity(message) + "|" + (IssuerMessages.originalSTAN(message) ?? "")
+        if let earlier = answers.withLock({ $0.value(for: own) }) {
+            guard earlier.request == identity else {
+                logger.notice("ISO 8583 \(message.mti) from terminal \(message[41] ?? "?") STAN \(message[11] ?? "?") does not match the reversal it repeats: refused with 94")
+                return IssuerMessages.answer(message, code: "94")
+            }
+            var again = earlier.answer
+            again.mti = TerminalMessages.responseMTI(message.mti)
+            return again
+        }
+        let answer = reverseOnce(message)
+        answers.withLock { $0.insert((answer, identity), for: own) }
+        return answer
+    }
+
+    private func reverseOnce(_ message: ISOMessage) -> ISOMessage {
         let original = key(message, stan: IssuerMessages.originalSTAN(message))
-        // 25: unable to locate the original (never approved here, reversed already, or an approval
-        // the issuer no longer holds).
+        // 25: unable to locate the original (never approved here, reversed already by another
+        // reversal, or an approval the issuer no longer holds).
         guard let found = approvals.withLock({ $0.remove(original) }),
               host.void(authorisationCode: found.code, amount: found.amount) else {
             return IssuerMessages.answer(message, code: "25")

@@ -78,6 +78,8 @@ public enum CitconRender {
         var data = baseData(charge)
         data["charge_token"] = NSNull()
         data["payment"] = ["method": charge.method]
+        // The documents' CPayResult: "If payment fails, timeAuthorized has no value".
+        data["time_authorized"] = charge.timeAuthorized.map { $0 as Any } ?? NSNull()
         let (code, message): (String, String) = switch charge.status {
         case .succeeded, .authorized, .pending, .initiated: ("0", "Success.")
         case .canceled: (charge.method == "alipay" ? "6001" : "-2", "Cancellation.")

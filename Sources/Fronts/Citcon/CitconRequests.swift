@@ -49,14 +49,17 @@ public struct CitconError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// The payment methods: cards go to the issuer; the rest are simulated wallets.
 public enum CitconMethod {
-    /// Methods in both document versions (the vendor demo's list; UnionPay is `upop`).
+    /// Methods in both document versions (the vendor demo's list; UnionPay is `upop`). PayPal
+    /// and Venmo are in both: the 2.1.0 document's version table has 1.0.0 add "card, PayPal and
+    /// Venmo", its synchronous example pays with `paypal`, and its app configuration lists them.
     public static let common: Set<String> = [
-        "card", "wechatpay", "alipay", "upop", "toss", "alipay_hk", "alipay+", "gcash", "kakaopay", "dana", "lpay", "lgpay", "samsungpay",
+        "card", "paypal", "venmo", "wechatpay", "alipay", "upop", "toss", "alipay_hk", "alipay+", "gcash", "kakaopay", "dana", "lpay", "lgpay", "samsungpay",
         "banktransfer", "grabpay", "atome", "shopeepay", "netspay", "paynow", "ubp", "bpi", "paymaya", "rabbit_line_pay", "tng",
         "truemoney", "billease", "cashalo",
     ]
-    /// Added by SDK 2.2.0 ("Add PayPal payment"; its release notes: PayPal, Venmo, Cash App).
-    public static let added220: Set<String> = ["paypal", "venmo", "cashapppay"]
+    /// Added by SDK 2.2.0 (its release notes' Cash App; "Add PayPal payment" there is PayPal's
+    /// own checkout flow, the method itself is older).
+    public static let added220: Set<String> = ["cashapppay"]
 
     /// The methods of a document version ("2.1.0" or "2.2.0").
     public static func offered(version: String) -> Set<String> { version == "2.1.0" ? common : common.union(added220) }
@@ -97,7 +100,8 @@ public struct CitconChargeRequest: Sendable {
             guard ISO4217.numbers[currency] != nil else {
                 throw WorldlineError.invalid("transaction.currency", "\(shownValue(currency, 3)) is not a currency this platform takes (\(ISO4217.numbers.keys.sorted().joined(separator: ", ")))")
             }
-            let country = try t.string("country", maxLength: 2) ?? "US"
+            // "country String Required" in CPayTransaction, in both document versions.
+            guard let country = try t.string("country", maxLength: 2) else { throw WorldlineError.missing("transaction.country") }
             guard country.count == 2, country.allSatisfy({ $0.isASCII && $0.isUppercase }) else {
                 throw WorldlineError.invalid("transaction.country", "must be an ISO 3166 alpha-2 code in upper case")
             }

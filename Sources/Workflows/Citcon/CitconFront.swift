@@ -221,6 +221,7 @@ public final class CitconFront: Sendable {
         charge.status = transition.status
         charge.transactionID = started.id
         charge.timeCompleted = now
+        if approved { charge.timeAuthorized = now }
         if approved, captures {
             charge.amountCaptured = charge.amount
             charge.timeCaptured = now
@@ -297,6 +298,7 @@ public final class CitconFront: Sendable {
                 charge.timeCompleted = now
                 if answer.approved {
                     charge.authorisationCode = response?.authorisationCode
+                    charge.timeAuthorized = now
                     if charge.autoCapture {
                         charge.amountCaptured = charge.amount
                         charge.timeCaptured = now
@@ -367,6 +369,7 @@ public final class CitconFront: Sendable {
 
     func capture(merchantID: String, _ r: CitconOperationRequest) throws(CitconError) -> CitconResult {
         var c = try charge(merchantID, r.transactionID)
+        try referenceUnused(merchantID, r)
         let transition = try step(c, .capture)
         guard let authID = c.transactionID else { throw .internalError("the charge has no authorisation in the ledger") }
         let amount = r.amount ?? c.amount
@@ -395,6 +398,7 @@ public final class CitconFront: Sendable {
 
     func cancel(merchantID: String, _ r: CitconOperationRequest) throws(CitconError) -> CitconResult {
         var c = try charge(merchantID, r.transactionID)
+        try referenceUnused(merchantID, r)
         let now = nowMillis
         let transition = try step(c, .cancel)
         if c.status.isOpen {
@@ -431,6 +435,7 @@ public final class CitconFront: Sendable {
 
     func refund(merchantID: String, _ r: CitconOperationRequest) throws(CitconError) -> CitconResult {
         var c = try charge(merchantID, r.transactionID)
+        try referenceUnused(merchantID, r)
         let transition = try step(c, .refund)
         guard let captured = c.amountCaptured else { throw .internalError("the charge has no captured amount") }
         let left = captured - (c.amountRefunded ?? 0)
@@ -453,6 +458,16 @@ public final class CitconFront: Sendable {
             if let code = c.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
         }
         return .operation(operation, c)
+    }
+
+    /// An operation's `reference` is the merchant's once: one used before by a capture, cancel or
+    /// refund is 4100 ("duplicate request") and nothing is done. The ledger refuses a second one
+    /// too when it records it (two charges racing for one reference).
+    func referenceUnused(_ merchantID: String, _ r: CitconOperationRequest) throws(CitconError) {
+        guard let reference = r.reference, !reference.isEmpty else { return }
+        if try stored("look up the reference", { try store.citconOperationReferenceUsed(merchantID: merchantID, reference: reference) }) {
+            throw .duplicate(reference)
+        }
     }
 
     /// An operation on charge `c` on the one path (`PlatformOperation`): `change` makes the
@@ -478,6 +493,8 @@ public final class CitconFront: Sendable {
             return done.1
         } catch {
             switch (error, error.rule) {
+            case (_, let rule?) where rule.field == "reference" && rule.rule == LedgerRules.citconReferenceUsed:
+                throw .duplicate(new.clientReference ?? "")
             case (.notBegun, let rule?): throw .badRequest(rule.field, rule.rule)
             case (.notRecorded, let rule?): throw .badRequest("transaction_id", "the \(new.action.rawValue) cannot be recorded: \(rule.field): \(rule.rule)")
             default: throw .internalError("the \(new.action.rawValue) could not be recorded: \(error)")
