@@ -469,6 +469,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
             worldline.settings.amountTable = t
         }
         if let minutes = try number("worldline.session_minutes", 1...10_080) { worldline.settings.sessionLifetime = Duration.seconds(minutes * 60) }
+        if let t = try seconds("worldline.settle_seconds") { worldline.settings.settleAfter = t }
         if let port = text("citcon.port") {
             citcon.port = port.lowercased() == "off" ? nil : UInt16(try number("citcon.port", 0...65535)!)
         }

@@ -112,6 +112,7 @@ public enum DaemonServer {
         }
         services.append(CallbackDelivery(bench: bench, logger: log))
         services.append(MemoryTrimService(interval: .seconds(60)))
+        services.append(WorldlineSettlementService(front: bench.worldline, interval: .milliseconds(250)))
         // Last in the list, so the first to hear of a shutdown: it ends the transactions in
         // progress before the listeners wait for their requests to finish.
         services.append(BenchService(bench: bench, notify: notify, logger: log))

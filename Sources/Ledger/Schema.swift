@@ -34,7 +34,7 @@ enum Schema {
             }
             try db.execute(sql: v8)
         }
-        migrator.registerMigration("v9-citcon-operation-references") { db in
+        migrator.registerMigration("v9-platform-operations") { db in
             try db.execute(sql: v9)
         }
         return migrator
@@ -223,8 +223,11 @@ enum Schema {
         """
 
     /// A Citcon merchant's capture, cancel and refund references, each used once (a reference
-    /// used before is 4100 and nothing is done): filled from the charges already recorded.
+    /// used before is 4100 and nothing is done): filled from the charges already recorded. A
+    /// Worldline payment's next settlement (a requested capture or refund), to find the due ones.
     static let v9 = """
+        ALTER TABLE worldline_payment ADD COLUMN due_at INTEGER;
+        CREATE INDEX worldline_payment_due ON worldline_payment(due_at) WHERE due_at IS NOT NULL;
         CREATE TABLE citcon_operation_reference (
             merchant_id  TEXT NOT NULL REFERENCES citcon_merchant(merchant_id),
             reference    TEXT NOT NULL,

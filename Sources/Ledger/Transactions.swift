@@ -361,8 +361,11 @@ extension Ledger {
                 throw LedgerError.invalid(field: "originalID", rule: "transaction \(originalID) is already \(original.status.rawValue)")
             }
             let captured = try approvedAmount(db, originalID: originalID, action: .capture)
-            guard captured <= original.amount else {
-                throw LedgerError.invalid(field: "amount", rule: "captures of transaction \(originalID) would total \(captured), more than its authorised \(original.amount)")
+            let cancelled = try approvedAmount(db, originalID: originalID, action: .cancel)
+            guard captured + cancelled <= original.amount else {
+                throw LedgerError.invalid(field: "amount", rule: cancelled == 0
+                    ? "captures of transaction \(originalID) would total \(captured), more than its authorised \(original.amount)"
+                    : "captures of transaction \(originalID) would total \(captured) with \(cancelled) cancelled, more than its authorised \(original.amount)")
             }
             try addToBatch(db, terminalID: row.terminalID, amount: row.amount)
         case .sale:
@@ -385,8 +388,19 @@ extension Ledger {
                     throw LedgerError.invalid(field: "amount", rule: "refunds of transaction \(originalID) would total \(refunded), more than its \(original.amount)")
                 }
             }
-            if row.action == .cancel, original.action == .preAuth, try approvedAmount(db, originalID: originalID, action: .capture) > 0 {
-                throw LedgerError.invalid(field: "originalID", rule: "pre-authorisation \(originalID) has been captured; refund the capture instead")
+            // A pre-authorisation may be cancelled in part (what is not captured is released),
+            // never beyond what is left of it uncaptured.
+            var cancelledInPart = false
+            if row.action == .cancel, original.action == .preAuth {
+                let captured = try approvedAmount(db, originalID: originalID, action: .capture)
+                let cancelled = try approvedAmount(db, originalID: originalID, action: .cancel)
+                if captured > 0, captured + cancelled > original.amount {
+                    throw LedgerError.invalid(field: "originalID", rule: "pre-authorisation \(originalID) has been captured; refund the capture instead")
+                }
+                guard captured + cancelled <= original.amount else {
+                    throw LedgerError.invalid(field: "amount", rule: "cancels of pre-authorisation \(originalID) would total \(cancelled), more than its authorised \(original.amount)")
+                }
+                cancelledInPart = captured > 0 || cancelled < original.amount
             }
             let marked: TransactionStatus = switch row.action {
             case .cancel: .cancelled
@@ -395,7 +409,8 @@ extension Ledger {
             }
             // A partial refund leaves the original approved (more may be refunded); the refund
             // that completes the amount marks it refunded. This row already counts as approved.
-            let whole = row.action == .refund ? try refundedAmount(db, originalID: originalID) >= original.amount : true
+            // A cancel of part of a pre-authorisation leaves it approved, for the rest.
+            let whole = row.action == .refund ? try refundedAmount(db, originalID: originalID) >= original.amount : !cancelledInPart
             if whole {
                 try db.executeCached(sql: "UPDATE txn SET status = ? WHERE id = ?", arguments: [marked.rawValue, originalID])
             }

@@ -227,6 +227,24 @@ extension Ledger {
         }
     }
 
+    /// Records a payment whose requested operations settled, with the webhooks that say so, each
+    /// under the ledger row of its operation (already complete), in one commit.
+    public func settleWorldlinePayment(_ payment: WorldlinePayment, outbox: [(transactionID: Int64, message: OutboxMessage)], at now: Int64) throws {
+        for (i, entry) in outbox.enumerated() {
+            try Validate.noNUL(entry.message.target, field: "outbox[\(i)].target")
+            try Validate.noNUL(entry.message.payload, field: "outbox[\(i)].payload")
+        }
+        try write("settle Worldline payment \(payment.id)") { db in
+            try Self.updatePayment(db, payment)
+            for (transactionID, message) in outbox {
+                try db.executeCached(sql: """
+                    INSERT INTO outbox (transaction_id, kind, target, payload, next_attempt_at, created_at, status, attempts, delivered_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, 0, NULL)
+                    """, arguments: [transactionID, message.kind.rawValue, message.target, message.payload, now, now, OutboxStatus.pending.rawValue])
+            }
+        }
+    }
+
     /// Merchant `merchantID`'s payment `id`, if it has one.
     public func worldlinePayment(id: String, merchantID: String) throws -> WorldlinePayment? {
         try read("read Worldline payment \(id)") { db in
@@ -243,20 +261,29 @@ extension Ledger {
         }
     }
 
+    /// Payments with a requested capture or refund due at `now` or before, as (merchant, id),
+    /// the earliest first, at most `limit`.
+    public func worldlinePaymentsDue(at now: Int64, limit: Int) throws -> [(merchantID: String, id: String)] {
+        try read("find Worldline payments due to settle") { db in
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT merchant_id, id FROM worldline_payment WHERE due_at <= ? ORDER BY due_at LIMIT ?"),
+                             arguments: [now, limit]).map { ($0["merchant_id"], $0["id"]) }
+        }
+    }
+
     static func insertPayment(_ db: Database, _ payment: WorldlinePayment) throws -> WorldlinePayment {
         let seq = (try Int64.fetchOne(db, sql: "SELECT max(seq) FROM worldline_payment") ?? 0) + 1
         var p = payment
         // PAYIDs are ten digits on the platform.
         p.id = "\(3_000_000_000 + seq)_0"
         try db.execute(sql: """
-            INSERT INTO worldline_payment (seq, id, merchant_id, transaction_id, state, updated_at) VALUES (?, ?, ?, ?, ?, ?)
-            """, arguments: [seq, p.id, p.merchantID, p.transactionID, try encodePayment(p), p.updatedAt])
+            INSERT INTO worldline_payment (seq, id, merchant_id, transaction_id, state, updated_at, due_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [seq, p.id, p.merchantID, p.transactionID, try encodePayment(p), p.updatedAt, p.dueAt])
         return p
     }
 
     static func updatePayment(_ db: Database, _ p: WorldlinePayment) throws {
-        try db.execute(sql: "UPDATE worldline_payment SET state = ?, transaction_id = ?, updated_at = ? WHERE id = ?",
-                       arguments: [try encodePayment(p), p.transactionID, p.updatedAt, p.id])
+        try db.execute(sql: "UPDATE worldline_payment SET state = ?, transaction_id = ?, updated_at = ?, due_at = ? WHERE id = ?",
+                       arguments: [try encodePayment(p), p.transactionID, p.updatedAt, p.dueAt, p.id])
         guard db.changesCount == 1 else { throw LedgerError.invalid(field: "paymentId", rule: "no payment \(p.id)") }
     }
 

@@ -257,7 +257,11 @@ public enum WorldlinePaymentStatus: String, Sendable, Codable, CaseIterable, Cus
     case created = "CREATED"
     case redirected = "REDIRECTED"
     case pendingCapture = "PENDING_CAPTURE"
+    /// A capture is queued: it becomes CAPTURED when the platform settles it (`worldline.settle_after`).
+    case captureRequested = "CAPTURE_REQUESTED"
     case captured = "CAPTURED"
+    /// A refund is queued: it becomes REFUNDED when the platform settles it.
+    case refundRequested = "REFUND_REQUESTED"
     case rejected = "REJECTED"
     case cancelled = "CANCELLED"
     case refunded = "REFUNDED"
@@ -271,15 +275,19 @@ public struct WorldlineOperation: Sendable, Equatable, Codable {
     public var id: String
     public var kind: Kind
     public var amount: Int64
-    /// CAPTURED, REFUNDED, CANCELLED or REJECTED.
+    /// CAPTURE_REQUESTED then CAPTURED, REFUND_REQUESTED then REFUNDED, CANCELLED or REJECTED.
     public var status: WorldlinePaymentStatus
     /// The ledger row of the operation.
     public var transactionID: Int64?
     public var merchantReference: String?
     public var createdAt: Int64
+    /// When a requested capture or refund settles (microseconds on the bench clock).
+    public var settleAt: Int64?
+    /// A refund's capture (the operation id), when the payment has captures.
+    public var captureID: String?
 
     public init(id: String, kind: Kind, amount: Int64, status: WorldlinePaymentStatus, transactionID: Int64?, merchantReference: String? = nil,
-                createdAt: Int64) {
+                createdAt: Int64, settleAt: Int64? = nil, captureID: String? = nil) {
         self.id = id
         self.kind = kind
         self.amount = amount
@@ -287,7 +295,12 @@ public struct WorldlineOperation: Sendable, Equatable, Codable {
         self.transactionID = transactionID
         self.merchantReference = merchantReference
         self.createdAt = createdAt
+        self.settleAt = settleAt
+        self.captureID = captureID
     }
+
+    /// A capture or refund still waiting to settle.
+    public var isRequested: Bool { status == .captureRequested || status == .refundRequested }
 }
 
 /// A payment of the emulated Worldline platform: what its `GET …/payments/{id}` shows. Card data
@@ -317,8 +330,14 @@ public struct WorldlinePayment: Sendable, Equatable, Codable {
     public var message: String?
     /// The authorisation's ledger row.
     public var transactionID: Int64?
+    /// Captured, requested or settled.
     public var capturedAmount: Int64
+    /// Refunded, requested or settled.
     public var refundedAmount: Int64
+    /// Released by cancels (all of it, or parts with `amountOfMoney`); nil for none.
+    public var cancelledAmount: Int64?
+    /// A final capture or cancel closed the payment to more captures (the rest released).
+    public var captureClosed: Bool?
     /// 3-D Secure: the merchant's return URL and the RETURNMAC, while a challenge is pending or after.
     public var returnURL: String?
     public var returnMAC: String?
@@ -351,6 +370,15 @@ public struct WorldlinePayment: Sendable, Equatable, Codable {
         self.createdAt = createdAt
         updatedAt = createdAt
     }
+
+    /// What may still be captured: the authorisation less what was captured and cancelled,
+    /// nothing once a final capture or cancel closed it.
+    public var capturable: Int64 {
+        captureClosed == true || authorizationMode == "SALE" ? 0 : max(0, amount - capturedAmount - (cancelledAmount ?? 0))
+    }
+
+    /// When the next requested capture or refund settles.
+    public var dueAt: Int64? { operations.filter(\.isRequested).compactMap(\.settleAt).min() }
 
     /// The PAYID: the id without its `_0`.
     public var payid: String { String(id.prefix { $0 != "_" }) }

@@ -41,8 +41,13 @@ public protocol WorldlineStore: TransactionStore {
     func completeWorldlineAuthorisation(transactionID: Int64, _ result: Completion, payment: WorldlinePayment,
                                         outbox: (WorldlinePayment) -> [OutboxMessage]) throws -> (WorldlinePayment, StoredTransaction)
     func completeWorldlineOperation(transactionID: Int64?, _ result: Completion?, payment: WorldlinePayment, outbox: [OutboxMessage]) throws
+    /// Records a payment whose requested operations settled, with the webhooks that say so, each
+    /// under the ledger row of its operation, in one commit.
+    func settleWorldlinePayment(_ payment: WorldlinePayment, outbox: [(transactionID: Int64, message: OutboxMessage)], at now: Int64) throws
     func worldlinePayment(id: String, merchantID: String) throws -> WorldlinePayment?
     func worldlinePayment(id: String) throws -> WorldlinePayment?
+    /// Payments with a requested capture or refund due at `now` or before, the earliest first.
+    func worldlinePaymentsDue(at now: Int64, limit: Int) throws -> [(merchantID: String, id: String)]
 }
 
 /// What the Citcon platform keeps beyond the transactions. `Ledger` is one.

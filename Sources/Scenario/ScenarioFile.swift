@@ -119,7 +119,7 @@ public struct Scenario: Sendable {
             case pay(amount: String, currency: String, mode: String?, card: String?, number: String?, expiry: String?, cvv: String?,
                      reference: String?, returnURL: String?)
             case capture(payment: String, amount: String?)
-            case cancel(payment: String)
+            case cancel(payment: String, amount: String?)
             case refund(payment: String, amount: String?)
             case get(payment: String)
             case challenge(payment: String, result: String)
@@ -131,6 +131,8 @@ public struct Scenario: Sendable {
         public let merchant: String
         public let kind: Kind
         public let idempotenceKey: String?
+        /// A capture's or cancel's `isFinal`, when the step gives one.
+        public var isFinal: Bool? = nil
     }
 
     /// What a Worldline step's answer must show.
@@ -521,7 +523,7 @@ extension Scenario {
         let kinds = ["session", "pay", "capture", "cancel", "refund", "get", "challenge", "webhook", "request", "host"]
         let which = kinds.filter { w.node($0) != nil }
         guard which.count == 1 else { throw w.error("worldline: exactly one of \(kinds.joined(separator: ", "))") }
-        try w.allow(Set(which + ["merchant", "idempotence_key", "amount", "result"]))
+        try w.allow(Set(which + ["merchant", "idempotence_key", "amount", "result", "final"]))
         let merchant = try w.string("merchant") ?? "scenario-merchant"
         let kind: WorldlineStep.Kind
         switch which[0] {
@@ -539,7 +541,7 @@ extension Scenario {
                         card: card, number: number, expiry: try p.string("expiry"), cvv: try p.string("cvv"), reference: try p.string("reference"),
                         returnURL: try p.string("return_url"))
         case "capture": kind = .capture(payment: try w.string("capture", required: true)!, amount: try w.string("amount"))
-        case "cancel": kind = .cancel(payment: try w.string("cancel", required: true)!)
+        case "cancel": kind = .cancel(payment: try w.string("cancel", required: true)!, amount: try w.string("amount"))
         case "refund": kind = .refund(payment: try w.string("refund", required: true)!, amount: try w.string("amount"))
         case "get": kind = .get(payment: try w.string("get", required: true)!)
         case "challenge":
@@ -555,7 +557,9 @@ extension Scenario {
             try r.allow(["method", "path", "body"])
             kind = .request(method: try r.string("method") ?? "POST", path: try r.string("path", required: true)!, body: try r.string("body"))
         }
-        return WorldlineStep(merchant: merchant, kind: kind, idempotenceKey: try w.string("idempotence_key"))
+        var step = WorldlineStep(merchant: merchant, kind: kind, idempotenceKey: try w.string("idempotence_key"))
+        step.isFinal = try w.bool("final")
+        return step
     }
 
     static func parseCitcon(_ c: Mapping, cards: inout [String: String], cardsDirectory: String) throws(ScenarioError) -> CitconStep {

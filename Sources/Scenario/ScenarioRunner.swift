@@ -611,11 +611,17 @@ struct Execution {
             case .capture(let payment, let amount):
                 paymentID = try fill(payment, step)
                 path += "payments/\(paymentID!)/capture"
-                body = try amount.map { "{\"amount\":\(try money($0, "amount"))}" } ?? "{}"
-            case .cancel(let payment):
+                var object: [String: Any] = [:]
+                if let amount { object["amount"] = try money(amount, "amount") }
+                if let final = w.isFinal { object["isFinal"] = final }
+                body = Self.jsonText(object)
+            case .cancel(let payment, let amount):
                 paymentID = try fill(payment, step)
                 path += "payments/\(paymentID!)/cancel"
-                body = "{}"
+                var object: [String: Any] = [:]
+                if let amount { object["amountOfMoney"] = ["amount": try money(amount, "amount"), "currencyCode": "EUR"] }
+                if let final = w.isFinal { object["isFinal"] = final }
+                body = Self.jsonText(object)
             case .refund(let payment, let amount):
                 paymentID = try fill(payment, step)
                 path += "payments/\(paymentID!)/refund"

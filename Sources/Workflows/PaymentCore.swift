@@ -215,11 +215,14 @@ extension AuthoriseAndRecord {
     /// approval the ledger refuses reversed at the emulated issuer.
     public static func cardNotPresent<T>(_ context: WorkflowContext, _ store: any TransactionStore, _ new: NewTransaction,
                                          request: AuthorisationRequest, host: TimedHost, notAskedBecause: String?,
+                                         platformAnswer: AuthorisationResponse? = nil,
                                          record: (Started, Answer) throws -> T) throws(Failure) -> (started: Started, answer: Answer, recorded: T) {
         try run(store, new, completedAt: { context.clock.nowMicroseconds() }, onStarted: { started in
             context.publish(.transactionStarted(stan: started.stan, action: new.action), terminal: new.terminal)
         }, ask: {
             if let reason = notAskedBecause { return Answer(response: nil, failure: reason) }
+            // The platform's own answer (its declined test cards): the issuer is not asked.
+            if let platformAnswer { return Answer(response: platformAnswer, failure: nil) }
             do throws(HostError) { return Answer(response: try host.authorise(request), failure: nil) } catch {
                 return Answer(response: nil, failure: error.description)
             }

@@ -360,6 +360,13 @@ def main():
         left = inquire(state["captured"]).get("amount_refunded")
         expect(left == 200, f"amount_refunded {left!r} after the refused refund, want 200")
 
+    @check("refund-reference-used-before", "refund")
+    def _():  # the merchant resends its refund under the same reference: duplicate request, nothing refunded again
+        body = {"transaction_id": state["captured"], "amount": 100, "reference": state["refund_ref"]}
+        failure(api.send("POST", "/v1/refunds", bearer(), body), 400, "4100")
+        left = inquire(state["captured"]).get("amount_refunded")
+        expect(left == 200, f"amount_refunded {left!r} after the repeated reference, want 200")
+
     @check("ipn-charge-signed", "captured")
     def _():  # Citcon says the IPN, not the API answer, is the payment's final result: verify it as a merchant must
         cid = state["charge"]
@@ -465,6 +472,13 @@ def main():
                 "payment": {"method": "wechatpay", "client": ["mobile_native"]}, "urls": urls}
         data = failure(api.send("POST", "/v1/charges", bearer(), body), 400, "4000")
         expect("amount" in data["message"], f"message {data['message']!r} does not name transaction.amount")
+
+    @check("missing-country", "token")
+    def _():  # CPayTransaction: "country String Required"
+        body = {"transaction": {"reference": ref("nocountry"), "amount": 100, "currency": "USD"},
+                "payment": {"method": "wechatpay", "client": ["mobile_native"]}, "urls": urls}
+        data = failure(api.send("POST", "/v1/charges", bearer(), body), 400, "4000")
+        expect("country" in data["message"], f"message {data['message']!r} does not name transaction.country")
 
     @check("bad-access-token")
     def _():

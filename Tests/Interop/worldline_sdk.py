@@ -31,6 +31,7 @@ try:
     from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
     from cryptography.hazmat.primitives.serialization import load_der_public_key
     from onlinepayments.sdk.api_exception import ApiException
+    from onlinepayments.sdk.validation_exception import ValidationException
     from onlinepayments.sdk.call_context import CallContext
     from onlinepayments.sdk.communication.communication_exception import CommunicationException
     from onlinepayments.sdk.communication.not_found_exception import NotFoundException
@@ -150,19 +151,45 @@ def money(amount):
     return result
 
 
-def payment_request(args, amount, mode, cvv=None, encrypted=None):
-    """A plain card payment, or with `encrypted` the card comes from the encryptedCustomerInput."""
+def payment_request(args, amount, mode, cvv=None, encrypted=None, pan=None, return_url=None):
+    """A plain card payment, or with `encrypted` the card comes from the encryptedCustomerInput;
+    `pan` another card than the bench's (the platform's test cards), `return_url` as the SDK's own
+    integration tests send it (cardPaymentMethodSpecificInput.returnUrl)."""
     request, order, card_input = CreatePaymentRequest(), Order(), CardPaymentMethodSpecificInput()
     order.amount_of_money = money(amount)
-    card_input.authorization_mode, card_input.payment_product_id = mode, product_id(args.pan)
+    card_input.authorization_mode, card_input.payment_product_id = mode, product_id(pan or args.pan)
+    if return_url:
+        card_input.return_url = return_url
     if encrypted:
         request.encrypted_customer_input = encrypted
     else:
         card_input.card = card = Card()
-        card.card_number, card.expiry_date, card.cvv = args.pan, args.expiry, cvv or args.cvv
+        card.card_number, card.expiry_date, card.cvv = pan or args.pan, args.expiry, cvv or args.cvv
         card.cardholder_name = CARDHOLDER
     request.order, request.card_payment_method_specific_input = order, card_input
     return request
+
+
+def settled(get, want, timeout):
+    """Polls `get()` until its (status, statusCode) is `want` (a capture or refund settles after
+    the call that requested it), failing at the timeout."""
+    deadline = time.monotonic() + timeout
+    while (status := status_of(get())) != want:
+        expect(time.monotonic() < deadline, f"payment {status} {timeout}s later, want {want}")
+        time.sleep(0.2)
+
+
+def not_allowed(call):
+    """The platform's refusal of an operation the payment does not allow: 400, errors[0].id and
+    .message both ACTION_NOT_ALLOWED_ON_TRANSACTION (the SDK's own tests compare the message)."""
+    try:
+        call()
+    except ValidationException as e:
+        got = [(x.id, x.message) for x in e.errors]
+        expect(e.status_code == 400 and got[:1] == [("ACTION_NOT_ALLOWED_ON_TRANSACTION",) * 2],
+               f"HTTP {e.status_code} {got}, want 400 ACTION_NOT_ALLOWED_ON_TRANSACTION as id and message")
+        return
+    raise Fail("the operation was accepted")
 
 
 def status_of(payment):
@@ -292,9 +319,8 @@ def main():
         request = CapturePaymentRequest()
         request.amount, request.is_final = AMOUNT, True
         capture = payments.capture_payment(state["payment"], request)
-        expect(status_of(capture) == ("CAPTURED", 9), f"capture response {status_of(capture)}, want CAPTURED/9")
-        payment = payments.get_payment(state["payment"])
-        expect(status_of(payment) == ("CAPTURED", 9), f"payment {status_of(payment)} after the capture")
+        expect(status_of(capture) == ("CAPTURE_REQUESTED", 91), f"capture response {status_of(capture)}, want CAPTURE_REQUESTED/91")
+        settled(lambda: payments.get_payment(state["payment"]), ("CAPTURED", 9), args.timeout)
         captures = merchant.captures().get_captures(state["payment"]).captures or []
         expect(len(captures) == 1, f"{len(captures)} captures listed, want 1")
         state["captured"] = state["payment"]
@@ -305,12 +331,72 @@ def main():
         request.amount_of_money = money(AMOUNT)
         refund = payments.refund_payment(state["captured"], request)
         expect(refund.id, f"refund response without an id: {status_of(refund)}")
+        expect(status_of(refund) == ("REFUND_REQUESTED", 81), f"refund response {status_of(refund)}, want REFUND_REQUESTED/81")
         listed = [r.id for r in merchant.refunds().get_refunds(state["captured"]).refunds or []]
         expect(refund.id in listed, f"refund {refund.id} not in {listed}")
-        deadline = time.monotonic() + args.timeout  # a refund may settle after the call returns
-        while (status := status_of(payments.get_payment(state["captured"]))) != ("REFUNDED", 8):
-            expect(time.monotonic() < deadline, f"payment {status} {args.timeout}s after the refund, want REFUNDED/8")
-            time.sleep(0.2)
+        settled(lambda: payments.get_payment(state["captured"]), ("REFUNDED", 8), args.timeout)
+        not_allowed(lambda: payments.refund_payment(state["captured"], request))  # the SDK tests' refund_payment_already_refunded
+
+    def capture(pid, amount, final):
+        request = CapturePaymentRequest()
+        request.amount, request.is_final = amount, final
+        return payments.capture_payment(pid, request)
+
+    def pre_authorisation(amount):
+        payment = payments.create_payment(payment_request(args, amount, "PRE_AUTHORIZATION")).payment
+        expect(status_of(payment) == ("PENDING_CAPTURE", 5), f"pre-authorization {status_of(payment)}")
+        return payment.id
+
+    @check("partial-capture-not-final")
+    def _():  # the SDK tests' capture_payment_remaining_amount and second_amount_exceeds_remaining
+        pid = pre_authorisation(1000)
+        capture(pid, 400, False)
+        try:
+            capture(pid, 700, False)
+            raise Fail("a capture beyond what is left was accepted")
+        except ValidationException:
+            pass
+        capture(pid, 600, True)
+        settled(lambda: payments.get_payment(pid), ("CAPTURED", 9), args.timeout)
+        not_allowed(lambda: capture(pid, 1, True))
+
+    @check("partial-cancel")
+    def _():  # the SDK tests' capture_payment_after_partial_cancel
+        pid = pre_authorisation(800)
+        request = CancelPaymentRequest()
+        request.amount_of_money, request.is_final = money(600), False
+        cancelled = payments.cancel_payment(pid, request).payment
+        expect(cancelled.status == "CANCELLED", f"cancel response {status_of(cancelled)}, want CANCELLED")
+        capture(pid, 200, True)
+        settled(lambda: payments.get_payment(pid), ("CAPTURED", 9), args.timeout)
+
+    @check("refund-above-captured")
+    def _():  # the SDK tests' refund_payment_single_refund_exceeds_captured and total_exceeds_captured
+        pid = pre_authorisation(800)
+        capture(pid, 300, True)
+        request = RefundRequest()
+        request.amount_of_money = money(600)
+        not_allowed(lambda: payments.refund_payment(pid, request))
+        request.amount_of_money = money(200)
+        payments.refund_payment(pid, request)
+        not_allowed(lambda: payments.refund_payment(pid, request))  # 200 + 200 > 300
+
+    @check("declined-test-card")
+    def _():  # the SDK tests' create_payment_declined_card
+        try:
+            payment = payments.create_payment(payment_request(args, AMOUNT, "FINAL_AUTHORIZATION", pan="4321456998744563")).payment
+            raise Fail(f"approved: {payment.id} {status_of(payment)}")
+        except DeclinedPaymentException as e:
+            result = e.create_payment_response
+            expect(e.status_code >= 400 and result and result.payment and result.payment.id, f"HTTP {e.status_code}, paymentResult {result}")
+            expect(result.payment.status == "REJECTED", f"status {status_of(result.payment)}, want REJECTED")
+
+    @check("frictionless-test-card")
+    def _():  # the request every payment test of the SDK's suite makes: 4012000033330026 with a returnUrl, then a capture
+        request = payment_request(args, AMOUNT, "FINAL_AUTHORIZATION", pan="4012000033330026", return_url="https://example.com/return")
+        payment = payments.create_payment(request).payment
+        expect(status_of(payment) == ("PENDING_CAPTURE", 5), f"status {status_of(payment)}, want PENDING_CAPTURE/5 (frictionless)")
+        capture(payment.id, AMOUNT, True)
 
     @check("cancel")
     def _():
@@ -381,8 +467,11 @@ def main():
     def _():
         request = GetIINDetailsRequest()
         request.bin = args.pan[:6]
-        found = merchant.services().get_iin_details(request).payment_product_id
+        details = merchant.services().get_iin_details(request)
+        found = details.payment_product_id
         expect(found == product_id(args.pan), f"paymentProductId {found}, want {product_id(args.pan)}")
+        expect(details.card_type in ("Credit", "Debit", "Prepaid") and details.card_scheme,
+               f"cardType {details.card_type!r}, cardScheme {details.card_scheme!r}")
 
     @check("products")
     def _():
@@ -390,6 +479,24 @@ def main():
         query.country_code, query.currency_code = "BE", CURRENCY
         ids = [p.id for p in merchant.products().get_payment_products(query).payment_products or []]
         expect(product_id(args.pan) in ids, f"product {product_id(args.pan)} not in {ids}")
+        try:
+            merchant.products().get_payment_products(GetPaymentProductsParams())
+            raise Fail("products without countryCode answered")
+        except ValidationException as e:
+            expect(e.status_code == 400, f"HTTP {e.status_code}, want 400")
+
+    @check("session-invalid-tokens")
+    def _():
+        request = SessionRequest()
+        request.tokens = ["unknown-token-1", "unknown-token-2"]
+        session = merchant.sessions().create_session(request)
+        expect(sorted(session.invalid_tokens or []) == request.tokens, f"invalidTokens {session.invalid_tokens!r}")
+        request.tokens = [f"t{i}" for i in range(11)]
+        try:
+            merchant.sessions().create_session(request)
+            raise Fail("a session with 11 tokens was created")
+        except ValidationException as e:
+            expect(e.status_code == 400, f"HTTP {e.status_code}, want 400")
 
     client.close()
     server.shutdown()

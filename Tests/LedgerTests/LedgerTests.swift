@@ -16,7 +16,7 @@ struct OpeningTests {
         #expect(tables.contains("terminal") && tables.contains("txn") && tables.contains("trace") && tables.contains("outbox"))
         let migrations = try ledger.rows("SELECT identifier FROM grdb_migrations").map { $0["identifier"] as String }
         #expect(migrations == ["v1-terminals-transactions-traces-outbox", "v2-billpocket-users-tokens-devices", "v3-stan-reservations", "v4-platform-providers-worldline", "v5-citcon",
-                               "v6-offline-data-authentication", "v7-card-entry", "v8-iso8583", "v9-citcon-operation-references"])
+                               "v6-offline-data-authentication", "v7-card-entry", "v8-iso8583", "v9-platform-operations"])
         #expect(try ledger.pool.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") } == "wal")
         let synchronous = try ledger.pool.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
         #expect(synchronous == 1, "NORMAL: the group commit syncs the WAL itself before a durable write returns")

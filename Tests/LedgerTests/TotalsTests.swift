@@ -36,6 +36,36 @@ struct TotalsTests {
         #expect(ledgerError { try ledger.complete(id: cancel.id, approved()) }?.field == "originalID")
     }
 
+    @Test("a pre-authorisation cancelled in part stays approved for the rest: captured up to what is left, never beyond; the last cancel marks it cancelled")
+    func partialCancel() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let ledger = try ledgerWithTerminal(dir)
+        var auth = sale(amount: 800)
+        auth.action = .preAuth
+        let p = try ledger.begin(auth)
+        try ledger.complete(id: p.id, approved())
+        let cancel = try ledger.begin(undo(.cancel, of: p.id, amount: 600))
+        try ledger.complete(id: cancel.id, approved())
+        #expect(try ledger.transaction(id: p.id)?.status == .approved)
+        let over = try ledger.begin(undo(.capture, of: p.id, amount: 300))
+        #expect(ledgerError { try ledger.complete(id: over.id, approved()) }?.rule.contains("with 600 cancelled") == true)
+        let capture = try ledger.begin(undo(.capture, of: p.id, amount: 200))
+        try ledger.complete(id: capture.id, approved())
+        #expect(try ledger.terminal(name: "t1")?.batchAmount == 200)
+        // Nothing is left to cancel.
+        let late = try ledger.begin(undo(.cancel, of: p.id, amount: 1))
+        #expect(ledgerError { try ledger.complete(id: late.id, approved()) } != nil)
+        // Cancelled in two parts with no capture: the last part marks it cancelled.
+        let q = try ledger.begin({ var a = sale(amount: 500); a.action = .preAuth; return a }())
+        try ledger.complete(id: q.id, approved())
+        for part: Int64 in [200, 300] {
+            let c = try ledger.begin(undo(.cancel, of: q.id, amount: part))
+            try ledger.complete(id: c.id, approved())
+        }
+        #expect(try ledger.transaction(id: q.id)?.status == .cancelled)
+    }
+
     @Test("refunds begun together on one sale: those that would pass its amount are refused at completion")
     func overRefund() throws {
         let dir = try TempDir()
@@ -99,10 +129,8 @@ struct TotalsTests {
         let operations = try ledger.transactions(originalID: preAuth)
         let captures = operations.filter { $0.action == .capture && [.approved, .refunded].contains($0.status) }
         let captured = captures.reduce(0) { $0 + $1.amount }
-        #expect(captured <= authorised, "captured \(captured) of \(authorised)")
-        if operations.contains(where: { $0.action == .cancel && $0.status == .approved }) {
-            #expect(captures.isEmpty, "a cancelled pre-authorisation has no capture")
-        }
+        let cancelled = operations.filter { $0.action == .cancel && $0.status == .approved }.reduce(0) { $0 + $1.amount }
+        #expect(captured + cancelled <= authorised, "captured \(captured) and cancelled \(cancelled) of \(authorised)")
         for capture in captures {
             let refunded = try Ledger.refundedTotal(ledger, capture.id)
             #expect(refunded <= capture.amount, "refunded \(refunded) of a capture of \(capture.amount)")

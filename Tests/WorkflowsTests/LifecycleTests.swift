@@ -9,20 +9,33 @@ struct LifecycleTests {
     typealias W = WorldlinePaymentStatus
 
     static let worldlineEvents: [WorldlineLifecycle.Event] = [
-        .challengeRequired, .approved(sale: true), .approved(sale: false), .declined, .challengeExpired, .capture, .cancel,
-        .refund(whole: false), .refund(whole: true),
+        .challengeRequired, .approved(sale: true), .approved(sale: false), .declined, .challengeExpired, .capture(open: true), .capture(open: false),
+        .captureSettled, .cancel(open: true), .cancel(open: false), .refund(refundable: true), .refund(refundable: false),
+        .refundSettled(whole: false), .refundSettled(whole: true),
     ]
+
+    /// What an authorised payment may do, the amounts permitting: the status after a partial
+    /// capture (CAPTURED) or a partial cancel (CANCELLED) keeps the rest capturable.
+    static let maintenance: [(WorldlineLifecycle.Event, W, [String])] = [
+        (.capture(open: true), .captureRequested, ["payment.capture_requested"]), (.cancel(open: true), .cancelled, ["payment.cancelled"]),
+    ]
+    static let refundable: (WorldlineLifecycle.Event, W, [String]) = (.refund(refundable: true), .refundRequested, ["refund.refund_requested"])
 
     /// The allowed transitions; every other pair is refused.
     static let worldline: [W: [(WorldlineLifecycle.Event, W, [String])]] = [
         .created: [(.challengeRequired, .redirected, []), (.approved(sale: true), .captured, ["payment.captured"]),
                    (.approved(sale: false), .pendingCapture, ["payment.pending_capture"]), (.declined, .rejected, ["payment.rejected"])],
         .redirected: [(.approved(sale: true), .captured, ["payment.captured"]), (.approved(sale: false), .pendingCapture, ["payment.pending_capture"]),
-                      (.declined, .rejected, ["payment.rejected"]), (.challengeExpired, .rejected, []), (.cancel, .cancelled, [])],
-        .pendingCapture: [(.capture, .captured, ["payment.captured"]), (.cancel, .cancelled, ["payment.cancelled"])],
-        .captured: [(.refund(whole: false), .captured, ["refund.refund_requested"]),
-                    (.refund(whole: true), .refunded, ["refund.refund_requested", "payment.refunded"])],
-        .rejected: [], .cancelled: [], .refunded: [],
+                      (.declined, .rejected, ["payment.rejected"]), (.challengeExpired, .rejected, []), (.cancel(open: true), .cancelled, []),
+                      (.cancel(open: false), .cancelled, [])],
+        .pendingCapture: maintenance,
+        .captureRequested: maintenance + [(.captureSettled, .captured, ["payment.captured"]), refundable],
+        .captured: maintenance + [(.captureSettled, .captured, ["payment.captured"]), refundable],
+        .cancelled: maintenance + [(.captureSettled, .cancelled, ["payment.captured"]), refundable],
+        .refundRequested: [(.captureSettled, .refundRequested, ["payment.captured"]), refundable,
+                           (.refundSettled(whole: false), .captured, ["refund.refunded"]),
+                           (.refundSettled(whole: true), .refunded, ["refund.refunded", "payment.refunded"])],
+        .rejected: [], .refunded: [],
     ]
 
     @Test("Worldline: every status by every event", arguments: W.allCases)
@@ -42,18 +55,22 @@ struct LifecycleTests {
         }
     }
 
-    @Test("Worldline: the refusals say what the status allows, as ACTION_NOT_ALLOWED_ON_TRANSACTION's message does")
+    @Test("Worldline: the refusals say what the status allows (kept for the log: the answer's message is ACTION_NOT_ALLOWED_ON_TRANSACTION)")
     func worldlineRefusals() {
-        #expect(WorldlineLifecycle.next(.captured, .capture) == .failure(.init(rule: "only a PENDING_CAPTURE payment can be captured")))
-        #expect(WorldlineLifecycle.next(.pendingCapture, .refund(whole: true)) == .failure(.init(rule: "only a CAPTURED payment can be refunded")))
-        #expect(WorldlineLifecycle.next(.captured, .cancel)
-                == .failure(.init(rule: "only a REDIRECTED or PENDING_CAPTURE payment can be cancelled (refund a captured one)")))
+        #expect(WorldlineLifecycle.next(.captured, .capture(open: false))
+                == .failure(.init(rule: "nothing is left to capture (a final capture or cancel closed it, or all of it is captured or cancelled)")))
+        #expect(WorldlineLifecycle.next(.refunded, .capture(open: true))
+                == .failure(.init(rule: "only an authorised payment with an amount left to capture can be captured")))
+        #expect(WorldlineLifecycle.next(.pendingCapture, .refund(refundable: true))
+                == .failure(.init(rule: "only what was captured and not refunded can be refunded")))
+        #expect(WorldlineLifecycle.next(.captured, .cancel(open: false)) == .failure(.init(rule: "nothing is left to cancel (refund what was captured)")))
         #expect(WorldlineLifecycle.next(.pendingCapture, .declined) == .failure(.init(rule: "its challenge was already answered")))
     }
 
     @Test("Worldline: a status is stored by the platform's name")
     func worldlineNames() {
-        #expect(W.allCases.map(\.rawValue) == ["CREATED", "REDIRECTED", "PENDING_CAPTURE", "CAPTURED", "REJECTED", "CANCELLED", "REFUNDED"])
+        #expect(W.allCases.map(\.rawValue) == ["CREATED", "REDIRECTED", "PENDING_CAPTURE", "CAPTURE_REQUESTED", "CAPTURED", "REFUND_REQUESTED",
+                                               "REJECTED", "CANCELLED", "REFUNDED"])
     }
 
     typealias C = CitconChargeStatus

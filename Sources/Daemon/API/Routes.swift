@@ -178,6 +178,8 @@ struct HostRoutes {
                 throw DaemonError.badRequest(field: "set", rule: "give exactly one of set (ISO 8601) and advanceSeconds")
             }
             bench.publish(.clock(now: bench.clock.nowMicroseconds()), terminal: nil)
+            // What the moved clock makes due happens now, before the next request sees it.
+            bench.worldline.settleDue()
             return json(ClockView(bench))
         }
         return routes

@@ -6,6 +6,7 @@ import HTTPTypes
 import Hummingbird
 import Ledger
 import NIOCore
+import ServiceLifecycle
 import Workflows
 
 /// The Worldline Online Payments platform's listener (docs/worldline.md): the Server API under
@@ -80,9 +81,9 @@ struct WorldlineServer: Sendable {
     func serverAPI() -> RouteCollection<PlatformContext> {
         let routes = RouteCollection(context: PlatformContext.self)
         let v2 = routes.group("v2/:merchantId").add(middleware: WorldlineServerAPIGate(server: self))
-        v2.post("sessions") { _, context in
-            let m = try context.merchant, base = publicURL()
-            return try await reply { try front.createSession(merchantID: m, clientAPIURL: base + "/client", assetURL: base + "/assets/") }.response
+        v2.post("sessions") { request, context in
+            let m = try context.merchant, base = publicURL(), body = try await Self.body(request)
+            return try await reply { try front.createSession(merchantID: m, body: body, clientAPIURL: base + "/client", assetURL: base + "/assets/") }.response
         }
         v2.post("payments") { request, context in
             let m = try context.merchant, base = publicURL(), body = try await Self.body(request)
@@ -97,7 +98,7 @@ struct WorldlineServer: Sendable {
         }
         v2.get("services/testconnection") { _, _ in Self.json(200, ["result": "OK"]).response }
         v2.post("services/getIINdetails") { request, _ in try iin(try await Self.body(request)).response }
-        v2.get("products") { _, _ in try products([]).response }
+        v2.get("products") { request, _ in try products([], query: request).response }
         v2.get("products/:id") { _, context in try products([context.parameters.get("id") ?? ""]).response }
         v2.get("products/:id/networks") { _, context in try products([context.parameters.get("id") ?? "", "networks"]).response }
         // A known path asked with another method is 405, as the platform answers; any other path
@@ -127,7 +128,7 @@ struct WorldlineServer: Sendable {
         ("payments/:id/captures", .get, { front, m, id, _ in try front.captures(merchantID: m, id: id) }),
         ("payments/:id/refunds", .get, { front, m, id, _ in try front.refunds(merchantID: m, id: id) }),
         ("payments/:id/capture", .post, { front, m, id, body in try front.capture(merchantID: m, id: id, body: body) }),
-        ("payments/:id/cancel", .post, { front, m, id, _ in try front.cancel(merchantID: m, id: id) }),
+        ("payments/:id/cancel", .post, { front, m, id, body in try front.cancel(merchantID: m, id: id, body: body) }),
         ("payments/:id/refund", .post, { front, m, id, body in try front.refund(merchantID: m, id: id, body: body) }),
     ]
 
@@ -244,7 +245,7 @@ struct WorldlineServer: Sendable {
             let (keyID, der) = try bench.worldlineKeys.currentPublicKey()
             return Self.json(200, ["keyId": keyID, "publicKey": Data(der).base64EncodedString()]).response
         }
-        gated.get("products") { _, _ in try products([]).response }
+        gated.get("products") { request, _ in try products([], query: request).response }
         gated.get("products/:id") { _, context in try products([context.parameters.get("id") ?? ""]).response }
         gated.get("products/:id/networks") { _, context in try products([context.parameters.get("id") ?? "", "networks"]).response }
         gated.post("services/getIINdetails") { request, _ in try iin(try await Self.body(request)).response }
@@ -258,7 +259,11 @@ struct WorldlineServer: Sendable {
         return routes
     }
 
-    func products(_ s: [String]) throws -> Replied {
+    func products(_ s: [String], query request: Request? = nil) throws -> Replied {
+        if let request {
+            let q = request.uri.queryParameters
+            try WorldlineProducts.checkProductsQuery(countryCode: q.get("countryCode"), currencyCode: q.get("currencyCode"))
+        }
         let assets = publicURL() + "/assets/"
         if s.isEmpty { return Self.json(200, WorldlineProducts.products(assetURL: assets)) }
         guard let id = Int(s[0]), let product = WorldlineProducts.product(id, assetURL: assets) else {
@@ -351,8 +356,9 @@ struct WorldlineServer: Sendable {
     /// payment (the SDKs' `DeclinedPaymentException`), 200 otherwise; its body in the platform's shape.
     static func answer(_ result: WorldlineResult) -> Replied {
         switch result {
-        case .sessionCreated(let id, let customer, let api, let assets):
-            Replied(status: 201, text: WorldlineRender.sessionText(sessionID: id, customerID: customer, clientAPIURL: api, assetURL: assets))
+        case .sessionCreated(let id, let customer, let api, let assets, let invalid):
+            Replied(status: 201, text: WorldlineRender.sessionText(sessionID: id, customerID: customer, clientAPIURL: api, assetURL: assets,
+                                                                   invalidTokens: invalid))
         case .paymentCreated(let p, let redirectURL):
             Replied(status: p.status == .rejected ? 402 : 201,
                     text: WorldlineRender.createdText(p, redirectURL: redirectURL, errorID: UUID().uuidString.lowercased()))
@@ -488,5 +494,22 @@ struct WorldlineClientGate: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         _ = try server.authenticateClient(request, customerID: try context.parameters.require("customerId"))
         return try await next(request, context)
+    }
+}
+
+/// Settles the Worldline payments whose requested captures and refunds are due on the bench
+/// clock (CAPTURE_REQUESTED → CAPTURED, REFUND_REQUESTED → REFUNDED, with their webhooks). A
+/// moved manual clock settles at once (`POST /v1/clock`); a read of a payment settles it first.
+struct WorldlineSettlementService: Service {
+    let front: WorldlineFront
+    let interval: Duration
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try await Task.sleep(for: interval)
+                front.settleDue()
+            }
+        }
     }
 }

@@ -28,7 +28,9 @@ public struct WorldlineError: Error, Sendable, Equatable, CustomStringConvertibl
         self.retriable = retriable
     }
 
-    public var description: String { "\(httpStatus) \(id)\(propertyName.map { " (\($0))" } ?? ""): \(message)" }
+    public var description: String {
+        "\(httpStatus) \(id)\(propertyName.map { " (\($0))" } ?? ""): \(message)" + (propertyName == nil ? rule.map { " (\($0))" } ?? "" : "")
+    }
 
     /// A required property is missing.
     public static func missing(_ property: String) -> WorldlineError {
@@ -65,9 +67,14 @@ public struct WorldlineError: Error, Sendable, Equatable, CustomStringConvertibl
         WorldlineError(httpStatus: 404, errorCode: "1002", id: id, message: message)
     }
 
-    /// The payment is not in a state where the operation is allowed.
-    public static func wrongStatus(_ message: String) -> WorldlineError {
-        WorldlineError(httpStatus: 400, errorCode: "300450", id: "ACTION_NOT_ALLOWED_ON_TRANSACTION", message: message)
+    /// The payment is not in a state where the operation is allowed (or not for that amount).
+    /// The message is the id, as the platform fills it (the SDKs' tests compare the two); the
+    /// rule is kept in `rule` for the log.
+    public static func wrongStatus(_ rule: String) -> WorldlineError {
+        var e = WorldlineError(httpStatus: 400, errorCode: "50001127", id: "ACTION_NOT_ALLOWED_ON_TRANSACTION", category: "DIRECT_PLATFORM_ERROR",
+                               message: "ACTION_NOT_ALLOWED_ON_TRANSACTION")
+        e.rule = rule
+        return e
     }
 
     /// 409 `30001002`: the SDKs' `IdempotenceException`.
@@ -172,6 +179,20 @@ public struct WorldlineJSON: @unchecked Sendable {
         for (i, item) in items.enumerated() {
             guard let o = item as? [String: Any] else { throw .invalid("\(name(key))[\(i)]", "must be an object") }
             out.append(WorldlineJSON(object: o, path: "\(name(key))[\(i)]"))
+        }
+        return out
+    }
+
+    /// The array of strings at `key`, nil when absent, each at most `maxLength`.
+    public func strings(_ key: String, maxLength: Int = 1000) throws(WorldlineError) -> [String]? {
+        guard has(key) else { return nil }
+        guard let items = object[key] as? [Any] else { throw .invalid(name(key), "must be an array") }
+        var out: [String] = []
+        for (i, item) in items.enumerated() {
+            guard let s = item as? String, s.count <= maxLength, !s.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
+                throw .invalid("\(name(key))[\(i)]", "must be a string of at most \(maxLength) characters")
+            }
+            out.append(s)
         }
         return out
     }

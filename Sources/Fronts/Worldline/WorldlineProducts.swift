@@ -71,6 +71,33 @@ public enum WorldlineProducts {
             throw .invalid("bin", "must be the first 6 to 19 digits of a card number")
         }
         guard let brand = CardBrand.detect(pan: bin), let entry = offered.first(where: { $0.brand == brand }) else { return nil }
-        return ["paymentProductId": entry.id, "countryCode": "BE", "isAllowedInContext": true]
+        let lengths = brand.panLengths
+        return ["paymentProductId": entry.id, "countryCode": "BE", "isAllowedInContext": true, "cardScheme": scheme(brand),
+                "cardType": brand == .maestro ? "Debit" : "Credit", "cardPanType": "pan", "panLengthMin": lengths.min()!,
+                "panLengthMax": lengths.max()!, "panLuhnCheck": true]
+    }
+
+    /// The network name `getIINdetails` gives in `cardScheme` (the SDKs' list: AmericanExpress,
+    /// Cup, DinersDiscover, Jcb, Mastercard, Visa, …).
+    public static func scheme(_ brand: CardBrand) -> String {
+        switch brand {
+        case .visa: "Visa"
+        case .mastercard, .maestro: "Mastercard"
+        case .americanExpress: "AmericanExpress"
+        case .jcb: "Jcb"
+        case .discover: "DinersDiscover"
+        case .unionPay: "Cup"
+        case .carnet: "Carnet"
+        }
+    }
+
+    /// `GET products`' query as the platform reads it: `countryCode` is required (ISO 3166
+    /// alpha-2), `currencyCode` when given is ISO 4217.
+    public static func checkProductsQuery(countryCode: String?, currencyCode: String?) throws(WorldlineError) {
+        guard let country = countryCode, !country.isEmpty else { throw .missing("countryCode") }
+        guard country.utf8.count == 2, country.allSatisfy({ $0.isASCII && $0.isLetter && $0.isUppercase }) else {
+            throw .invalid("countryCode", "must be an ISO 3166-1 alpha-2 code in upper case, got \(shownValue(country, 8))")
+        }
+        if let currency = currencyCode { _ = try WorldlineCreatePayment.currency(currency, property: "currencyCode") }
     }
 }

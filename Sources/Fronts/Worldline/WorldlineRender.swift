@@ -17,19 +17,43 @@ public enum WorldlineStatus {
 
     /// The status output of a payment in its current status.
     public static func output(_ p: WorldlinePayment) -> Output {
-        switch p.status {
+        // What is left to capture keeps the payment authorised and cancellable, whatever its
+        // latest operation; what was captured and not refunded keeps it refundable.
+        let open = p.capturable > 0
+        let refundable = p.refundedAmount < p.capturedAmount
+        return switch p.status {
         case .redirected: Output(statusCode: 46, statusCategory: "PENDING_PAYMENT", isAuthorized: false, isCancellable: true, isRefundable: false)
         case .pendingCapture: Output(statusCode: 5, statusCategory: "PENDING_MERCHANT", isAuthorized: true, isCancellable: true, isRefundable: false)
+        // 91 "payment processing" and 81 "refund pending": queued until they settle.
+        case .captureRequested:
+            Output(statusCode: 91, statusCategory: "PENDING_CONNECT_OR_3RD_PARTY", isAuthorized: open, isCancellable: open, isRefundable: refundable)
+        case .refundRequested:
+            Output(statusCode: 81, statusCategory: "PENDING_CONNECT_OR_3RD_PARTY", isAuthorized: open, isCancellable: open, isRefundable: refundable)
         case .captured:
-            Output(statusCode: 9, statusCategory: "COMPLETED", isAuthorized: false, isCancellable: false,
-                   isRefundable: p.refundedAmount < p.capturedAmount)
+            Output(statusCode: 9, statusCategory: "COMPLETED", isAuthorized: open, isCancellable: open, isRefundable: refundable)
         case .refunded: Output(statusCode: 8, statusCategory: "REFUNDED", isAuthorized: false, isCancellable: false, isRefundable: false)
-        // 6: cancelled by the merchant (an authorisation released); 1: by the customer (a
-        // challenge never completed).
+        // 1: cancelled by the customer (a challenge never completed); 61: part of the
+        // authorisation cancelled, the rest still capturable; 6: all of what was left released.
+        case .cancelled where p.transactionID == nil:
+            Output(statusCode: 1, statusCategory: "UNSUCCESSFUL", isAuthorized: false, isCancellable: false, isRefundable: false)
+        case .cancelled where open:
+            Output(statusCode: 61, statusCategory: "PENDING_MERCHANT", isAuthorized: true, isCancellable: true, isRefundable: refundable)
         case .cancelled:
-            Output(statusCode: p.transactionID == nil ? 1 : 6, statusCategory: "UNSUCCESSFUL", isAuthorized: false, isCancellable: false,
-                   isRefundable: false)
+            Output(statusCode: 6, statusCategory: p.capturedAmount > 0 ? "COMPLETED" : "UNSUCCESSFUL", isAuthorized: false, isCancellable: false,
+                   isRefundable: refundable)
         default: Output(statusCode: 2, statusCategory: "UNSUCCESSFUL", isAuthorized: false, isCancellable: false, isRefundable: false)
+        }
+    }
+
+    /// An operation's status code and category: 91 and 81 while it waits to settle.
+    public static func operationOutput(_ o: WorldlineOperation) -> (code: Int, category: String) {
+        switch o.status {
+        case .captureRequested: (91, "PENDING_CONNECT_OR_3RD_PARTY")
+        case .captured: (9, "COMPLETED")
+        case .refundRequested: (81, "PENDING_CONNECT_OR_3RD_PARTY")
+        case .refunded: (8, "REFUNDED")
+        case .cancelled: (6, "UNSUCCESSFUL")
+        default: (2, "UNSUCCESSFUL")
         }
     }
 
@@ -66,9 +90,10 @@ public enum WorldlineStatus {
 /// Renders the platform's JSON bodies.
 public enum WorldlineRender {
     /// `SessionResponse`.
-    public static func sessionText(sessionID: String, customerID: String, clientAPIURL: String, assetURL: String) -> String {
+    public static func sessionText(sessionID: String, customerID: String, clientAPIURL: String, assetURL: String,
+                                   invalidTokens: [String] = []) -> String {
         text(["clientSessionId": sessionID, "customerId": customerID, "clientApiUrl": clientAPIURL, "assetUrl": assetURL,
-              "invalidTokens": [String]()])
+              "invalidTokens": invalidTokens])
     }
 
     /// A new payment's answer: `CreatePaymentResponse`, or for a rejected payment the platform's
@@ -159,8 +184,8 @@ public enum WorldlineRender {
         var cardOutput: [String: Any] = ["paymentProductId": p.paymentProductID, "card": card]
         if let a = p.authorisationCode { cardOutput["authorisationCode"] = a }
         if let t = p.threeDSecure {
-            cardOutput["threeDSecureResults"] = ["authenticationStatus": t == "challenge-failed" ? "N" : "Y",
-                                                 "flow": t == "frictionless" ? "frictionless" : "challenge"]
+            cardOutput["threeDSecureResults"] = ["authenticationStatus": t.hasSuffix("-failed") ? "N" : "Y",
+                                                 "flow": t.hasPrefix("frictionless") ? "frictionless" : "challenge"]
         }
         cardOutput["fraudResults"] = ["fraudServiceResult": "no-advice", "cvvResult": p.status == .rejected && p.responseCode == "N7" ? "N" : "M"]
         var references: [String: Any] = [:]
@@ -193,29 +218,24 @@ public enum WorldlineRender {
 
     /// One of `Operations` in the payment's details.
     static func operation(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
-        let (code, category): (Int, String) = switch o.status {
-        case .captured: (9, "COMPLETED")
-        case .refunded: (8, "REFUNDED")
-        case .cancelled: (6, "UNSUCCESSFUL")
-        default: (2, "UNSUCCESSFUL")
-        }
+        let (code, category) = WorldlineStatus.operationOutput(o)
         return ["id": o.id, "status": o.status.rawValue, "statusOutput": ["statusCode": code, "statusCategory": category],
                 "amountOfMoney": money(o.amount, p.currency)]
     }
 
     /// `CaptureResponse`.
     static func capture(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
-        ["id": o.id, "status": o.status.rawValue, "statusOutput": ["statusCode": 9, "statusCategory": "COMPLETED", "isCancellable": false, "isRefundable": true],
+        let (code, category) = WorldlineStatus.operationOutput(o)
+        return ["id": o.id, "status": o.status.rawValue, "statusOutput": ["statusCode": code, "statusCategory": category, "isCancellable": false, "isRefundable": true],
          "captureOutput": ["amountOfMoney": money(o.amount, p.currency), "paymentMethod": "card",
                            "references": o.merchantReference.map { ["merchantReference": $0] } ?? [:]]]
     }
 
     /// `RefundResponse`.
     static func refund(_ o: WorldlineOperation, _ p: WorldlinePayment) -> [String: Any] {
-        let rejected = o.status != .refunded
+        let (code, category) = WorldlineStatus.operationOutput(o)
         return ["id": o.id, "status": o.status.rawValue,
-                "statusOutput": ["statusCode": rejected ? 2 : 8, "statusCategory": rejected ? "UNSUCCESSFUL" : "REFUNDED",
-                                 "isCancellable": false],
+                "statusOutput": ["statusCode": code, "statusCategory": category, "isCancellable": false],
                 "refundOutput": ["amountOfMoney": money(o.amount, p.currency), "paymentMethod": "card",
                                  "references": o.merchantReference.map { ["merchantReference": $0] } ?? [:]]]
     }

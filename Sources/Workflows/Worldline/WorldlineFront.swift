@@ -15,6 +15,9 @@ public struct WorldlineSettings: Sendable {
     public var approveUnknownCards = true
     /// Scripted declines for `SALE` payments.
     public var amountTable: AmountTable = .worldline
+    /// How long a requested capture or refund waits (CAPTURE_REQUESTED, REFUND_REQUESTED) before
+    /// it settles (CAPTURED, REFUNDED), on the bench clock.
+    public var settleAfter: Duration = .seconds(2)
 
     public init() {}
 }
@@ -40,8 +43,6 @@ public final class WorldlineFront: Sendable {
         let request: WorldlineCreatePayment
     }
 
-    /// The sandbox's test cards for 3-D Secure: frictionless (no challenge) and challenge.
-    public static let frictionlessTestPAN = "4330264936344675"
 
     /// The platform on a bench: its context, the store of its records, its settings, and the
     /// Client API's private keys by key id.
@@ -67,7 +68,14 @@ public final class WorldlineFront: Sendable {
     // MARK: Sessions
 
     /// `POST /v2/{merchantId}/sessions`.
-    public func createSession(merchantID: String, clientAPIURL: String, assetURL: String) throws(WorldlineError) -> WorldlineResult {
+    /// `tokens` (at most 10) are the card-on-file tokens the session may show; those the platform
+    /// does not know come back in `invalidTokens`.
+    public func createSession(merchantID: String, body: [UInt8] = [], clientAPIURL: String, assetURL: String) throws(WorldlineError) -> WorldlineResult {
+        let tokens = try WorldlineJSON.parse(body).strings("tokens", maxLength: 40) ?? []
+        guard tokens.count <= 10 else { throw .invalid("tokens", "at most 10 tokens, got \(tokens.count)") }
+        // No token is stored on this platform yet (tokenisation is not emulated): every token
+        // given is one it does not know.
+        let invalidTokens = tokens
         let sessionID = PlatformText.hex(16)
         let customerID = PlatformText.hex(4) + "-" + PlatformText.hex(12)
         let now = self.now
@@ -76,7 +84,8 @@ public final class WorldlineFront: Sendable {
             _ = try store.ensureWorldlineMerchant(merchantID, at: now)
             try store.createWorldlineSession(sessionID: sessionID, merchantID: merchantID, customerID: customerID, at: now, expiresAt: now + lifetime)
         }
-        return .sessionCreated(sessionID: sessionID, customerID: customerID, clientAPIURL: clientAPIURL, assetURL: assetURL)
+        return .sessionCreated(sessionID: sessionID, customerID: customerID, clientAPIURL: clientAPIURL, assetURL: assetURL,
+                               invalidTokens: invalidTokens)
     }
 
     /// The session a Client API request's `GCS v1Client:{id}` names, for `customerID`'s path.
@@ -105,8 +114,15 @@ public final class WorldlineFront: Sendable {
                                        authorizationMode: request.authorizationMode.rawValue, merchantReference: request.merchantReference,
                                        paymentProductID: WorldlineStatus.productID(card.brand), maskedCardNumber: card.masked,
                                        bin: card.bin, expiryDate: card.expiryDate, createdAt: now)
+        let testCard = WorldlineTestCards.table[card.pan]
         if let t = request.threeDSecure, !t.skipAuthentication, let returnURL = t.returnURL {
-            if card.pan == Self.frictionlessTestPAN || t.challengeIndicator == "no-challenge-requested" {
+            // The platform's test cards decide as the platform does; another card is challenged
+            // unless the merchant asks for no challenge.
+            let threeDS = testCard?.threeDS ?? (t.challengeIndicator == "no-challenge-requested" ? .frictionless : .challenge)
+            if threeDS == .authenticationFails {
+                payment.threeDSecure = "frictionless-failed"
+                return .paymentCreated(try authorise(payment, card: card, request: request, failedChallenge: true), redirectURL: nil)
+            } else if threeDS == .frictionless {
                 payment.threeDSecure = "frictionless"
             } else {
                 payment.status = try step(payment, .challengeRequired).status
@@ -121,6 +137,13 @@ public final class WorldlineFront: Sendable {
         }
         let authorised = try authorise(payment, card: card, request: request)
         return .paymentCreated(authorised, redirectURL: nil)
+    }
+
+    /// The platform's own decline of one of its test cards, as an issuer's answer.
+    static func testCardDecline(_ pan: String) -> AuthorisationResponse? {
+        guard let decline = WorldlineTestCards.table[pan]?.decline else { return nil }
+        return AuthorisationResponse(responseCode: ResponseCode(decline.code), authorisationCode: nil, issuerAuthenticationData: nil,
+                                     rule: "platform test card", message: decline.message, delayMilliseconds: 0)
     }
 
     /// The card of a request: its plain card, or its encrypted input opened and checked
@@ -170,7 +193,8 @@ public final class WorldlineFront: Sendable {
         let done: (started: Started, answer: AuthoriseAndRecord.Answer, recorded: (WorldlinePayment, StoredTransaction))
         do throws(AuthoriseAndRecord.Failure) {
             done = try AuthoriseAndRecord.cardNotPresent(context, store, new, request: auth, host: host,
-                                                         notAskedBecause: failedChallenge ? "3-D Secure authentication failed: the challenge was not passed" : nil) { started, answer in
+                                                         notAskedBecause: failedChallenge ? "3-D Secure authentication failed: the challenge was not passed" : nil,
+                                                         platformAnswer: Self.testCardDecline(card.pan)) { started, answer in
                 let response = answer.response
                 var p = payment
                 p.updatedAt = now
@@ -235,64 +259,82 @@ public final class WorldlineFront: Sendable {
         return p
     }
 
+    /// Payment `id` as it is now: what is due settled first.
+    func current(_ merchantID: String, _ id: String) throws(WorldlineError) -> WorldlinePayment {
+        let p = try payment(merchantID, id)
+        guard let due = p.dueAt, due <= now else { return p }
+        return try serialised(id) { () throws(WorldlineError) -> WorldlinePayment in try settled(try payment(merchantID, id)) }
+    }
+
     /// `GET …/payments/{id}`.
     public func getPayment(merchantID: String, id: String) throws(WorldlineError) -> WorldlineResult {
-        .payment(try payment(merchantID, id))
+        .payment(try current(merchantID, id))
     }
 
     /// `GET …/payments/{id}/details`: the payment and its operations.
     public func details(merchantID: String, id: String) throws(WorldlineError) -> WorldlineResult {
-        .details(try payment(merchantID, id))
+        .details(try current(merchantID, id))
     }
 
     /// `GET …/payments/{id}/captures`.
     public func captures(merchantID: String, id: String) throws(WorldlineError) -> WorldlineResult {
-        .captures(try payment(merchantID, id))
+        .captures(try current(merchantID, id))
     }
 
     /// `GET …/payments/{id}/refunds`.
     public func refunds(merchantID: String, id: String) throws(WorldlineError) -> WorldlineResult {
-        .refunds(try payment(merchantID, id))
+        .refunds(try current(merchantID, id))
     }
 
-    /// `POST …/payments/{id}/capture`: a pre-authorisation's amount (or part of it; the rest is
-    /// released at the issuer, as a final capture does).
+    /// `POST …/payments/{id}/capture`: all or part of what is left to capture. Not final (the
+    /// default), the rest stays capturable; final, or all that is left, the rest is released at
+    /// the issuer. The capture is requested (CAPTURE_REQUESTED) and settles later (`settle`).
     public func capture(merchantID: String, id: String, body: [UInt8]) throws(WorldlineError) -> WorldlineResult {
         let request = try WorldlineCapture.parse(WorldlineJSON.parse(body))
         return try serialised(id) { () throws(WorldlineError) -> WorldlineResult in try capture(merchantID: merchantID, id: id, request) }
     }
 
     func capture(merchantID: String, id: String, _ request: WorldlineCapture) throws(WorldlineError) -> WorldlineResult {
-        var p = try payment(merchantID, id)
-        let transition = try step(p, .capture)
+        var p = try settled(try payment(merchantID, id))
+        let open = p.capturable
+        let transition = try step(p, .capture(open: open > 0))
         guard let authID = p.transactionID else { throw .internalError("payment \(id) has no authorisation in the ledger") }
-        let amount = request.amount ?? p.amount
-        guard amount <= p.amount else { throw .invalid("amount", "\(amount) is more than the authorised \(p.amount)") }
+        let amount = request.amount ?? open
+        guard amount <= open else { throw .invalid("amount", "\(amount) is more than what is left to capture (\(open))") }
+        let final = request.amount == nil || request.isFinal || amount == open
         let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
         let auth = try stored("read the authorisation") { try store.transaction(id: authID) }
         let new = NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: .capture, amount: amount,
                                  currency: auth?.currency ?? 978, clientReference: request.merchantReference ?? p.merchantReference,
                                  originalID: authID, createdAt: now)
         let operation = try operate(new, acting: auth, on: &p, transition: transition, merchant: merchant) { p, started in
-            p.capturedAmount = amount
-            return WorldlineOperation(id: p.nextOperationID, kind: .capture, amount: amount, status: .captured,
-                                      transactionID: started.id, merchantReference: request.merchantReference, createdAt: now)
+            p.capturedAmount += amount
+            if final { p.captureClosed = true }
+            return WorldlineOperation(id: p.nextOperationID, kind: .capture, amount: amount, status: .captureRequested,
+                                      transactionID: started.id, merchantReference: request.merchantReference, createdAt: now,
+                                      settleAt: settleAt)
         } release: { p in
-            // The rest is released at the issuer only once the capture is recorded.
-            if amount < p.amount, let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount - amount)) }
+            // What a final capture leaves is released at the issuer only once the capture is recorded.
+            if final, amount < open, let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(open - amount)) }
         }
         return .captured(operation, p)
     }
 
-    /// `POST …/payments/{id}/cancel`: releases an authorisation not yet captured.
-    public func cancel(merchantID: String, id: String) throws(WorldlineError) -> WorldlineResult {
-        try serialised(id) { () throws(WorldlineError) -> WorldlineResult in try cancelSerialised(merchantID: merchantID, id: id) }
+    /// `POST …/payments/{id}/cancel`: releases all (or, with `amountOfMoney`, part) of what is
+    /// left to capture; what is not released stays capturable.
+    public func cancel(merchantID: String, id: String, body: [UInt8] = []) throws(WorldlineError) -> WorldlineResult {
+        let request = try WorldlineCancel.parse(WorldlineJSON.parse(body))
+        return try serialised(id) { () throws(WorldlineError) -> WorldlineResult in try cancelSerialised(merchantID: merchantID, id: id, request) }
     }
 
-    func cancelSerialised(merchantID: String, id: String) throws(WorldlineError) -> WorldlineResult {
-        var p = try payment(merchantID, id)
+    func cancelSerialised(merchantID: String, id: String, _ request: WorldlineCancel) throws(WorldlineError) -> WorldlineResult {
+        var p = try settled(try payment(merchantID, id))
         let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
-        let transition = try step(p, .cancel)
+        let open = p.capturable
+        let transition = try step(p, .cancel(open: open > 0))
+        if let currency = request.currency, currency != p.currency {
+            throw .invalid("amountOfMoney.currencyCode", "\(currency) is not the payment's currency \(p.currency)")
+        }
         if p.status == .redirected {
             // No authorisation yet: nothing in the ledger to act on.
             _ = pending.withLock { $0.removeValue(forKey: p.id) }
@@ -300,37 +342,53 @@ public final class WorldlineFront: Sendable {
             p.updatedAt = now
             try stored("record the cancel") { try store.completeWorldlineOperation(transactionID: nil, nil, payment: p, outbox: webhooks(merchant, transition, payment: p)) }
         } else {
+            let amount = request.amount ?? open
+            guard amount <= open else { throw .invalid("amountOfMoney.amount", "\(amount) is more than what is left to cancel (\(open))") }
             guard let authID = p.transactionID, let auth = try stored("read the authorisation", { try store.transaction(id: authID) }) else {
                 throw .internalError("payment \(id) has no authorisation in the ledger")
             }
-            let new = NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: .cancel, amount: auth.amount,
+            let new = NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: .cancel, amount: amount,
                                      currency: auth.currency, clientReference: p.merchantReference, originalID: authID, createdAt: now)
             _ = try operate(new, acting: auth, on: &p, transition: transition, merchant: merchant) { p, started in
-                WorldlineOperation(id: p.nextOperationID, kind: .cancel, amount: p.amount, status: .cancelled, transactionID: started.id, createdAt: now)
+                p.cancelledAmount = (p.cancelledAmount ?? 0) + amount
+                return WorldlineOperation(id: p.nextOperationID, kind: .cancel, amount: amount, status: .cancelled, transactionID: started.id, createdAt: now)
             } release: { p in
-                if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(p.amount)) }
+                if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
             }
         }
         return .cancelled(p)
     }
 
-    /// `POST …/payments/{id}/refund`: all or part of what was captured and not yet refunded.
+    /// `POST …/payments/{id}/refund`: all or part of what was captured and not yet refunded,
+    /// requested (REFUND_REQUESTED) and settled later. More than that is
+    /// `ACTION_NOT_ALLOWED_ON_TRANSACTION`, as the platform answers.
     public func refund(merchantID: String, id: String, body: [UInt8]) throws(WorldlineError) -> WorldlineResult {
         let request = try WorldlineRefundRequest.parse(WorldlineJSON.parse(body))
         return try serialised(id) { () throws(WorldlineError) -> WorldlineResult in try refund(merchantID: merchantID, id: id, request) }
     }
 
     func refund(merchantID: String, id: String, _ request: WorldlineRefundRequest) throws(WorldlineError) -> WorldlineResult {
-        var p = try payment(merchantID, id)
-        _ = try step(p, .refund(whole: false))
+        var p = try settled(try payment(merchantID, id))
         if let currency = request.currency, currency != p.currency {
             throw .invalid("amountOfMoney.currencyCode", "\(currency) is not the payment's currency \(p.currency)")
         }
         let left = p.capturedAmount - p.refundedAmount
         let amount = request.amount ?? left
-        guard amount <= left else { throw .invalid("amountOfMoney.amount", "\(amount) is more than what is left to refund (\(left))") }
-        // The ledger row refunded: the sale itself, or the capture of a pre-authorisation.
-        guard let originalID = p.authorizationMode == "SALE" ? p.transactionID : p.operations.first(where: { $0.kind == .capture })?.transactionID,
+        guard amount <= left else {
+            throw .wrongStatus("\(amount) is more than what is left to refund (\(left) of \(p.capturedAmount) captured)")
+        }
+        let transition = try step(p, .refund(refundable: left > 0))
+        // The ledger row refunded: the sale itself, or a capture of a pre-authorisation that
+        // still has that much unrefunded (a refund is taken from one capture).
+        var capture: WorldlineOperation? = nil
+        if p.authorizationMode != "SALE" {
+            let captures = p.operations.filter { $0.kind == .capture }
+            capture = captures.first { c in c.amount - p.operations.filter { $0.kind == .refund && $0.captureID == c.id }.reduce(0) { $0 + $1.amount } >= amount }
+            guard capture != nil else {
+                throw .wrongStatus("a refund is taken from one capture, and no capture has \(amount) left to refund; refund less at once")
+            }
+        }
+        guard let originalID = capture?.transactionID ?? p.transactionID,
               let original = try stored("read the original", { try store.transaction(id: originalID) }) else {
             throw .internalError("payment \(id) has no captured transaction in the ledger")
         }
@@ -338,15 +396,69 @@ public final class WorldlineFront: Sendable {
         let new = NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: .refund, amount: amount,
                                  currency: original.currency, clientReference: request.merchantReference ?? p.merchantReference,
                                  originalID: originalID, createdAt: now)
-        let transition = try step(p, .refund(whole: p.refundedAmount + amount == p.capturedAmount))
         let operation = try operate(new, acting: original, on: &p, transition: transition, merchant: merchant) { p, started in
             p.refundedAmount += amount
-            return WorldlineOperation(id: p.nextOperationID, kind: .refund, amount: amount, status: .refunded, transactionID: started.id,
-                                      merchantReference: request.merchantReference, createdAt: now)
+            return WorldlineOperation(id: p.nextOperationID, kind: .refund, amount: amount, status: .refundRequested, transactionID: started.id,
+                                      merchantReference: request.merchantReference, createdAt: now, settleAt: settleAt, captureID: capture?.id)
         } release: { p in
             if let code = p.authorisationCode { context.host.void(authorisationCode: code, amount: Int(amount)) }
         }
         return .refunded(operation, p)
+    }
+
+    // MARK: Settlement
+
+    /// When an operation requested now settles.
+    var settleAt: Int64 { now + settings.settleAfter.components.seconds * 1_000_000 + settings.settleAfter.components.attoseconds / 1_000_000_000_000 }
+
+    /// Settles the payments whose requested captures and refunds are due on the bench clock;
+    /// the daemon calls it on a timer and whenever its clock is moved. Returns how many settled.
+    @discardableResult
+    public func settleDue() -> Int {
+        var count = 0
+        while true {
+            guard let due = try? store.worldlinePaymentsDue(at: now, limit: 200), !due.isEmpty else { return count }
+            for (merchantID, id) in due {
+                _ = try? serialised(id) { () throws(WorldlineError) -> WorldlinePayment in try settled(try payment(merchantID, id)) }
+                count += 1
+            }
+            if due.count < 200 { return count }
+        }
+    }
+
+    /// Payment `p` with its requested operations settled when they are due: all of them
+    /// together, as one batch, with the webhooks each sends (CAPTURED, REFUNDED). Run on a
+    /// payment its caller holds (`serialised`); a read settles what is due before it answers.
+    func settled(_ payment: WorldlinePayment) throws(WorldlineError) -> WorldlinePayment {
+        guard let due = payment.dueAt, due <= now else { return payment }
+        var p = payment
+        let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(p.merchantID, at: now) }
+        var outbox: [(Int64, OutboxMessage)] = []
+        let captures = p.operations.indices.filter { p.operations[$0].kind == .capture && p.operations[$0].isRequested }
+        if let last = captures.last {
+            let transition = try step(p, .captureSettled)
+            for i in captures { p.operations[i].status = .captured }
+            p.status = transition.status
+            if let row = p.operations[last].transactionID { outbox += webhooks(merchant, transition, payment: p).map { (row, $0) } }
+        }
+        let refunds = p.operations.indices.filter { p.operations[$0].kind == .refund && p.operations[$0].isRequested }
+        if !refunds.isEmpty {
+            let transition = try step(p, .refundSettled(whole: p.refundedAmount == p.capturedAmount && p.capturable == 0))
+            for i in refunds { p.operations[i].status = .refunded }
+            p.status = transition.status
+            for i in refunds {
+                guard let row = p.operations[i].transactionID else { continue }
+                let types = transition.webhooks.filter { $0.hasPrefix("refund.") || i == refunds.last }
+                outbox += types.flatMap { type in
+                    type.hasPrefix("refund.") ? webhooks(merchant, type: type, refund: (p.operations[i], p)) : webhooks(merchant, type: type, payment: p)
+                }.map { (row, $0) }
+            }
+        }
+        p.updatedAt = now
+        let settledPayment = p
+        let messages = outbox
+        try stored("settle the payment") { try store.settleWorldlinePayment(settledPayment, outbox: messages, at: now) }
+        return p
     }
 
     /// An operation on payment `p` on the one path (`PlatformOperation`): `change` makes the

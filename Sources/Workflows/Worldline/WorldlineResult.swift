@@ -3,7 +3,7 @@ import LedgerModel
 /// What a Server API call produced, typed: the daemon answers it with the platform's status and
 /// the body `WorldlineRender` makes. No HTTP and no untyped JSON leave the workflows.
 public enum WorldlineResult: Sendable {
-    case sessionCreated(sessionID: String, customerID: String, clientAPIURL: String, assetURL: String)
+    case sessionCreated(sessionID: String, customerID: String, clientAPIURL: String, assetURL: String, invalidTokens: [String])
     /// A new payment: authorised, rejected, or waiting for its challenge (`redirectURL`).
     case paymentCreated(WorldlinePayment, redirectURL: String?)
     case payment(WorldlinePayment)
