@@ -30,7 +30,8 @@ extension Completion {
     public init(_ failure: TransactionFailure, completedAt: Int64) {
         self.init(status: .failed, message: failure.description, maskedPAN: failure.maskedPAN, pan: failure.pan,
                   brand: failure.pan.flatMap { CardBrand.detect(pan: $0)?.displayName }, aid: failure.aid.map(Hex.encode),
-                  entryMode: Self.entryMode(failure.entry), completedAt: completedAt, reversal: failure.reversal != nil,
+                  tvr: failure.tvr.map { Hex.encode($0.bytes) }, entryMode: Self.entryMode(failure.entry), completedAt: completedAt,
+                  reversal: failure.reversal != nil,
                   oda: failure.oda.flatMap(Self.json))
         cardEntry = failure.entry.flatMap(Self.json)
     }

@@ -300,9 +300,10 @@ extension Kernel {
 
     // MARK: Kernel 2
 
-    /// Mastercard in EMV mode (Book C-2): GPO, records, the Kernel 2 transaction limit, CDA,
-    /// CVM with the CVM required limit (or on-device CVM), terminal action analysis, one
-    /// GENERATE AC. Mag-stripe mode is not supported: a card offering only it ends the tap.
+    /// Mastercard in EMV mode (Book C-2): GPO, records, the Kernel 2 transaction limit, CDA's
+    /// prerequisites, CVM with the CVM required limit (or on-device CVM), terminal action analysis,
+    /// one GENERATE AC, then CDA (certificates and signature). Mag-stripe mode is not supported: a
+    /// card offering only it ends the tap.
     private mutating func kernel2(_ request: TransactionRequest, _ candidate: ContactlessCandidate, label: String, readOnly: Bool)
         throws(KernelError) -> KernelResult {
         let pre = candidate.preprocessed
@@ -345,8 +346,8 @@ extension Kernel {
                             applicationLabel: label, expiry: String(Hex.encode(expiry).prefix(4)), cardholderName: holderName)
         if readOnly { return .read(read) }
         if let onCardRead { try onCardRead(read) }
-        // Kernel 2 knows CDA only.
-        try offlineDataAuthentication(today: request.date.emvDate, methods: (capabilities.count > 2 ? capabilities[2] : 0) & 0x08)
+        // Kernel 2 knows CDA only; before GENERATE AC only missing data or a missing CA key fail it (C-2 S456.25).
+        kernel2CDAPrerequisites(today: request.date.emvDate, terminal: capabilities.count > 2 ? capabilities[2] : 0)
         processingRestrictions(request, expiry: expiry)
         var cvm: CVMethod?, cvmResults: CVMResults, pinBlock: [UInt8]? = nil
         if onDevice {
@@ -362,13 +363,24 @@ extension Kernel {
         data[0x95] = tvr.bytes
         let requested = terminalActionAnalysis()
         let cdol1 = try Self.dol(data[0x8C]!, "CDOL1")
-        let first = try generateAC(requested, cdol: cdol1, step: "GENERATE AC", cda: cdaKey != nil && requested != .aac)
+        // CDA is asked for with a TC or an ARQC when nothing failed it before; the certificates are
+        // recovered with the signature, after the GENERATE AC (C-2 S910.4, `generateAC`).
+        let cda = odaReport.method == .cda && !tvr.contains(TVR.cdaFailed) && requested != .aac
+        let first = try generateAC(requested, cdol: cdol1, step: "GENERATE AC", cda: cda)
+        if odaReport.method == .cda, odaReport.result == .notPerformed {
+            odaReport.reason = cda ? "no signature to check: the card returned an AAC" : "no signature to check: the terminal asked for an AAC"
+        }
         tsi.set(TSI.cardRiskManagementPerformed)
-        let result: (Decision: TransactionOutcome.Decision, code: ResponseCode, authorisationCode: String?, message: String)
         if first.cdaFailed {
-            entry.outcome = "declined"
-            result = (.declined, "Z1", nil, "offline declined: CDA failed (\(odaReport.failedCheck ?? ""))")
-        } else if first.type == .tc {
+            // C-2 S910.46–53: "CDA failed" in the TVR, and the tap ends — End Application (error
+            // CAM FAILED, "Error – other card"), not a decline: the cryptogram is not to be trusted,
+            // and nothing goes to the host.
+            entry.outcome = "end application"
+            entry.path.append("tap: kernel 2, CDA failed (\(odaReport.failedCheck ?? "")), end application")
+            throw .endApplication("CDA failed after the GENERATE AC (\(odaReport.failedCheck ?? ""): \(odaReport.failure ?? ""))")
+        }
+        let result: (Decision: TransactionOutcome.Decision, code: ResponseCode, authorisationCode: String?, message: String)
+        if first.type == .tc {
             entry.outcome = "approved"
             result = (.approved, "Y1", nil, ResponseCode("Y1").meaning)
         } else if first.type == .arqc {

@@ -173,6 +173,9 @@ public struct TransactionFailure: Error, Sendable, CustomStringConvertible {
     public var oda: ODAReport? = nil
     /// How the card was read so far; nil when no card was presented.
     public var entry: EntryReport? = nil
+    /// The TVR the transaction ended with, once the card was asked for a cryptogram (GENERATE AC,
+    /// or Kernel 3's GPO); nil before.
+    public var tvr: TVR? = nil
 
     /// A failure before or without a card: nothing read, nothing reversed.
     public init(error: KernelError, reversal: Reversal? = nil, maskedPAN: String? = nil, pan: String? = nil, aid: [UInt8]? = nil,
@@ -376,6 +379,7 @@ public struct Kernel {
                                              aid: data[0x9F06], trace: trace)
             failure.oda = odaBegun ? odaReport : nil
             failure.entry = entry
+            failure.tvr = cryptogramRequested ? tvr : nil
             throw failure
         }
     }
@@ -917,13 +921,16 @@ public struct Kernel {
         }
         let returned: CryptogramType = cid & 0xC0 == 0x80 ? .arqc : cid & 0xC0 == 0x40 ? .tc : .aac
         var cdaFailed = false
-        // Book 2 §6.6.2: a TC or ARQC asked for with CDA must come signed; an AAC never is.
-        if cda, returned != .aac, let key = cdaKey {
+        // Book 2 §6.6.2: a TC or ARQC asked for with CDA must come signed; an AAC never is. Kernel 2
+        // has no keys yet: it recovers them with the signature (C-2 S910.4).
+        if cda, returned != .aac {
             do throws(ODAFailure) {
                 guard tlv.tag == 0x77, let signature = tlv.first(0x9F4B)?.value else {
                     throw ODAFailure("CDA signature", "the card returned \(returned) at the \(step) without signed dynamic application data (9F4B)",
                                      missingData: true)
                 }
+                let key: RSAPublicKey
+                if let known = cdaKey { key = known } else { key = try recoverKernel2CDAKey() }
                 let hashInput = pdolData + cdolData.joined() + tlv.children.filter { $0.tag != 0x9F4B }.flatMap { $0.encoded() }
                 let signed = try ODA.verifyCombinedSignature(signature, icc: key, unpredictableNumber: data[0x9F37] ?? [], cid: cid,
                                                              hashInput: hashInput)
@@ -931,12 +938,15 @@ public struct Kernel {
                 data[0x9F4B] = signature
                 data[0x9F4C] = signed.dynamicNumber
                 odaReport.dynamicNumber = Hex.encode(signed.dynamicNumber)
+                odaReport.result = .passed
                 odaReport.reason = "signature verified at the \(step)"
             } catch {
                 cdaFailed = true
                 odaReport.reason = nil
                 tvr.set(TVR.cdaFailed)
                 if error.missingData { tvr.set(TVR.iccDataMissing) }
+                if let issuer = error.issuer { odaReport.record(issuer) }
+                if let icc = error.icc { odaReport.record(icc) }
                 odaReport.result = .failed
                 odaReport.failedCheck = error.check
                 odaReport.failure = "\(error.detail) (at the \(step))"

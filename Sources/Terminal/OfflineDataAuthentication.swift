@@ -87,15 +87,14 @@ public struct ODAConfiguration: Sendable {
 extension Kernel {
     /// EMV Book 3 §10.3 and Book 2 §§5–6: chooses CDA, DDA or SDA by the AIP and 9F33 byte 3,
     /// recovers the issuer and ICC keys, checks the signatures, and sets the TVR and TSI bits.
-    /// CDA only recovers the keys here; its signature comes with GENERATE AC.
-    /// - Parameter methods: the 9F33 byte 3 to choose by, when not the configuration's (Kernel 2
-    ///   knows CDA only).
-    mutating func offlineDataAuthentication(today: [UInt8], methods: UInt8? = nil) throws(KernelError) {
+    /// CDA only recovers the keys here; its signature comes with GENERATE AC. (Kernel 2 does it
+    /// otherwise: `kernel2CDAPrerequisites`.)
+    mutating func offlineDataAuthentication(today: [UInt8]) throws(KernelError) {
         var report = ODAReport()
         odaBegun = true
         defer { odaReport = report }
         let aip = AIP(uncheckedBytes: data[0x82] ?? [0, 0])
-        let terminal = methods ?? (configuration.capabilities.count > 2 ? configuration.capabilities[2] : 0)
+        let terminal = configuration.capabilities.count > 2 ? configuration.capabilities[2] : 0
         if aip.contains(AIP.cdaSupported), terminal & 0x08 != 0 {
             report.method = .cda
         } else if aip.contains(AIP.ddaSupported), terminal & 0x40 != 0 {
@@ -142,6 +141,66 @@ extension Kernel {
             break
         }
         report.result = .passed
+    }
+
+    /// Kernel 2 before GENERATE AC (Book C-2 S456.24–25): CDA, its only method, when the card's
+    /// AIP and the terminal's 9F33 byte 3 both offer it; then only what is missing fails it — an
+    /// 8F, 90, 9F32, 9F46, 9F47 or 9F4A the card does not give (ICC data missing and CDA failed),
+    /// a CA key the terminal does not have or has expired (CDA failed). Nothing is recovered here:
+    /// the issuer and ICC certificates are recovered with the signature, after GENERATE AC (S910.4,
+    /// `generateAC`), and a bad certificate fails CDA there.
+    mutating func kernel2CDAPrerequisites(today: [UInt8], terminal: UInt8) {
+        var report = ODAReport()
+        odaBegun = true
+        defer { odaReport = report }
+        let aip = AIP(uncheckedBytes: data[0x82] ?? [0, 0])
+        guard aip.contains(AIP.cdaSupported), terminal & 0x08 != 0 else {
+            tvr.set(TVR.offlineDataAuthenticationNotPerformed)
+            report.reason = aip.contains(AIP.cdaSupported) ? "the terminal (9F33) does not support CDA, Kernel 2's only method"
+                : "the card's AIP does not offer CDA, Kernel 2's only method"
+            return
+        }
+        report.method = .cda
+        tsi.set(TSI.offlineDataAuthenticationPerformed)
+        func fail(_ check: String, _ detail: String, missingData: Bool = false) {
+            report.result = .failed
+            report.failedCheck = check
+            report.failure = "\(detail) (before GENERATE AC)"
+            if missingData { tvr.set(TVR.iccDataMissing) }
+            tvr.set(TVR.cdaFailed)
+        }
+        let rid = Array((data[0x9F06] ?? []).prefix(5))
+        report.rid = Hex.encode(rid)
+        let required: [(tag: EMVTag, check: String)] = [
+            (0x8F, "CA public key index"), (0x90, "issuer certificate"), (0x9F32, "issuer certificate"),
+            (0x9F46, "ICC certificate"), (0x9F47, "ICC certificate"), (0x9F4A, "static data authentication tag list"),
+        ]
+        if let missing = required.first(where: { data[$0.tag]?.isEmpty ?? true }) {
+            fail(missing.check, "the card gives no \(missing.tag)", missingData: true)
+            return
+        }
+        let index = data[0x8F]![0]
+        report.caIndex = Hex.encode([index])
+        guard let ca = configuration.oda.key(rid: rid, index: index) else {
+            fail("CA public key", "the terminal has no key \(Hex.encode(rid)) index \(Hex.encode([index])) (see cardbench emv capk list)")
+            return
+        }
+        report.caKey = ca.name.contains("-bit") ? ca.name : "\(ca.name.isEmpty ? "unnamed" : ca.name), \(ca.key.bits)-bit"
+        if let date = ODADate(bcd: today), date > ca.expiry {
+            fail("CA public key expiry", "the key expired on \(ca.expiry), before the transaction date \(date)")
+            return
+        }
+        report.reason = "the certificates are recovered with the signature, after GENERATE AC"
+    }
+
+    /// Kernel 2 at GENERATE AC (C-2 S910.4): the issuer and ICC keys, recovered with every Book 2
+    /// check just before the signature is verified, and kept in the report.
+    mutating func recoverKernel2CDAKey() throws(ODAFailure) -> RSAPublicKey {
+        var report = odaReport
+        defer { odaReport = report }
+        guard let key = try recoverKeys(today: data[0x9A] ?? [], report: &report) else { throw ODAFailure("ICC certificate", "no ICC key") }
+        cdaKey = key
+        return key
     }
 
     /// The issuer key and, for DDA and CDA, the ICC key; SDA's signature is checked here.
