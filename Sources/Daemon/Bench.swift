@@ -342,6 +342,7 @@ extension DaemonConfiguration {
         s.utcOffsetSeconds = utcOffsetSeconds
         s.vivaAmountTable = vivaAmountTable
         s.billpocketAmountTable = billpocketAmountTable
+        s.billpocketCallbacks = billpocketCallbacks
         s.appSchemeCallbacksHandedOn = callbacks.command != nil || callbacks.xdgOpen
         return s
     }

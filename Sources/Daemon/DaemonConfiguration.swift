@@ -3,6 +3,7 @@ import Defaults
 import EMV
 import Configuration
 import Foundation
+import Fronts
 import ISO8583
 import Workflows
 import SystemPackage
@@ -237,6 +238,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var vivaAmountTable: AmountTable = .stripeCents
     /// The Billpocket front's: its development environment's 10XX.00 table by default.
     public var billpocketAmountTable: AmountTable = .billpocket
+    /// `billpocket.statusinfo_language` and `billpocket.installments_name`.
+    public var billpocketCallbacks = BillpocketCallbackStyle()
     /// `system`, or `manual` (starting at `clockStart`, moved through the API).
     public var manualClock = false
     /// Microseconds since 1970 for a manual clock.
@@ -402,6 +405,18 @@ public struct DaemonConfiguration: Sendable, Equatable {
                 throw ConfigurationError(key: "billpocket.amount_table", rule: "must be none, stripe-cents, billpocket or worldline, got \"\(table)\"")
             }
             billpocketAmountTable = t
+        }
+        if let language = text("billpocket.statusinfo_language") {
+            guard let l = BillpocketCallbackStyle.Language(rawValue: language) else {
+                throw ConfigurationError(key: "billpocket.statusinfo_language", rule: "must be en or es, got \"\(language)\"")
+            }
+            billpocketCallbacks.language = l
+        }
+        if let name = text("billpocket.installments_name") {
+            guard let i = BillpocketCallbackStyle.Installments(rawValue: name) else {
+                throw ConfigurationError(key: "billpocket.installments_name", rule: "must be msi, payments or both, got \"\(name)\"")
+            }
+            billpocketCallbacks.installments = i
         }
         if let t = try seconds("timeouts.card_seconds") { cardTimeout = t }
         if let t = try seconds("timeouts.prompt_seconds") { promptTimeout = t }

@@ -672,7 +672,8 @@ extension Scenario {
                 x.noLedgerRow = true
             } else {
                 let l = try Mapping(node, file: e.file, what: "ledger")
-                try l.allow(["status", "responseCode", "action", "amount", "tipAmount", "installments", "currency", "tvr", "entryMode", "cvm", "aid", "arqc"])
+                try l.allow(["status", "responseCode", "action", "amount", "tipAmount", "installments", "currency", "tvr", "entryMode", "cvm", "aid", "arqc",
+                             "message"])
                 x.ledger = l.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
             }
         }

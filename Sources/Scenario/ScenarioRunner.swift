@@ -886,6 +886,7 @@ struct Execution {
         case "cvm": t.cvm
         case "aid": t.aid ?? "(none)"
         case "arqc": t.arqc ?? "(none)"
+        case "message": t.message ?? ""
         default: nil
         }
     }

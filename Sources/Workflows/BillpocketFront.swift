@@ -18,6 +18,9 @@ struct BillpocketExtra: Codable, Sendable {
     var msi: Int?
     var photo: String?
     var comesFromQR: Bool?
+    /// Parameters the request sent that its transaction does not use (N/A in the document's
+    /// table), ignored.
+    var ignored: [String]?
 
     var json: String {
         let encoder = JSONEncoder()
@@ -50,13 +53,13 @@ public struct BillpocketFront: Front {
         let request: BillpocketRequest
         do throws(BillpocketRequestError) { request = try BillpocketRequest.parse(url) } catch {
             guard let scheme = error.urlScheme else { throw .badRequest(field: error.field, rule: error.rule) }
-            return Self.answer(urlScheme: scheme, BillpocketResult(rejecting: error), transaction: nil)
+            return answer(urlScheme: scheme, BillpocketResult(rejecting: error), transaction: nil)
         }
         let terminal = try context.terminals.terminal(name)
         try terminal.acquire(request.command.isSale ? "billpocket venta" : "billpocket devolucion")
         defer { terminal.release() }
         func failed(_ failure: BillpocketFailure) -> Answer {
-            Self.answer(urlScheme: request.urlScheme, BillpocketResult(failing: request, with: failure), transaction: nil)
+            answer(urlScheme: request.urlScheme, BillpocketResult(failing: request, with: failure, language: style.language), transaction: nil)
         }
 
         let access = try context.stored {
@@ -87,7 +90,7 @@ public struct BillpocketFront: Front {
     func sale(_ request: BillpocketRequest, _ sale: BillpocketSale, user: BillpocketUser,
               on terminal: any TerminalSession) async throws(WorkflowError) -> Answer {
         func failed(_ failure: BillpocketFailure) -> Answer {
-            Self.answer(urlScheme: request.urlScheme, BillpocketResult(failing: request, with: failure), transaction: nil)
+            answer(urlScheme: request.urlScheme, BillpocketResult(failing: request, with: failure, language: style.language), transaction: nil)
         }
         let plans = user.msiMinimums.map { BillpocketInstallmentPlan(months: $0.key, minimumAmount: Int($0.value)) }
         if let refusal = BillpocketMSI.check(msi: sale.msi, amount: sale.amount, tip: sale.tip, userPlans: plans) {
@@ -135,11 +138,11 @@ public struct BillpocketFront: Front {
                     arqc: outcome.arqc.map(Hex.encode), aid: outcome.aid.isEmpty ? nil : Hex.encode(outcome.aid),
                     appLabel: outcome.aid.isEmpty ? nil : outcome.applicationLabel)
             case .success(let outcome):
-                result = BillpocketResult(failing: request, with: BillpocketFailure(outcome) ?? .declinedByCard)
+                result = BillpocketResult(failing: request, with: BillpocketFailure(outcome) ?? .declinedByCard, language: style.language)
             case .failure(let failure):
-                result = BillpocketResult(failing: request, with: BillpocketFailure(failure.error))
+                result = BillpocketResult(failing: request, with: BillpocketFailure(failure.error), language: style.language)
             }
-            return Self.callback(urlScheme: request.urlScheme, result)
+            return callback(urlScheme: request.urlScheme, result)
         }
     }
 
@@ -150,7 +153,7 @@ public struct BillpocketFront: Front {
     func refund(_ request: BillpocketRequest, _ refund: BillpocketRefund, user: BillpocketUser,
                 on terminal: any TerminalSession) async throws(WorkflowError) -> Answer {
         func failed(_ refusal: BillpocketRefundRefusal) -> Answer {
-            Self.answer(urlScheme: request.urlScheme, BillpocketResult(failing: request, with: .refund(refusal)), transaction: nil)
+            answer(urlScheme: request.urlScheme, BillpocketResult(failing: request, with: .refund(refusal), language: style.language), transaction: nil)
         }
         let store = context.store
         guard let original = try context.stored({ try store.billpocketTransaction(transactionID: refund.transactionId) }),
@@ -171,9 +174,13 @@ public struct BillpocketFront: Front {
         let new = NewTransaction(
             terminal: terminal.name, provider: .billpocket, action: .refund, amount: original.amount, tipAmount: original.tipAmount,
             currency: original.currency, clientReference: request.identifier, originalID: original.id,
-            extra: BillpocketExtra(transactionid: transactionID, identifier: request.identifier, user: user.id, reference: saleExtra.reference).json,
+            extra: BillpocketExtra(transactionid: transactionID, identifier: request.identifier, user: user.id, reference: saleExtra.reference,
+                                   ignored: request.ignored.isEmpty ? nil : request.ignored).json,
             createdAt: now)
-        return try await context.recordWithoutCard(on: terminal, new, actingOn: original, release: original.amount) { started in
+        // The vendor's own sample sends every field on every request: what a refund does not use is
+        // ignored, and said so in its record.
+        let note = request.ignored.isEmpty ? nil : "ignored (N/A in devolucion): " + request.ignored.joined(separator: ", ")
+        return try await context.recordWithoutCard(on: terminal, new, actingOn: original, release: original.amount, note: note) { started in
             // What the sale's callback said of the card (bank, account type) is what the refund's says.
             let saleCallback = try store.outbox(transactionID: original.id).first { $0.kind == .callback }
                 .map { Callback(stored: $0, status: "", message: "") }
@@ -184,7 +191,7 @@ public struct BillpocketFront: Front {
                 cardType: BillpocketFormat.cardType(brand: original.cardBrand) ?? "", aid: original.aid,
                 appLabel: original.applicationLabel, url: started.uuid, identifier: request.identifier,
                 bank: saleCallback?.value("bank") ?? "", accountType: saleCallback?.value("accountType").flatMap(BillpocketAccountType.init(rawValue:)))
-            return Self.callback(urlScheme: request.urlScheme, result)
+            return callback(urlScheme: request.urlScheme, result)
         }
     }
 
@@ -266,12 +273,17 @@ public struct BillpocketFront: Front {
 
     // MARK: Rendering
 
-    static func callback(urlScheme: BillpocketURLScheme?, _ result: BillpocketResult) -> Callback {
-        Callback(url: urlScheme.map { BillpocketCallback.url(urlScheme: $0, result: result) }, target: urlScheme?.description,
-                 fields: BillpocketCallback.fields(result), status: result.result.rawValue, message: result.statusInfo)
+    /// How the callbacks read (`billpocket.statusinfo_language`, `billpocket.installments_name`).
+    var style: BillpocketCallbackStyle { context.settings.billpocketCallbacks }
+
+    func callback(urlScheme: BillpocketURLScheme?, _ result: BillpocketResult) -> Callback {
+        let installments = style.installments
+        return Callback(url: urlScheme.map { BillpocketCallback.url(urlScheme: $0, result: result, installments: installments) },
+                        target: urlScheme?.description, fields: BillpocketCallback.fields(result, installments: installments),
+                        status: result.result.rawValue, message: result.statusInfo)
     }
 
-    static func answer(urlScheme: BillpocketURLScheme?, _ result: BillpocketResult, transaction: StoredTransaction?) -> Answer {
+    func answer(urlScheme: BillpocketURLScheme?, _ result: BillpocketResult, transaction: StoredTransaction?) -> Answer {
         Answer(callback: callback(urlScheme: urlScheme, result), transaction: transaction)
     }
 

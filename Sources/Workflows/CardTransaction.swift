@@ -199,12 +199,15 @@ extension WorkflowContext {
     /// on the terminal's thread: begins `new`, gives back `release` minor units of the original's
     /// approval at the host, lets `render` make the callback for the begun transaction, and commits
     /// it with the original's new status and the callback's outbox rows in one write.
+    /// `note` is added to the record's message (what the request sent that was ignored).
     public func recordWithoutCard(on terminal: any TerminalSession, _ new: NewTransaction, actingOn original: StoredTransaction,
-                                  release: Int64, render: @escaping @Sendable (Started) throws -> Callback) async throws(WorkflowError) -> Answer {
+                                  release: Int64, note: String? = nil,
+                                  render: @escaping @Sendable (Started) throws -> Callback) async throws(WorkflowError) -> Answer {
         let done: Result<Answer, WorkflowError> = await terminal.perform { [self] in
             do {
                 let started = try store.begin(new)
                 var completion = Completion.approved(actingOn: original, completedAt: new.createdAt)
+                if let note { completion.message = (completion.message.map { $0 + "; " } ?? "") + note }
                 if let link = upstream[terminal.name] {
                     // An external host's approval: it is told (0220, 0400); the emulated issuer holds nothing.
                     completion.hostMessages = link.actOn(new.action, original: original, amount: new.amount, terminal: terminal, stan: started.stan,

@@ -1,4 +1,5 @@
 import EMV
+import Fronts
 import LedgerModel
 import Terminal
 
@@ -109,6 +110,8 @@ public struct WorkflowSettings: Sendable {
     public var utcOffsetSeconds = 0
     public var vivaAmountTable: AmountTable = .stripeCents
     public var billpocketAmountTable: AmountTable = .billpocket
+    /// `statusinfo`'s language and the instalment plan's name in Billpocket callbacks.
+    public var billpocketCallbacks = BillpocketCallbackStyle()
     /// Whether app-scheme callbacks are handed to something besides the reply (a command,
     /// xdg-open); when not, their outbox rows are recorded delivered with the transaction.
     public var appSchemeCallbacksHandedOn = true

@@ -313,6 +313,26 @@ struct BillpocketEndToEndTests {
         #expect(taken.status == "aprobada")
     }
 
+    @Test("billpocket.statusinfo_language: es and installments_name: payments: a cancel is \"La transacción fue cancelada\", a plan comes back as payments")
+    func calloutStyle() async throws {
+        let daemon = try await billpocketDaemon(extra: "billpocket:\n  statusinfo_language: es\n  installments_name: payments\n")
+        defer { daemon.remove() }
+        let user = try createUser(daemon, "A", msi: "3:300.00")
+        #expect(try cli(["keypad", "bench1", "--cancel"], socket: daemon.socket).status == 0)
+        let cancelled = try #require(try await daemon.open(ventaURL(token: user.token, extra: "&showPhotoButton=true&mandatoryPhoto=true")).result)
+        #expect(cancelled.status == "error")
+        #expect(field(cancelled, "statusinfo") == "photo: la foto es obligatoria")
+        let plan = try #require(try await daemon.open(ventaURL(token: user.token, amount: "400.00", extra: "&payments=3")).result)
+        #expect(plan.status == "aprobada", "\(plan.fields)")
+        #expect(field(plan, "payments") == "3" && field(plan, "msi") == nil, "\(plan.fields)")
+        let url = try #require(plan.callback)
+        #expect(billpocketFields(url).contains { $0.0 == "payments" && $0.1 == "3" })
+        // A refusal of the refund rules, in Spanish.
+        let saleID = try #require(field(plan, "transactionid"))
+        let tooSoon = try #require(try await daemon.open(devolucionURL(token: user.token, transactionId: saleID)).result)
+        #expect(field(tooSoon, "statusinfo") == "Devolución: espere 1 minuto")
+    }
+
     @Test("an http(s) urlScheme is a webhook the outbox delivers")
     func webhook() async throws {
         let server = try await LoopbackHTTPServer(serving: "hook")

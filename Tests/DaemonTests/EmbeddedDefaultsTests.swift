@@ -102,6 +102,9 @@ struct EmbeddedDefaultsTests {
               ("emv:\n  capk: [/nonexistent/capk.yaml]\n", "emv.capk: cannot read /nonexistent/capk.yaml"),
               ("callbacks:\n  command: [\"{url}\"]\n", "callbacks.command: the first word is the program to run"),
               ("callbacks:\n  command: [\"\", \"{url}\"]\n", "callbacks.command: the first word must be the program"),
+              ("billpocket:\n  installments_name: plazos\n", "billpocket.installments_name: must be msi, payments or both"),
+              ("billpocket:\n  statusinfo_language: fr\n", "billpocket.statusinfo_language: must be en or es"),
+              ("worldline:\n  settle_seconds: 0\n", "worldline.settle_seconds: must be a number of seconds above 0"),
           ])
     func configurationErrors(yaml: String, message: String) throws {
         let directory = try emptyDirectory()

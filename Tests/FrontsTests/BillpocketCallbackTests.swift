@@ -183,3 +183,47 @@ struct BillpocketCallbackTests {
                 == "https://pos.example/?a=1&" + fields)
     }
 }
+
+@Suite("Billpocket callback style: statusinfo's language and the instalment plan's name")
+struct BillpocketCallbackStyleTests {
+    static let failures: [BillpocketFailure] = [
+        .declinedByHost("02"), .declinedByHost("03"), .declinedByHost("05"), .declinedByHost("51"), .declinedByHost("Q7"), .declinedByCard,
+        .pinTriesExceeded, .hostUnavailable, .cardRemoved, .readerError, .cardError, .cardNotAccepted, .userCancel, .promptTimeout,
+        .terminalBusy, .photoRequired, .userTokenUnknown, .userTokenInvalidated, .userTokenRotated, .deviceTokenUnknown,
+        .deviceTokenInUse, .msi(.planNotEnabled(months: 6)), .msi(.belowMinimum(months: 12, minimumAmount: 120_000)),
+    ] + BillpocketRefundRefusal.allCases.map { .refund($0) }
+
+    @Test("every Spanish statusinfo is whole within 40 characters and free of & = / @ (receivers that decode before they split)")
+    func spanishTexts() {
+        for failure in Self.failures {
+            let text = failure.statusInfo(.es)
+            #expect(BillpocketText.length(text) <= BillpocketResult.statusInfoLimit, "\(failure): \(text)")
+            #expect(!text.contains(where: { "&=/@".contains($0) }), "\(failure): \(text)")
+            #expect(text != failure.statusInfo(.en), "\(failure) has no Spanish text: \(text)")
+        }
+        // The one text seen from the real app, for a cancelled sale (result=error).
+        #expect(BillpocketFailure.userCancel.statusInfo(.es) == "La transacción fue cancelada")
+        #expect(BillpocketFailure.userCancel.result == .error)
+        // English stays the default.
+        let request = try? BillpocketRequest.parse("billpocket://transaction=venta&usertoken=t&amount=1.00&identifier=i&urlScheme=S")
+        #expect(BillpocketResult(failing: request!, with: .userCancel).statusInfo == "Cancelled by user")
+        #expect(BillpocketResult(failing: request!, with: .userCancel, language: .es).statusInfo == "La transacción fue cancelada")
+    }
+
+    @Test("the plan goes under msi (the document), payments (the vendor's Sender) or both, msi first")
+    func installmentNames() {
+        let result = BillpocketResult(approving: BillpocketSale(amount: 120_000, msi: 6), identifier: "i", transactionId: "7203712345678901",
+                                      authorization: "A1B2C3", creditCard: "0119", cardType: "VISA", url: "v", bank: "B", accountType: .credit)
+        func names(_ i: BillpocketCallbackStyle.Installments) -> [String] {
+            BillpocketCallback.fields(result, installments: i).map(\.name).filter { $0 == "msi" || $0 == "payments" }
+        }
+        #expect(names(.msi) == ["msi"])
+        #expect(names(.payments) == ["payments"])
+        #expect(names(.both) == ["msi", "payments"])
+        #expect(BillpocketCallback.url(urlScheme: .app("Sender"), result: result, installments: .payments).contains("&payments=6&"))
+        // No plan, no field under either name.
+        let single = BillpocketResult(approving: BillpocketSale(amount: 100), identifier: "i", transactionId: "7203712345678901",
+                                      authorization: "A1B2C3", creditCard: "0119", cardType: "VISA", url: "v", bank: "B", accountType: .credit)
+        #expect(BillpocketCallback.fields(single, installments: .both).allSatisfy { $0.name != "msi" && $0.name != "payments" })
+    }
+}

@@ -373,14 +373,20 @@ struct BillpocketRequestTests {
         #expect(error(refund.replacingOccurrences(of: "&identifier=abc", with: ""))?.statusInfo == "identifier: required")
     }
 
-    @Test("parameters the table marks N/A are refused, naming the transaction")
-    func notApplicable() {
-        let amount = error(refund + "&urlScheme=myapp&amount=10.00")
-        #expect(amount?.statusInfo == "amount: not used in devolucion")
-        #expect(amount?.urlScheme == .app("myapp"))
-        #expect(error(refund + "&showPhotoButton=true")?.statusInfo == "showPhotoButton: not used in devolucion")
-        #expect(error(refund + "&payments=3")?.statusInfo == "msi: not used in devolucion")
-        #expect(error(sale + "&transactionId=1")?.statusInfo == "transactionId: not used in venta")
+    @Test("parameters the table marks N/A are accepted and ignored, by the document's names (the vendor's Sender sends every field)")
+    func notApplicable() throws {
+        // The Sender sample's default request: a devolucion with every slot, amount and reference filled in.
+        let sender = "billpocket://transaction=devolucion&pin=tok&transactionid=7203700000000001&amount=100.00&tip=&payments=&"
+            + "reference=Pago%20%26%20%25%20%23%20(%20)%20/%20@%20con%20propina%20a%203%20meses%20sin%20intereses&email=&phone=&"
+            + "identifier=Ticket12345&urlScheme=Sender"
+        let request = try parse(sender)
+        #expect(request.command == .devolucion(BillpocketRefund(transactionId: "7203700000000001")))
+        #expect(request.ignored == ["amount", "reference"])
+        #expect(try parse(refund + "&showPhotoButton=true&payments=3").ignored == ["msi", "showPhotoButton"])
+        #expect(try parse(sale + "&transactionId=1").ignored == ["transactionId"])
+        #expect(try parse(refund).ignored.isEmpty)
+        // Ignored, but still scanned: a card number in an ignored field is refused like anywhere else.
+        #expect(error(refund + "&reference=4012888888881881")?.field == "reference")
     }
 
     // MARK: statusinfo
@@ -390,7 +396,7 @@ struct BillpocketRequestTests {
         let long = String(repeating: "n", count: 60)
         let urls = [
             sale + "&\(long)=%zz", sale + "&\(long)=1&\(long)=2", sale + "&showPhotoButton=a%20b", sale + "&mandatoryPhoto=%",
-            refund + "&showPhotoButton=1", refund + "&mandatoryPhoto=1", refund + "&comesFromQR=1",
+            refund + "&transactionId=" + long + long, refund.replacingOccurrences(of: "&identifier=abc", with: ""),
             sale.replacingOccurrences(of: "=venta", with: "=" + long),
         ]
         for url in urls {

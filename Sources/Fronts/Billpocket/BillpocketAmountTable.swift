@@ -27,6 +27,16 @@ public struct BillpocketIssuerMessage: Sendable, Equatable {
         self.source = source
     }
 
+    /// The Spanish message as `statusinfo` carries it: within 40 characters whole, for the two
+    /// vendor texts whose Spanish runs longer.
+    public var spanishStatusInfo: String {
+        switch code.code {
+        case "02": "Declinada por el banco. Contacte emisor"
+        case "03": "Tarjeta no aceptada. Intente con otra"
+        default: spanish
+        }
+    }
+
     /// The message for `code`: the table's, or for a code it lacks "Transaction declined (XX)" /
     /// "Transacción rechazada (XX)", cardbench's.
     public static func forCode(_ code: ResponseCode) -> BillpocketIssuerMessage {

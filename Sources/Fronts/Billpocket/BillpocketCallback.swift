@@ -1,3 +1,34 @@
+/// How the callbacks read where the evidence of what the real app sends is split
+/// (docs/billpocket.md): `statusinfo`'s language and the instalment plan's name. The defaults
+/// are the document's reading.
+public struct BillpocketCallbackStyle: Sendable, Equatable {
+    /// `statusinfo`'s language.
+    public enum Language: String, Sendable, CaseIterable {
+        /// English: the vendor's development environment's decline texts (the default).
+        case en
+        /// Spanish, as a callback seen from a production app ("La transacción fue cancelada").
+        case es
+    }
+
+    /// The name an approval's instalment plan goes under.
+    public enum Installments: String, Sendable, CaseIterable {
+        /// `msi`: the document's Response Parameters table (the default).
+        case msi
+        /// `payments`: what the vendor's Sender sample reads, and Kushki's app-to-app webhook.
+        case payments
+        /// Both, `msi` first: for receivers of either kind.
+        case both
+    }
+
+    public var language: Language = .en
+    public var installments: Installments = .msi
+
+    public init(language: Language = .en, installments: Installments = .msi) {
+        self.language = language
+        self.installments = installments
+    }
+}
+
 /// The result of a Billpocket request: every value the callback can carry. Which fields a
 /// callback shows is `BillpocketCallback`'s business (the document's Response Parameters table).
 public struct BillpocketResult: Sendable, Equatable {
@@ -92,9 +123,10 @@ public struct BillpocketResult: Sendable, Equatable {
                   appLabel: appLabel, url: url, identifier: identifier, bank: bank, accountType: accountType)
     }
 
-    /// A declined or failed request: `failure`'s result and statusinfo, the request's identifier.
-    public init(failing request: BillpocketRequest, with failure: BillpocketFailure) {
-        self.init(result: failure.result, statusInfo: failure.statusInfo, identifier: request.identifier)
+    /// A declined or failed request: `failure`'s result and statusinfo (in `language`), the
+    /// request's identifier.
+    public init(failing request: BillpocketRequest, with failure: BillpocketFailure, language: BillpocketCallbackStyle.Language = .en) {
+        self.init(result: failure.result, statusInfo: failure.statusInfo(language), identifier: request.identifier)
     }
 
     /// The `result=error` answer to a request that broke a rule (send it only when
@@ -127,8 +159,9 @@ public enum BillpocketCallback {
     /// document's example leaves alone; `&`, `=`, `#`, `%`, `+`, `?` and everything else are
     /// escaped, so a value cannot add a field, end the parameters or be read differently by a
     /// receiver that turns `+` into a space.
-    public static func url(urlScheme: BillpocketURLScheme, result: BillpocketResult) -> String {
-        let query = fields(result).map { $0.name + "=" + encode($0.value) }.joined(separator: "&")
+    public static func url(urlScheme: BillpocketURLScheme, result: BillpocketResult,
+                           installments: BillpocketCallbackStyle.Installments = .msi) -> String {
+        let query = fields(result, installments: installments).map { $0.name + "=" + encode($0.value) }.joined(separator: "&")
         switch urlScheme {
         case .app(let name):
             return name + "://" + query
@@ -145,7 +178,8 @@ public enum BillpocketCallback {
     }
 
     /// The callback's fields in order, unencoded, for the API's JSON and for traces.
-    public static func fields(_ result: BillpocketResult) -> [(name: String, value: String)] {
+    public static func fields(_ result: BillpocketResult,
+                              installments: BillpocketCallbackStyle.Installments = .msi) -> [(name: String, value: String)] {
         let statusInfo = BillpocketText.truncated(result.statusInfo, to: BillpocketResult.statusInfoLimit)
         guard result.result == .aprobada else {
             return [("result", result.result.rawValue), ("statusinfo", statusInfo), ("identifier", result.identifier ?? "")]
@@ -159,7 +193,9 @@ public enum BillpocketCallback {
         optional("tip", result.tip.map(BillpocketFormat.amount(cents:)))
         optional("reference", result.reference)
         mandatory("transactionid", result.transactionId)
-        optional("msi", result.msi.flatMap { $0 > 0 ? String($0) : nil })
+        let plan = result.msi.flatMap { $0 > 0 ? String($0) : nil }
+        if installments != .payments { optional("msi", plan) }
+        if installments != .msi { optional("payments", plan) }
         mandatory("authorization", result.authorization)
         mandatory("creditcard", result.creditCard)
         mandatory("cardtype", result.cardType)

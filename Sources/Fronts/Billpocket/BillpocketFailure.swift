@@ -98,8 +98,41 @@ public enum BillpocketFailure: Sendable, Equatable {
         }
     }
 
-    /// The callback's `statusinfo`, at most 40 characters.
-    public var statusInfo: String {
+    /// The callback's `statusinfo`, at most 40 characters, in English.
+    public var statusInfo: String { statusInfo(.en) }
+
+    /// The callback's `statusinfo` in `language`, at most 40 characters. The Spanish texts avoid
+    /// `&`, `=`, `/` and `@`, which receivers that decode before they split (or read `URL.host`)
+    /// stumble on; a request's rule errors stay `<field>: <rule>` in English, for the developer.
+    public func statusInfo(_ language: BillpocketCallbackStyle.Language) -> String {
+        guard language == .es else { return english }
+        switch self {
+        case .declinedByHost(let code, let message):
+            return BillpocketText.truncated(message ?? BillpocketIssuerMessage.forCode(code).spanishStatusInfo, to: BillpocketResult.statusInfoLimit)
+        case .declinedByCard: return "Transacción rechazada por la tarjeta"
+        case .pinTriesExceeded: return "Intentos de NIP excedidos"
+        case .hostUnavailable: return "Emisor no disponible. Intente de nuevo"
+        case .cardRemoved: return "Tarjeta retirada antes de terminar"
+        case .readerError: return "Error en el lector de tarjetas"
+        case .cardError: return "Error al leer la tarjeta"
+        case .cardNotAccepted: return "Tarjeta no aceptada. Intente con otra"
+        // The one text seen from the real app (a cancelled sale, result=error).
+        case .userCancel: return "La transacción fue cancelada"
+        case .promptTimeout: return "Tiempo de espera agotado"
+        case .terminalBusy: return "Hay otra transacción en curso"
+        case .photoRequired: return "photo: la foto es obligatoria"
+        case .badRequest(let error): return error.statusInfo
+        case .userTokenUnknown: return "userToken: desconocido"
+        case .userTokenInvalidated: return "userToken: invalidado"
+        case .userTokenRotated: return "userToken: reemplazado, use el nuevo"
+        case .deviceTokenUnknown: return "devicetoken: desconocido"
+        case .deviceTokenInUse: return "devicetoken: en uso en otro dispositivo"
+        case .msi(let refusal): return refusal.statusInfo(.es)
+        case .refund(let refusal): return refusal.statusInfo(.es)
+        }
+    }
+
+    var english: String {
         switch self {
         case .declinedByHost(let code, let message):
             BillpocketText.truncated(message ?? BillpocketIssuerMessage.forCode(code).english, to: BillpocketResult.statusInfoLimit)

@@ -21,6 +21,15 @@ public enum BillpocketMSIRefusal: Sendable, Equatable, Error {
 
     /// The callback's `statusinfo`, at most 40 characters: `msi: 6 not enabled for this user`,
     /// `msi: 12 needs amount >= 1500.00`.
+    public func statusInfo(_ language: BillpocketCallbackStyle.Language) -> String {
+        guard language == .es else { return statusInfo }
+        return switch self {
+        case .planNotEnabled(let months): BillpocketText.statusInfo(field: "msi", rule: "\(months) meses no habilitado")
+        case .belowMinimum(let months, let minimum):
+            BillpocketText.statusInfo(field: "msi", rule: "\(months) meses, mínimo \(BillpocketFormat.amount(cents: minimum))")
+        }
+    }
+
     public var statusInfo: String {
         switch self {
         case .planNotEnabled(let months):

@@ -17,6 +17,19 @@ public enum BillpocketRefundRefusal: Sendable, Equatable, Error, CaseIterable {
     /// The sale was already refunded.
     case alreadyRefunded
 
+    /// The callback's `statusinfo` in `language`, at most 40 characters.
+    public func statusInfo(_ language: BillpocketCallbackStyle.Language) -> String {
+        guard language == .es else { return statusInfo }
+        return switch self {
+        case .tooSoon: "Devolución: espere 1 minuto"
+        case .anotherDay: "Devolución solo el día de la venta"
+        case .afterHours: "Devoluciones hasta las 22:59:59 (CDMX)"
+        case .originalNotFound: "transactionId: no encontrada"
+        case .notAnApprovedSale: "transactionId: no es una venta aprobada"
+        case .alreadyRefunded: "transactionId: ya fue devuelta"
+        }
+    }
+
     /// The callback's `statusinfo`, at most 40 characters.
     public var statusInfo: String {
         switch self {

@@ -44,6 +44,10 @@ public struct BillpocketRequest: Sendable, Equatable {
     /// Every parameter as received (decoded once), in order, unknown ones included, for the
     /// ledger and traces.
     public var parameters: [BillpocketParameter]
+    /// Parameters sent with a value that this transaction does not use (N/A in the document's
+    /// table: `amount`, `tip`, `msi`, `reference`, … on a `devolucion`), by the document's names;
+    /// they are ignored, as the vendor's own sample app sends every field on every request.
+    public var ignored: [String] = []
 
     /// Makes a request from parts; `parse(_:)` is the way to get one from a URL.
     public init(command: BillpocketCommand, userToken: String, deviceToken: String? = nil, identifier: String,

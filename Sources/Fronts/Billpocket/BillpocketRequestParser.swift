@@ -63,9 +63,9 @@ struct BillpocketRequestParser {
             throw fail("transaction", "venta or devolucion", "must be venta or devolucion (lower case)"
                        + (known.map { "; did you mean \($0)?" } ?? "; got \(BillpocketText.shown(transaction))"))
         }
-        for field in Self.notApplicable[transaction]! where value(field) != nil {
-            throw fail(field, "not used in \(transaction)", "is not a parameter of \(transaction) (the document's table marks it N/A); leave it out")
-        }
+        // The document marks these N/A, not forbidden, and the vendor's own sample sends every
+        // field on every request: they are ignored (and the record says so), not refused.
+        let ignored = Self.notApplicable[transaction]!.filter { value($0) != nil }
         if transaction == BillpocketTransaction.venta, scheme == nil {
             throw fail("urlScheme", "required", "is required for venta: the app's URL scheme name (myapp) or an http(s) webhook URL")
         }
@@ -100,9 +100,11 @@ struct BillpocketRequestParser {
             }
             command = .devolucion(BillpocketRefund(transactionId: id))
         }
-        return BillpocketRequest(command: command, userToken: userToken, deviceToken: deviceToken, identifier: identifier,
-                                 urlScheme: scheme, form: form,
-                                 parameters: items.map { BillpocketParameter(name: $0.name, value: $0.value) })
+        var request = BillpocketRequest(command: command, userToken: userToken, deviceToken: deviceToken, identifier: identifier,
+                                        urlScheme: scheme, form: form,
+                                        parameters: items.map { BillpocketParameter(name: $0.name, value: $0.value) })
+        request.ignored = ignored
+        return request
     }
 
     // MARK: URL shape
