@@ -160,11 +160,18 @@ struct AdminOnlyMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard context.identity?.mayAdminister == true else {
-            let refused = DaemonError.forbidden("the admin routes (Billpocket users and device tokens) answer on the control socket only; set http.admin: true to allow them on TCP")
+            let refused = DaemonError.forbidden("the admin routes (\(Self.family(request.uri.path))) answer on the control socket only; set http.admin: true to allow them on TCP")
             bench.metrics.recordRequest(route: "refused", status: refused.statusCode)
             return try refused.response(from: request, context: context)
         }
         return try await next(request, context)
+    }
+
+    /// What the refused route administers, for its message.
+    static func family(_ path: String) -> String {
+        if path.hasPrefix("/v1/worldline/") { return "Worldline API keys, webhooks and crypto keys" }
+        if path.hasPrefix("/v1/citcon/") { return "Citcon merchants" }
+        return "Billpocket users and device tokens"
     }
 }
 

@@ -257,6 +257,12 @@ struct HostileInputTests {
             #expect(try request("GET", path, token: token).status == 403, "\(path)")
         }
         #expect(try request("POST", "/v1/billpocket/users", token: token, headers: ["Content-Type: application/json"], body: #"{"name":"x"}"#).status == 403)
+        // Each family's refusal names that family, not another's (docs/openapi.yaml's AdminOnly).
+        for (path, family) in [("/v1/billpocket/users", "Billpocket users"), ("/v1/worldline/api-keys", "Worldline API keys"),
+                               ("/v1/citcon/merchants", "Citcon merchants")] {
+            let refused = try request("GET", path, token: token)
+            #expect(refused.status == 403 && refused.body.contains("admin routes (\(family)") && refused.body.contains("http.admin"), "\(path): \(refused.body)")
+        }
         #expect(try await daemon.client.send(method: "GET", "/v1/billpocket/users").status == 200)
         // The CLI over TCP reads the token from the runtime directory it is told of.
         let viaCLI = try cliWithEnvironment(["tx", "list"], socket: "http://127.0.0.1:\(port)", environment: ["CARDBENCH_TOKEN_FILE": daemon.runtime + "/" + APIToken.fileName])
