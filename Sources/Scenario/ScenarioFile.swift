@@ -216,7 +216,18 @@ public struct ISO8583HostScript: Sendable, Equatable {
     public var answers: [Answer] = []
     /// Whether reversals (0400, 0420 and their repeats) are answered; the emulated issuer voids
     /// the approval they name.
-    public var answerReversals = true
+    public var answerReversals = ReversalAnswers.always
+
+    /// What the host does with reversals.
+    public enum ReversalAnswers: String, Sendable {
+        /// Each goes on to the issuer and its answer comes back.
+        case always = "true"
+        /// None is answered (the terminal repeats them as 0401 and gives up).
+        case never = "false"
+        /// Each goes on to the issuer, but the answer to the first is lost on the way back: the
+        /// terminal's 0401 repeats a reversal the issuer already applied.
+        case firstLost = "first_lost"
+    }
 }
 
 /// A scenario's terminal settings beyond the default (`terminal: {fallback, interfaces, contactless}`).
@@ -324,7 +335,12 @@ extension Scenario {
             guard ["binary2", "nac", "ascii4"].contains(f) else { throw m.error("iso8583_host.framing: binary2, nac or ascii4, got \"\(f)\"") }
             script.framing = f
         }
-        script.answerReversals = try m.bool("answer_reversals") ?? true
+        if let text = try m.string("answer_reversals") {
+            guard let value = ISO8583HostScript.ReversalAnswers(rawValue: text) else {
+                throw m.error("iso8583_host.answer_reversals: true, false or first_lost, got \"\(text)\"")
+            }
+            script.answerReversals = value
+        }
         if let node = m.node("answers") {
             guard case .sequence(let items) = node else { throw m.error("iso8583_host.answers: a list of answers") }
             for item in items {
@@ -706,8 +722,9 @@ extension Scenario {
             let list = node.sequence?.compactMap { $0.scalar?.string } ?? []
             guard case .sequence = node, list.allSatisfy({ text in
                 let p = text.split(separator: " ")
-                return p.count == 2 && p[0].count == 4 && p[0].allSatisfy({ $0.isASCII && $0.isNumber }) && (p[1] == "in" || p[1] == "out")
-            }) else { throw e.error("host_messages: a list like [\"0200 out\", \"0210 in\"]") }
+                let fieldOK = p.count == 2 || p.count == 3 && p[2].split(separator: "=", maxSplits: 1).first.flatMap { Int($0) } != nil && p[2].contains("=")
+                return fieldOK && p[0].count == 4 && p[0].allSatisfy({ $0.isASCII && $0.isNumber }) && (p[1] == "in" || p[1] == "out")
+            }) else { throw e.error("host_messages: a list like [\"0200 out\", \"0210 in 39=00\"] (an optional field=value to check)") }
             x.hostMessages = list
         }
         return x

@@ -818,8 +818,18 @@ struct Execution {
             try checkISO8583(wanted, heardNow, step, failure)
         }
         if let wanted = expect.hostMessages {
-            let traced = (detail?.hostMessages ?? []).map { "\($0.mti) \($0.direction)" }
-            if traced != wanted { throw failure("host_messages: expected \(wanted), the ledger traced \(traced)") }
+            let messages = detail?.hostMessages ?? []
+            let traced = messages.map { "\($0.mti) \($0.direction)" }
+            let kinds = wanted.map { $0.split(separator: " ").prefix(2).joined(separator: " ") }
+            if traced != kinds { throw failure("host_messages: expected \(kinds), the ledger traced \(traced)") }
+            for (entry, message) in zip(wanted, messages) {
+                let parts = entry.split(separator: " ")
+                guard parts.count == 3 else { continue }
+                let check = parts[2].split(separator: "=", maxSplits: 1)
+                let number = Int(check[0])!, value = check.count > 1 ? String(check[1]) : ""
+                let got = message.fields.first { $0.field == number }?.value
+                if got != value { throw failure("host_messages: \(message.mti) \(message.direction) field \(number): expected \(value), got \(got ?? "(none)")") }
+            }
         }
         if let original = expect.original {
             guard let originalID = detail?.originalId else { throw failure("original: the transaction acts on no earlier one") }

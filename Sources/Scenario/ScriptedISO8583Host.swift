@@ -28,7 +28,9 @@ final class ScriptedISO8583Host: Sendable {
 
     private struct State {
         var answers: [ISO8583HostScript.Answer] = []
-        var answerReversals = true
+        var answerReversals = ISO8583HostScript.ReversalAnswers.always
+        /// Reversals answered so far (`first_lost` drops the first answer).
+        var reversalsSeen = 0
         var issuer: Issuer?
         var received: [Received] = []
         /// What went wrong on the host's side that a step cannot see (the issuer did not answer).
@@ -83,11 +85,16 @@ final class ScriptedISO8583Host: Sendable {
             state.withLock { $0.received.append(Received(mti: "????", described: nil, unreadable: error.description)) }
             return nil
         }
-        let (answer, reversals, issuer) = state.withLock { s in
+        let (answer, reversals, firstReversal, issuer) = state.withLock { s in
             s.received.append(Received(mti: request.mti, described: request.described(direction: "in", packager: packager), unreadable: nil))
             let isAuthorisation = [.authorisation, .financial].contains(request.kind.messageClass) && request.kind.function == .request
             let next: ISO8583HostScript.Answer? = isAuthorisation ? (s.answers.isEmpty ? .issuer(scriptBefore: [], scriptAfter: []) : s.answers.removeFirst()) : nil
-            return (next, s.answerReversals, s.issuer)
+            var first = false
+            if request.kind.messageClass == .reversal {
+                first = s.reversalsSeen == 0
+                s.reversalsSeen += 1
+            }
+            return (next, s.answerReversals, first, s.issuer)
         }
         let reply: ISOMessage?
         let kind = request.kind
@@ -124,9 +131,11 @@ final class ScriptedISO8583Host: Sendable {
                 reply = m
             }
         case (.reversal?, .request?), (.reversal?, .advice?):
-            guard reversals else { return nil }
+            guard reversals != .never else { return nil }
             // The issuer voids the approval the reversal names (or answers 25: it has none).
-            reply = forward(request, to: issuer) ?? IssuerMessages.answer(request, code: .approved)
+            let answered = forward(request, to: issuer) ?? IssuerMessages.answer(request, code: .approved)
+            // first_lost: the issuer applied the reversal, but its answer never reaches the terminal.
+            reply = reversals == .firstLost && firstReversal ? nil : answered
         case (.financial?, .advice?):
             reply = IssuerMessages.answer(request, code: .approved)
         default:
