@@ -170,3 +170,37 @@ struct BrandTests {
     }
 }
 
+
+@Suite("Citcon operation references in the ledger")
+struct CitconReferenceTests {
+    func charge(_ id: String, reference: String, operations: [(String, String)]) -> CitconCharge {
+        var c = CitconCharge(id: id, chargeToken: "tok-" + id, merchantID: "shop", reference: reference, amount: 1000, currency: "USD", country: "US",
+                             autoCapture: true, note: nil, method: "card", status: .succeeded, timeCreated: 0, urls: [:])
+        c.operations = operations.map { CitconOperation(object: "refund", id: $0.0, reference: $0.1, amount: 100, status: "succeeded", timeCreated: 0,
+                                                        transactionID: nil) }
+        return c
+    }
+
+    @Test("an operation's reference is the merchant's once: the write recording a second one under it is refused naming the rule; the same operation again is not")
+    func once() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let ledger = try Ledger(path: dir.database, panKey: keyA)
+        _ = try ledger.setCitconMerchantKey("shop", key: "k", at: 0)
+        let a = try #require(try ledger.insertCitconCharge(charge("a", reference: "ca", operations: [])))
+        let b = try #require(try ledger.insertCitconCharge(charge("b", reference: "cb", operations: [])))
+        #expect(try !ledger.citconOperationReferenceUsed(merchantID: "shop", reference: "r1"))
+        var first = a
+        first.operations = charge("a", reference: "ca", operations: [("op1", "r1")]).operations
+        try ledger.completeCitconCharge(transactionID: nil, nil, charge: first, outbox: [])
+        #expect(try ledger.citconOperationReferenceUsed(merchantID: "shop", reference: "r1"))
+        // Writing the charge again with the same operation is fine.
+        try ledger.completeCitconCharge(transactionID: nil, nil, charge: first, outbox: [])
+        // Another charge's operation under r1 is refused, and nothing of its write is kept.
+        var second = b
+        second.operations = charge("b", reference: "cb", operations: [("op2", "r1")]).operations
+        let refused = ledgerError { try ledger.completeCitconCharge(transactionID: nil, nil, charge: second, outbox: []) }
+        #expect(refused?.field == "reference" && refused?.rule == LedgerRules.citconReferenceUsed, "\(String(describing: refused))")
+        #expect(try ledger.citconCharge(id: "b")?.operations.isEmpty == true)
+    }
+}
