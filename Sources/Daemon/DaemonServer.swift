@@ -108,11 +108,14 @@ public enum DaemonServer {
                                         }, logger: logger))
         }
         if let interval = SDNotify.watchdogInterval() {
-            services.append(WatchdogService(notify: notify, interval: interval))
+            // `WATCHDOG=1` at half of `WATCHDOG_USEC`, for as long as the daemon runs.
+            services.append(PeriodicService(interval: interval, first: true) { notify.send("WATCHDOG=1") })
         }
         services.append(CallbackDelivery(bench: bench, logger: log))
-        services.append(MemoryTrimService(interval: .seconds(60)))
-        services.append(WorldlineSettlementService(front: bench.worldline, interval: .milliseconds(250)))
+        services.append(PeriodicService(interval: .seconds(60)) { MemoryTrim.trim() })
+        // Worldline's requested captures and refunds settle when they are due on the bench clock.
+        let worldline = bench.worldline
+        services.append(PeriodicService(interval: .milliseconds(250)) { worldline.settleDue() })
         // Last in the list, so the first to hear of a shutdown: it ends the transactions in
         // progress before the listeners wait for their requests to finish.
         services.append(BenchService(bench: bench, notify: notify, logger: log))
@@ -180,21 +183,6 @@ actor Readiness {
     }
 }
 
-/// `WATCHDOG=1` at half of `WATCHDOG_USEC`, for as long as the daemon runs.
-struct WatchdogService: Service {
-    let notify: SDNotify
-    let interval: Duration
-
-    func run() async throws {
-        // The sleep ends at a graceful shutdown too: a stop must not wait out half of WatchdogSec.
-        try? await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                notify.send("WATCHDOG=1")
-                try await Task.sleep(for: interval)
-            }
-        }
-    }
-}
 
 /// Holds the bench for the service group: on SIGTERM it says STOPPING=1 and ends every
 /// transaction in progress (each is recorded as failed and answered) before the listeners close.

@@ -21,16 +21,21 @@ public enum MemoryTrim {
     }
 }
 
-/// Trims the heap once a minute (see `MemoryTrim`).
-struct MemoryTrimService: Service {
+/// Runs `action` every `interval` for as long as the daemon runs: the heap's trim (once a minute,
+/// `MemoryTrim`), the watchdog, the Worldline settlements. `first` runs it once before the first
+/// wait (the watchdog's first ping).
+struct PeriodicService: Service {
     let interval: Duration
+    var first = false
+    let action: @Sendable () -> Void
 
     func run() async throws {
-        // The sleep ends at a graceful shutdown too, so a stop does not wait out the minute.
+        // The sleep ends at a graceful shutdown too, so a stop does not wait out the interval.
         try? await cancelWhenGracefulShutdown {
+            if first { action() }
             while !Task.isCancelled {
                 try await Task.sleep(for: interval)
-                MemoryTrim.trim()
+                action()
             }
         }
     }

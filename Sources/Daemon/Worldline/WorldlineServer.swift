@@ -6,7 +6,6 @@ import HTTPTypes
 import Hummingbird
 import Ledger
 import NIOCore
-import ServiceLifecycle
 import Workflows
 
 /// The Worldline Online Payments platform's listener (docs/worldline.md): the Server API under
@@ -497,19 +496,3 @@ struct WorldlineClientGate: RouterMiddleware {
     }
 }
 
-/// Settles the Worldline payments whose requested captures and refunds are due on the bench
-/// clock (CAPTURE_REQUESTED → CAPTURED, REFUND_REQUESTED → REFUNDED, with their webhooks). A
-/// moved manual clock settles at once (`POST /v1/clock`); a read of a payment settles it first.
-struct WorldlineSettlementService: Service {
-    let front: WorldlineFront
-    let interval: Duration
-
-    func run() async throws {
-        try? await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                try await Task.sleep(for: interval)
-                front.settleDue()
-            }
-        }
-    }
-}

@@ -159,12 +159,7 @@ public struct WorldlineCancel: Sendable {
 
     /// Reads a cancel body (empty: cancel all that is left).
     public static func parse(_ json: WorldlineJSON) throws(WorldlineError) -> WorldlineCancel {
-        var amount: Int64? = nil, currency: String? = nil
-        if let money = try json.object("amountOfMoney") {
-            amount = try money.int("amount", in: 1...999_999_999_999)
-            currency = try money.string("currencyCode", maxLength: 3)
-            if let currency { _ = try WorldlineCreatePayment.currency(currency, property: "amountOfMoney.currencyCode") }
-        }
+        let (amount, currency) = try WorldlineRefundRequest.money(json)
         return WorldlineCancel(amount: amount, currency: currency, isFinal: try json.bool("isFinal") ?? false)
     }
 }
@@ -209,14 +204,20 @@ public struct WorldlineRefundRequest: Sendable {
 
     /// Reads a refund body (empty: refund what is left).
     public static func parse(_ json: WorldlineJSON) throws(WorldlineError) -> WorldlineRefundRequest {
-        var amount: Int64? = nil, currency: String? = nil
-        if let money = try json.object("amountOfMoney") {
-            amount = try money.int("amount", in: 1...999_999_999_999)
-            currency = try money.string("currencyCode", maxLength: 3)
-            if let currency { _ = try WorldlineCreatePayment.currency(currency, property: "amountOfMoney.currencyCode") }
-        }
+        let (amount, currency) = try money(json)
         return WorldlineRefundRequest(amount: amount, currency: currency,
                                       merchantReference: try json.object("references")?.string("merchantReference", maxLength: 50))
+    }
+}
+
+extension WorldlineRefundRequest {
+    /// An operation's optional `amountOfMoney`: its amount and currency, each checked.
+    static func money(_ json: WorldlineJSON) throws(WorldlineError) -> (amount: Int64?, currency: String?) {
+        guard let money = try json.object("amountOfMoney") else { return (nil, nil) }
+        let amount = try money.int("amount", in: 1...999_999_999_999)
+        let currency = try money.string("currencyCode", maxLength: 3)
+        if let currency { _ = try WorldlineCreatePayment.currency(currency, property: "amountOfMoney.currencyCode") }
+        return (amount, currency)
     }
 }
 
