@@ -523,7 +523,7 @@ public final class CitconFront: Sendable {
     /// table (or stays pending for a card with 3-D Secure), and the answer is the `CPayResult`:
     /// `{status, app, version, data{code, message, id, object, reference, amount, currency,
     /// country, amount_captured, amount_refunded, auto_capture, status, time_created,
-    /// time_captured, charge_token: null, payment{method}}}` with the document's client codes
+    /// time_authorized, time_captured, charge_token: null, payment{method}}}` with the document's client codes
     /// (0 success, -1 failure, -2 a WeChat Pay cancel, 6001 an Alipay cancel).
     public func sdkRequestOrder(merchantID: String, body: [UInt8]) throws(CitconError) -> CitconResult {
         var token: String? = nil
