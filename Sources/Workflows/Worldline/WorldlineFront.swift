@@ -418,11 +418,14 @@ public final class WorldlineFront: Sendable {
         var count = 0
         while true {
             guard let due = try? store.worldlinePaymentsDue(at: now, limit: 200), !due.isEmpty else { return count }
+            var settledNow = 0
             for (merchantID, id) in due {
-                _ = try? serialised(id) { () throws(WorldlineError) -> WorldlinePayment in try settled(try payment(merchantID, id)) }
-                count += 1
+                let done = try? serialised(id) { () throws(WorldlineError) -> WorldlinePayment in try settled(try payment(merchantID, id)) }
+                if done != nil { settledNow += 1 }
             }
-            if due.count < 200 { return count }
+            count += settledNow
+            // A payment that cannot be settled now is tried again at the next call, not in a loop here.
+            if due.count < 200 || settledNow == 0 { return count }
         }
     }
 
