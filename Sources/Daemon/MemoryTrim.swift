@@ -1,4 +1,5 @@
 import CGlibcMalloc
+import Foundation
 import ServiceLifecycle
 
 /// Keeps the daemon's resident memory to what it uses.
@@ -21,21 +22,32 @@ public enum MemoryTrim {
     }
 }
 
+/// Runs blocking work (a lock, SQLite writes) on a dispatch thread, not the cooperative pool or an
+/// event loop, and waits for it.
+func offPool(_ body: @escaping @Sendable () -> Void) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        DispatchQueue.global().async {
+            body()
+            continuation.resume()
+        }
+    }
+}
+
 /// Runs `action` every `interval` for as long as the daemon runs: the heap's trim (once a minute,
 /// `MemoryTrim`), the watchdog, the Worldline settlements. `first` runs it once before the first
 /// wait (the watchdog's first ping).
 struct PeriodicService: Service {
     let interval: Duration
     var first = false
-    let action: @Sendable () -> Void
+    let action: @Sendable () async -> Void
 
     func run() async throws {
         // The sleep ends at a graceful shutdown too, so a stop does not wait out the interval.
         try? await cancelWhenGracefulShutdown {
-            if first { action() }
+            if first { await action() }
             while !Task.isCancelled {
                 try await Task.sleep(for: interval)
-                action()
+                await action()
             }
         }
     }

@@ -91,12 +91,17 @@ extension Ledger {
         if let result { try LedgerRules.validate(result, trace: [], outbox: outbox) }
         let panHash = try result?.pan.map(panHash)
         try write("update Citcon charge \(charge.id)") { db in
+            // The operations this write adds (those the stored charge has were checked when added;
+            // a ledger from before the check may hold references used twice, and keeps them).
+            let stored = Set(try String.fetchAll(db, sql: """
+                SELECT json_extract(o.value, '$.id') FROM citcon_charge c, json_each(c.state, '$.operations') o WHERE c.id = ?
+                """, arguments: [charge.id]))
             try db.execute(sql: "UPDATE citcon_charge SET state = ?, transaction_id = ?, updated_at = ? WHERE id = ?",
                            arguments: [try Self.encodeCharge(charge), charge.transactionID, Self.nowMicros(), charge.id])
             guard db.changesCount == 1 else { throw LedgerError.invalid(field: "transaction_id", rule: "no charge \(charge.id)") }
             // Each operation's reference is the merchant's once: a second operation under it is
             // refused here even when two charges race for it.
-            for operation in charge.operations where !operation.reference.isEmpty {
+            for operation in charge.operations where !operation.reference.isEmpty && !stored.contains(operation.id) {
                 try db.execute(sql: """
                     INSERT INTO citcon_operation_reference (merchant_id, reference, operation_id) VALUES (?, ?, ?)
                     ON CONFLICT (merchant_id, reference) DO NOTHING

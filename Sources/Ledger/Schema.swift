@@ -228,6 +228,13 @@ enum Schema {
     static let v9 = """
         ALTER TABLE worldline_payment ADD COLUMN due_at INTEGER;
         CREATE INDEX worldline_payment_due ON worldline_payment(due_at) WHERE due_at IS NOT NULL;
+        -- Payments recorded before: a capture or cancel then closed the payment (the rest was
+        -- released at the issuer), which the new fields must say, or the rest would reopen.
+        UPDATE worldline_payment SET state = json_set(state, '$.captureClosed', json('true'))
+            WHERE json_extract(state, '$.status') IN ('CAPTURED', 'REFUNDED', 'CANCELLED', 'REJECTED');
+        UPDATE worldline_payment
+            SET state = json_set(state, '$.cancelledAmount', json_extract(state, '$.amount') - json_extract(state, '$.capturedAmount'))
+            WHERE json_extract(state, '$.status') = 'CANCELLED' AND json_extract(state, '$.transactionID') IS NOT NULL;
         CREATE TABLE citcon_operation_reference (
             merchant_id  TEXT NOT NULL REFERENCES citcon_merchant(merchant_id),
             reference    TEXT NOT NULL,

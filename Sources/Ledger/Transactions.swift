@@ -298,8 +298,9 @@ extension Ledger {
 
     /// The approved operations of one kind on `originalID`, in minor units.
     static func approvedAmount(_ db: Database, originalID: Int64, action: TransactionAction) throws -> Int64 {
+        // A capture refunded in full is `refunded`, and still a capture of the original.
         try Int64.fetchOne(db.cachedStatement(sql: """
-            SELECT coalesce(sum(amount), 0) FROM txn WHERE original_id = ? AND action = ? AND status = 'approved'
+            SELECT coalesce(sum(amount), 0) FROM txn WHERE original_id = ? AND action = ? AND status IN ('approved', 'refunded')
             """), arguments: [originalID, action.rawValue]) ?? 0
     }
 

@@ -374,7 +374,7 @@ public struct WorldlinePayment: Sendable, Equatable, Codable {
     /// What may still be captured: the authorisation less what was captured and cancelled,
     /// nothing once a final capture or cancel closed it.
     public var capturable: Int64 {
-        captureClosed == true || authorizationMode == "SALE" ? 0 : max(0, amount - capturedAmount - (cancelledAmount ?? 0))
+        captureClosed == true || authorizationMode == "SALE" || transactionID == nil ? 0 : max(0, amount - capturedAmount - (cancelledAmount ?? 0))
     }
 
     /// When the next requested capture or refund settles.

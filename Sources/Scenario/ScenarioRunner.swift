@@ -619,7 +619,8 @@ struct Execution {
                 paymentID = try fill(payment, step)
                 path += "payments/\(paymentID!)/cancel"
                 var object: [String: Any] = [:]
-                if let amount { object["amountOfMoney"] = ["amount": try money(amount, "amount"), "currencyCode": "EUR"] }
+                // The payment's own currency goes without saying (currencyCode is optional).
+                if let amount { object["amountOfMoney"] = ["amount": try money(amount, "amount")] }
                 if let final = w.isFinal { object["isFinal"] = final }
                 body = Self.jsonText(object)
             case .refund(let payment, let amount):

@@ -387,6 +387,7 @@ struct BillpocketRequestTests {
         #expect(try parse(refund).ignored.isEmpty)
         // Ignored, but still scanned: a card number in an ignored field is refused like anywhere else.
         #expect(error(refund + "&reference=4012888888881881")?.field == "reference")
+        #expect(error(sale + "&transactionId=4012888888881881")?.field == "transactionId")
     }
 
     // MARK: statusinfo

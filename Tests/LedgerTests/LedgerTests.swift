@@ -42,6 +42,60 @@ struct OpeningTests {
         #expect(try again.begin(sale()).stan == STAN(2))
     }
 
+    /// v9 on a ledger made by an earlier build: a Worldline payment a capture or cancel closed
+    /// stays closed (the rest was released at the issuer); a Citcon charge whose operations used
+    /// a reference twice (allowed then) can still be written; its references are taken.
+    @Test func v9ClosesEarlierPaymentsAndKeepsEarlierReferences() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        func worldline(_ id: String, status: String, captured: Int64, transaction: Int64?) -> String {
+            """
+            {"amount":1000,"authorizationMode":"PRE_AUTHORIZATION","capturedAmount":\(captured),"createdAt":1,"currency":"EUR","id":"\(id)",\
+            "merchantID":"m1","operations":[],"paymentProductID":1,"refundedAmount":0,"status":"\(status)",\
+            \(transaction.map { "\"transactionID\":\($0)," } ?? "")"updatedAt":1}
+            """
+        }
+        do {
+            let queue = try DatabaseQueue(path: dir.database)
+            try Schema.migrator.migrate(queue, upTo: "v8-iso8583")
+            try queue.write { db in
+                try db.execute(sql: "INSERT INTO terminal (name, tid, last_stan, created_at) VALUES ('worldline.m1', '90000001', 1, 1)")
+                try db.execute(sql: """
+                    INSERT INTO txn (uuid, terminal_id, provider, action, status, amount, currency, stan, rrn, created_at, completed_at)
+                    VALUES ('u-1', 1, 'worldline', 'pre_auth', 'approved', 1000, 978, 1, '632900000001', 1, 2)
+                    """)
+                try db.execute(sql: "INSERT INTO worldline_merchant (merchant_id, terminal_name, created_at) VALUES ('m1', 'worldline.m1', 1)")
+                for (seq, id, state) in [(1, "3000000001_0", worldline("3000000001_0", status: "CAPTURED", captured: 600, transaction: 1)),
+                                         (2, "3000000002_0", worldline("3000000002_0", status: "CANCELLED", captured: 0, transaction: 1)),
+                                         (3, "3000000003_0", worldline("3000000003_0", status: "PENDING_CAPTURE", captured: 0, transaction: 1))] {
+                    try db.execute(sql: "INSERT INTO worldline_payment (seq, id, merchant_id, transaction_id, state, updated_at) VALUES (?, ?, 'm1', 1, ?, 1)",
+                                   arguments: [seq, id, state])
+                }
+                try db.execute(sql: "INSERT INTO citcon_merchant (merchant_id, terminal_name, key_hash, key_sealed, created_at) VALUES ('c1', 'citcon.c1', 'h', 's', 1)")
+                let ops = #"[{"object":"refund","id":"o1","reference":"r1","amount":100,"status":"succeeded","timeCreated":1},"#
+                    + #"{"object":"refund","id":"o2","reference":"r1","amount":100,"status":"succeeded","timeCreated":2}]"#
+                let charge = #"{"id":"ch1","chargeToken":"t1","merchantID":"c1","reference":"c-ref","amount":1000,"currency":"USD","country":"US","#
+                    + #""autoCapture":true,"method":"card","status":"succeeded","timeCreated":1,"urls":{},"challengePending":false,"operations":"# + ops + "}"
+                try db.execute(sql: "INSERT INTO citcon_charge (id, charge_token, merchant_id, reference, state, updated_at) VALUES ('ch1', 't1', 'c1', 'c-ref', ?, 1)",
+                               arguments: [charge])
+            }
+            try queue.close()
+        }
+        let ledger = try Ledger(path: dir.database, panKey: keyA)
+        let captured = try #require(try ledger.worldlinePayment(id: "3000000001_0"))
+        #expect(captured.captureClosed == true && captured.capturable == 0)
+        let cancelled = try #require(try ledger.worldlinePayment(id: "3000000002_0"))
+        #expect(cancelled.captureClosed == true && cancelled.cancelledAmount == 1000 && cancelled.capturable == 0)
+        let open = try #require(try ledger.worldlinePayment(id: "3000000003_0"))
+        #expect(open.captureClosed == nil && open.capturable == 1000)
+        // The charge with r1 twice is written again as it is, and r1 is taken for what comes next.
+        var charge = try #require(try ledger.citconCharge(id: "ch1"))
+        #expect(charge.operations.count == 2)
+        charge.note = "touched"
+        try ledger.completeCitconCharge(transactionID: nil, nil, charge: charge, outbox: [])
+        #expect(try ledger.citconOperationReferenceUsed(merchantID: "c1", reference: "r1"))
+    }
+
     /// v8 rebuilds the transactions table to let provider `iso8583` in: a ledger made by an earlier
     /// build keeps its rows, its other columns, its indexes and the rows that refer to them.
     @Test func v8KeepsAnEarlierLedgersTransactions() throws {

@@ -66,6 +66,26 @@ struct TotalsTests {
         #expect(try ledger.transaction(id: q.id)?.status == .cancelled)
     }
 
+    @Test("a capture refunded in full still counts as captured: nothing more is captured or cancelled of its pre-authorisation")
+    func refundedCaptureCounts() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let ledger = try ledgerWithTerminal(dir)
+        var auth = sale(amount: 100)
+        auth.action = .preAuth
+        let p = try ledger.begin(auth)
+        try ledger.complete(id: p.id, approved())
+        let capture = try ledger.begin(undo(.capture, of: p.id, amount: 100))
+        try ledger.complete(id: capture.id, approved())
+        let refund = try ledger.begin(undo(.refund, of: capture.id, amount: 100))
+        try ledger.complete(id: refund.id, approved())
+        #expect(try ledger.transaction(id: capture.id)?.status == .refunded)
+        let again = try ledger.begin(undo(.capture, of: p.id, amount: 1))
+        #expect(ledgerError { try ledger.complete(id: again.id, approved()) }?.field == "amount")
+        let cancel = try ledger.begin(undo(.cancel, of: p.id, amount: 100))
+        #expect(ledgerError { try ledger.complete(id: cancel.id, approved()) } != nil)
+    }
+
     @Test("refunds begun together on one sale: those that would pass its amount are refused at completion")
     func overRefund() throws {
         let dir = try TempDir()

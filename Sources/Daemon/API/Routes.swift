@@ -179,7 +179,8 @@ struct HostRoutes {
             }
             bench.publish(.clock(now: bench.clock.nowMicroseconds()), terminal: nil)
             // What the moved clock makes due happens now, before the next request sees it.
-            bench.worldline.settleDue()
+            let worldline = bench.worldline
+            await offPool { worldline.settleDue() }
             return json(ClockView(bench))
         }
         return routes

@@ -32,6 +32,9 @@ final class ISO8583IssuerService: @unchecked Sendable {
     private let approvals = Mutex(Recent<(id: Int64, code: String, amount: Int)>())
     /// Answers by TID, STAN and message class, for repeats, with what identifies their request.
     private let answers = Mutex(Recent<(answer: ISOMessage, request: String)>())
+    /// One reversal at a time: a reversal and its repeat arriving together must not both miss
+    /// the first's answer (they are rare; the authorisations do not wait on it).
+    private let reversing = NSLock()
 
     init(host: EmulatedHost, ledger: Ledger, clock: any Terminal.Clock, packager: Packager, amountTable: AmountTable, logger: Logger,
          onRecorded: @escaping @Sendable (StoredTransaction) -> Void) throws {
@@ -162,6 +165,8 @@ final class ISO8583IssuerService: @unchecked Sendable {
     /// the same 0400 twice — gets what the first was answered, as authorisation repeats do: the
     /// terminal's first answer may have been lost, and the approval is reversed once.
     private func reverse(_ message: ISOMessage) -> ISOMessage {
+        reversing.lock()
+        defer { reversing.unlock() }
         let own = key(message, stan: message[11]) + "/04"
         let identity = Self.identity(message) + "|" + (IssuerMessages.originalSTAN(message) ?? "")
         if let earlier = answers.withLock({ $0.value(for: own) }) {
@@ -174,7 +179,9 @@ final class ISO8583IssuerService: @unchecked Sendable {
             return again
         }
         let answer = reverseOnce(message)
-        answers.withLock { $0.insert((answer, identity), for: own) }
+        // Only a reversal applied is remembered: a 25 may be a reversal that came before its
+        // approval was recorded, and its repeat must look again.
+        if answer[39] == "00" { answers.withLock { $0.insert((answer, identity), for: own) } }
         return answer
     }
 

@@ -179,7 +179,7 @@ struct WorldlineAdminRoutes {
         switch result {
         case .success(let value): return value
         case .failure(let e):
-            if e.id == "ACTION_NOT_ALLOWED_ON_TRANSACTION" { throw DaemonError.conflict(e.message) }
+            if e.id == "ACTION_NOT_ALLOWED_ON_TRANSACTION" { throw DaemonError.conflict(e.rule ?? e.message) }
             switch e.httpStatus {
             case 404: throw DaemonError.notFound(e.message)
             case 409: throw DaemonError.conflict(e.message)

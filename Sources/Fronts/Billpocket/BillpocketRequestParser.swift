@@ -181,7 +181,9 @@ struct BillpocketRequestParser {
             if let problem = TextRules.problem(name) { throw fail("url", "bad parameter name", "a parameter name \(problem)") }
             // transactionId is the sale's 16-digit id as cardbench issued it, never card-number
             // shaped; the tokens are random credentials, only ever hashed, never stored or echoed.
-            if let problem = TextRules.problem(value, panLike: !["transactionId", "userToken", "devicetoken"].contains(key)) {
+            // (A transactionId a venta sends is ignored, not read as an id: it is scanned like any text.)
+            let exempt = key == "transactionId" ? transaction == BillpocketTransaction.devolucion : ["userToken", "devicetoken"].contains(key)
+            if let problem = TextRules.problem(value, panLike: !exempt) {
                 throw fail(field, ControlCharacters.first(in: value) != nil ? "no control characters" : "no card numbers", problem)
             }
             items.append((name, key, value))

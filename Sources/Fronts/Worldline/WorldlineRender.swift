@@ -27,8 +27,9 @@ public enum WorldlineStatus {
         // 91 "payment processing" and 81 "refund pending": queued until they settle.
         case .captureRequested:
             Output(statusCode: 91, statusCategory: "PENDING_CONNECT_OR_3RD_PARTY", isAuthorized: open, isCancellable: open, isRefundable: refundable)
+        // While a refund waits, captures and cancels wait for it (WorldlineLifecycle).
         case .refundRequested:
-            Output(statusCode: 81, statusCategory: "PENDING_CONNECT_OR_3RD_PARTY", isAuthorized: open, isCancellable: open, isRefundable: refundable)
+            Output(statusCode: 81, statusCategory: "PENDING_CONNECT_OR_3RD_PARTY", isAuthorized: false, isCancellable: false, isRefundable: refundable)
         case .captured:
             Output(statusCode: 9, statusCategory: "COMPLETED", isAuthorized: open, isCancellable: open, isRefundable: refundable)
         case .refunded: Output(statusCode: 8, statusCategory: "REFUNDED", isAuthorized: false, isCancellable: false, isRefundable: false)

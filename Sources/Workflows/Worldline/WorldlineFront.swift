@@ -339,6 +339,7 @@ public final class WorldlineFront: Sendable {
             // No authorisation yet: nothing in the ledger to act on.
             _ = pending.withLock { $0.removeValue(forKey: p.id) }
             p.status = transition.status
+            p.captureClosed = true
             p.updatedAt = now
             try stored("record the cancel") { try store.completeWorldlineOperation(transactionID: nil, nil, payment: p, outbox: webhooks(merchant, transition, payment: p)) }
         } else {

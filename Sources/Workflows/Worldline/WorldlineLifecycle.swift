@@ -84,6 +84,8 @@ public enum WorldlineLifecycle {
             .failure(Refusal(rule: "only a new payment can be sent to a challenge"))
         case (_, .approved), (_, .declined), (_, .challengeExpired):
             .failure(Refusal(rule: "its challenge was already answered"))
+        case (.refundRequested, .capture), (.refundRequested, .cancel):
+            .failure(Refusal(rule: "a refund is waiting to settle: capture or cancel once it has"))
         case (let s, .capture):
             .failure(Refusal(rule: maintained.contains(s)
                 ? "nothing is left to capture (a final capture or cancel closed it, or all of it is captured or cancelled)"
