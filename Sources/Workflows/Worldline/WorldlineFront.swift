@@ -43,7 +43,6 @@ public final class WorldlineFront: Sendable {
         let request: WorldlineCreatePayment
     }
 
-
     /// The platform on a bench: its context, the store of its records, its settings, and the
     /// Client API's private keys by key id.
     public init(context: WorkflowContext, store: any WorldlineStore, settings: WorldlineSettings,
