@@ -262,7 +262,11 @@ public final class CitconFront: Sendable {
         do throws(PlatformRecord.Refused) {
             try PlatformRecord.commit(store, transactionID: transactionID, completedAt: context.clock.nowMicroseconds(), commit)
         } catch {
-            if let rule = error.rule { throw .badRequest(rule.field, rule.rule) }
+            if let rule = error.rule {
+                // Two operations racing for one reference: the loser is a duplicate, as the pre-check says.
+                if rule.field == "reference" && rule.rule == LedgerRules.citconReferenceUsed { throw .duplicate("") }
+                throw .badRequest(rule.field, rule.rule)
+            }
             throw .internalError("\(what) could not be recorded: \(error)")
         }
     }
@@ -406,9 +410,12 @@ public final class CitconFront: Sendable {
             c.status = transition.status
             c.challengePending = false
             c.timeCanceled = now
+            // Kept with the charge like any operation, so its reference is the merchant's once too.
+            let operation = CitconOperation(object: "cancel", id: PlatformText.hex(16), reference: r.reference ?? "", amount: c.amount,
+                                            status: "succeeded", timeCreated: now, transactionID: nil)
+            c.operations.append(operation)
             c = try recordWithoutIssuer(c, status: .cancelled, message: "cancelled by the merchant before payment")
-            return .operation(CitconOperation(object: "cancel", id: PlatformText.hex(16), reference: r.reference ?? "", amount: c.amount,
-                                              status: "succeeded", timeCreated: now, transactionID: nil), c)
+            return .operation(operation, c)
         } else {
             guard let authID = c.transactionID, let auth = try stored("read the authorisation", { try store.transaction(id: authID) }) else {
                 throw .internalError("the charge has no authorisation in the ledger")
