@@ -210,7 +210,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ScenarioTests",
-            dependencies: ["Scenario", "Daemon", "TestSupport", "DaemonTestSupport"]
+            dependencies: ["Scenario", "Daemon", "TestSupport", "DaemonTestSupport", .product(name: "Yams", package: "Yams")]
         ),
         .testTarget(
             name: "WorkflowsTests",

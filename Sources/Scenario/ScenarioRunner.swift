@@ -943,25 +943,3 @@ struct Execution {
     }
 }
 
-/// A JUnit XML report: one testsuite, a testcase per scenario.
-public enum JUnitReport {
-    public static func xml(_ results: [ScenarioResult]) -> String {
-        func escape(_ s: String) -> String {
-            s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-                .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
-        }
-        let failures = results.filter { !$0.passed }.count
-        let total = results.reduce(0) { $0 + $1.seconds }
-        var out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-        out += "<testsuite name=\"cardbench scenarios\" tests=\"\(results.count)\" failures=\"\(failures)\" errors=\"0\" time=\"\(String(format: "%.3f", total))\">\n"
-        for r in results {
-            out += "  <testcase classname=\"\(escape(r.file))\" name=\"\(escape(r.name))\" time=\"\(String(format: "%.3f", r.seconds))\""
-            if let failure = r.failure {
-                out += ">\n    <failure message=\"\(escape(failure.split(separator: "\n").first.map(String.init) ?? ""))\">\(escape(failure))</failure>\n  </testcase>\n"
-            } else {
-                out += "/>\n"
-            }
-        }
-        return out + "</testsuite>\n"
-    }
-}

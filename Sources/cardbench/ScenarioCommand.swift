@@ -7,7 +7,7 @@ struct ScenarioCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scenario",
         abstract: "Scenario files: scripted transactions with expectations (docs/scenarios.md).",
-        subcommands: [ScenarioRun.self]
+        subcommands: [ScenarioRun.self, ScenarioMerge.self]
     )
 }
 
@@ -37,29 +37,49 @@ struct ScenarioRun: AsyncParsableCommand {
     @Option(help: "Write a JUnit XML report here.")
     var junit: String?
 
+    @Option(help: "Run only shard K of N (K/N): a stable part of the library for one of N CI runners; the N parts cover it once.")
+    var shard: String?
+
+    @Option(help: "With --shard: balance the shards by the times in this JUnit report of an earlier run (by count without it).")
+    var timings: String?
+
     @Flag(help: "Print the results as JSON.")
     var json = false
 
-    static func load(_ paths: [String]) throws(ScenarioError) -> [Scenario] {
+    static func load(_ paths: [String], shard: ScenarioShard? = nil, timings: [String: Double]? = nil) throws(ScenarioError) -> [Scenario] {
+        var files = try Scenario.files(paths)
+        if let shard { files = shard.select(files, timings: timings) }
         var out: [Scenario] = []
-        for file in try Scenario.files(paths) { out.append(try Scenario.load(file)) }
+        for file in files { out.append(try Scenario.load(file)) }
         return out
     }
 
     func validate() throws {
+        if let shard, ScenarioShard(shard) == nil { throw CLIError(message: "--shard: \(ScenarioShard.rule); got \"\(shard)\"", code: 2) }
+        if timings != nil, shard == nil { throw CLIError(message: "--timings: needs --shard", code: 2) }
         if socket != nil, inProcess { throw CLIError(message: "--socket and --in-process: choose one", code: 2) }
         if terminal != nil, socket == nil { throw CLIError(message: "--terminal: needs --socket (an in-process core has only the scenario's own terminal)", code: 2) }
     }
 
     func run() async throws {
+        var times: [String: Double]? = nil
+        if let timings {
+            let cases: [JUnitReport.Case]
+            do { cases = try JUnitReport.read(try Data(contentsOf: URL(fileURLWithPath: timings))) } catch {
+                throw CLIError(message: "--timings: cannot read \(timings): \(error)", code: 2)
+            }
+            times = Dictionary(cases.map { ($0.file, $0.seconds) }, uniquingKeysWith: { $1 })
+        }
         let scenarios: [Scenario]
         do throws(ScenarioError) {
-            scenarios = try Self.load(paths).map { scenario in terminal.map { scenario.on(terminal: $0) } ?? scenario }
+            scenarios = try Self.load(paths, shard: shard.flatMap(ScenarioShard.init), timings: times)
+                .map { scenario in terminal.map { scenario.on(terminal: $0) } ?? scenario }
         } catch {
             FileHandle.standardError.write(Data("cardbench: malformed scenario: \(error)\n".utf8))
             throw ExitCode(2)
         }
-        guard !scenarios.isEmpty else { throw CLIError(message: "no scenario files under \(paths.joined(separator: ", "))", code: 2) }
+        // A shard of a library smaller than the shard count may be empty: nothing to run is not an error then.
+        guard !scenarios.isEmpty || shard != nil else { throw CLIError(message: "no scenario files under \(paths.joined(separator: ", "))", code: 2) }
         let runner = ScenarioRunner(target: socket.map { .daemon($0) } ?? .inProcess)
         var results: [ScenarioResult] = []
         for scenario in scenarios {
@@ -84,5 +104,40 @@ struct ScenarioRun: AsyncParsableCommand {
             print("\(results.count - failed) passed, \(failed) failed")
         }
         if failed > 0 { throw ExitCode(1) }
+    }
+}
+
+struct ScenarioMerge: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "merge",
+        abstract: "Merge the JUnit reports of a library's shards into one report (one testsuite per folder).",
+        discussion: "Exit 1 when a merged case failed, 2 when a report cannot be read."
+    )
+
+    @Argument(help: "The shards' JUnit reports.")
+    var reports: [String]
+
+    @Option(help: "Write the merged report here (standard output without it).")
+    var output: String?
+
+    func run() throws {
+        var all: [[JUnitReport.Case]] = []
+        for report in reports {
+            do { all.append(try JUnitReport.read(try Data(contentsOf: URL(fileURLWithPath: report)))) } catch {
+                throw CLIError(message: "\(report): cannot read: \(error)", code: 2)
+            }
+        }
+        let merged = JUnitReport.merge(all)
+        let xml = JUnitReport.xml(merged)
+        if let output {
+            do { try xml.write(toFile: output, atomically: true, encoding: .utf8) } catch {
+                throw CLIError(message: "--output: cannot write \(output): \(error.localizedDescription)")
+            }
+            let failed = merged.filter { $0.failure != nil }.count
+            print("\(merged.count - failed) passed, \(failed) failed")
+        } else {
+            print(xml, terminator: "")
+        }
+        if merged.contains(where: { $0.failure != nil }) { throw ExitCode(1) }
     }
 }

@@ -45,6 +45,56 @@ struct ScenarioCommandTests {
         }
     }
 
+    @Test("--shard K/N: the N shards cover the library once, by count or by an earlier run's timings; merge makes one report of theirs")
+    func shards() throws {
+        var files: [String: String] = [:]
+        for i in 1...7 { files["s\(i).yaml"] = "name: scenario \(i)\nsteps:\n  - wait: 0\n" }
+        try withFiles(files) { dir in
+            func ran(_ arguments: [String]) throws -> [String] {
+                let result = try run(["scenario", "run", dir.path, "--json"] + arguments)
+                #expect(result.status == 0, "\(arguments): \(result.stderr)")
+                let decoded = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]] ?? []
+                return decoded.compactMap { ($0["file"] as? String).map { ($0 as NSString).lastPathComponent } }
+            }
+            let all = try ran([])
+            #expect(all.count == 7)
+            let byCount = try (1...3).map { try ran(["--shard", "\($0)/3"]) }
+            #expect(byCount.map(\.count) == [3, 2, 2], "\(byCount)")
+            #expect(byCount.flatMap { $0 }.sorted() == all.sorted())
+            // An earlier run's report: s1 takes as long as the others together, so it gets a shard of its own.
+            var timings = "<testsuites>"
+            for name in all { timings += "<testcase classname=\"\(dir.path)/\(name)\" name=\"x\" time=\"\(name == "s1.yaml" ? 6.0 : 1.0)\"/>" }
+            let report = dir.appendingPathComponent("timings.xml").path
+            try (timings + "</testsuites>").write(toFile: report, atomically: true, encoding: .utf8)
+            let byTime = try (1...2).map { try ran(["--shard", "\($0)/2", "--timings", report]) }
+            #expect(byTime[0] == ["s1.yaml"], "\(byTime)")
+            #expect(byTime.flatMap { $0 }.sorted() == all.sorted())
+            // Each shard's JUnit report, merged: every scenario once, under its folder's testsuite.
+            var reports: [String] = []
+            for k in 1...3 {
+                let junit = dir.appendingPathComponent("shard\(k).xml").path
+                #expect(try run(["scenario", "run", dir.path, "--shard", "\(k)/3", "--junit", junit]).status == 0)
+                reports.append(junit)
+            }
+            let mergedFile = dir.appendingPathComponent("merged.xml").path
+            let merged = try run(["scenario", "merge"] + reports + ["--output", mergedFile])
+            #expect(merged.status == 0 && merged.stdout.contains("7 passed, 0 failed"), "\(merged.stdout)\(merged.stderr)")
+            let xml = try String(contentsOfFile: mergedFile, encoding: .utf8)
+            #expect(xml.contains("<testsuites name=\"cardbench scenarios\" tests=\"7\" failures=\"0\""), "\(xml.prefix(300))")
+            #expect(xml.components(separatedBy: "<testsuite name=\"\(dir.lastPathComponent)\" tests=\"7\"").count == 2, "\(xml.prefix(400))")
+            #expect(xml.components(separatedBy: "<testcase ").count == 8)
+        }
+        // Bad input: exit 2 naming the option and the rule.
+        for (arguments, message) in [(["--shard", "0/2"], "--shard: must be K/N"), (["--shard", "3/2"], "--shard: must be K/N"),
+                                     (["--timings", "x.xml"], "--timings: needs --shard"),
+                                     (["--shard", "1/2", "--timings", "/nonexistent/t.xml"], "--timings: cannot read /nonexistent/t.xml")] {
+            let result = try run(["scenario", "run", "Scenarios/viva"] + arguments)
+            #expect(result.status == 2 && result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+        let unreadable = try run(["scenario", "merge", "/nonexistent/a.xml"])
+        #expect(unreadable.status == 2 && unreadable.stderr.contains("/nonexistent/a.xml: cannot read"), "\(unreadable.stderr)")
+    }
+
     @Test("a malformed scenario: exit 2 with its file, line and reason; nothing runs")
     func malformed() throws {
         try withFiles(["bad.yaml": "name: x\nsteps:\n  - open: a\n    expect: {callbak: {status: success}}\n"]) { dir in
