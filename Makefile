@@ -190,6 +190,7 @@ bench: deps venv
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS) --size 16
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS) --workload sale
 	.build/release/cardbench bench oda --seconds $(BENCH_SECONDS)
+	.build/release/cardbench bench scenarios Scenarios
 	$(SUDO) .build/release/cardbench bench pcsc --seconds $(BENCH_SECONDS)
 
 ## fuzz: builds the libFuzzer targets (docs/fuzzing.md), then runs each for FUZZ_SECONDS on a copy

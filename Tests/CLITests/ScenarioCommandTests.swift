@@ -95,6 +95,23 @@ struct ScenarioCommandTests {
         #expect(unreadable.status == 2 && unreadable.stderr.contains("/nonexistent/a.xml: cannot read"), "\(unreadable.stderr)")
     }
 
+    @Test("bench scenarios: scenarios a second beside an empty scenario's floor, CPU per scenario, the slowest first")
+    func bench() throws {
+        let slow = "name: slow\nsteps:\n  - wait: 0.2\n", quick = "name: quick\nsteps:\n  - wait: 0\n"
+        try withFiles(["a.yaml": quick, "b.yaml": slow, "c.yaml": quick]) { dir in
+            let result = try run(["bench", "scenarios", dir.path, "--json"])
+            #expect(result.status == 0, "\(result.stderr)")
+            let figures = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+            #expect(figures["scenarios"] as? Int == 3 && figures["failed"] as? Int == 0)
+            #expect((figures["scenariosPerSecond"] as? Double ?? 0) > 0 && (figures["floorScenariosPerSecond"] as? Double ?? 0) > 0)
+            #expect((figures["cpuMillisecondsPerScenario"] as? Double ?? -1) >= 0 && figures["goalScenariosPerSecond"] as? Double == 200)
+            let slowest = figures["slowest"] as? [[String: Any]] ?? []
+            #expect(slowest.count == 3 && (slowest.first?["file"] as? String)?.hasSuffix("b.yaml") == true, "\(slowest)")
+            let text = try run(["bench", "scenarios", dir.path])
+            #expect(text.stdout.contains("floor: an empty scenario") && text.stdout.contains("goal: at least 200 scenarios/s"), "\(text.stdout)")
+        }
+    }
+
     @Test("a malformed scenario: exit 2 with its file, line and reason; nothing runs")
     func malformed() throws {
         try withFiles(["bad.yaml": "name: x\nsteps:\n  - open: a\n    expect: {callbak: {status: success}}\n"]) { dir in

@@ -1,0 +1,90 @@
+import ArgumentParser
+import Foundation
+import Scenario
+
+/// `cardbench bench scenarios`: the scenario library's speed, as a CI run sees it, beside its goal
+/// (issue 39: at least 200 scenarios a second in process). The floor measured in the same run is
+/// a scenario that does nothing (`wait: 0`): what the runner itself costs per scenario.
+struct ScenarioBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "scenarios",
+        abstract: "Scenarios a second through the runner, the slowest ten, and the CPU per scenario, beside an empty scenario's floor.",
+        discussion: """
+        Runs the library once (in process by default, or against the cardbenchd at --socket), then as \
+        many empty scenarios as the library has. Prints scenarios a second, this process's CPU per \
+        scenario (in process the daemon core runs here too), and the slowest ten with their times.
+        """
+    )
+
+    @Argument(help: "The library: scenario files or directories.")
+    var paths: [String] = ["Scenarios"]
+
+    @Option(help: "Drive the cardbenchd at this control socket or http:// URL (in process without it).")
+    var socket: String?
+
+    @Flag(help: "Print the figures as JSON.")
+    var json = false
+
+    struct Figures: Encodable {
+        let scenarios: Int
+        let failed: Int
+        let seconds: Double
+        let scenariosPerSecond: Double
+        let cpuMillisecondsPerScenario: Double
+        let floorScenariosPerSecond: Double
+        let goalScenariosPerSecond: Double
+        let slowest: [Slow]
+        struct Slow: Encodable { let file: String; let seconds: Double }
+    }
+
+    func run() async throws {
+        let scenarios: [Scenario]
+        do throws(ScenarioError) { scenarios = try ScenarioRun.load(paths) } catch {
+            throw CLIError(message: "malformed scenario: \(error)", code: 2)
+        }
+        guard !scenarios.isEmpty else { throw CLIError(message: "no scenario files under \(paths.joined(separator: ", "))", code: 2) }
+        let target: ScenarioTarget = socket.map { .daemon($0) } ?? .inProcess
+
+        let runner = ScenarioRunner(target: target)
+        let cpu0 = SaleBench.ownCPUSeconds(), start = Date()
+        var results: [ScenarioResult] = []
+        for scenario in scenarios { results.append(await runner.run(scenario)) }
+        let seconds = Date().timeIntervalSince(start), cpu = SaleBench.ownCPUSeconds() - cpu0
+        await runner.finish()
+
+        // The floor: as many scenarios that do nothing, through the same runner.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cardbench-bench-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let empty = directory.appendingPathComponent("empty.yaml").path
+        try "name: nothing\nsteps:\n  - wait: 0\n".write(toFile: empty, atomically: true, encoding: .utf8)
+        let nothing: Scenario
+        do throws(ScenarioError) { nothing = try Scenario.load(empty) } catch { throw CLIError(message: "the floor's scenario: \(error)") }
+        let floorRunner = ScenarioRunner(target: target)
+        let floorStart = Date()
+        for _ in scenarios { _ = await floorRunner.run(nothing) }
+        let floorSeconds = Date().timeIntervalSince(floorStart)
+        await floorRunner.finish()
+
+        let slowest = results.sorted { $0.seconds > $1.seconds }.prefix(10)
+        let figures = Figures(
+            scenarios: results.count, failed: results.filter { !$0.passed }.count, seconds: (seconds * 1000).rounded() / 1000,
+            scenariosPerSecond: (Double(results.count) / seconds * 10).rounded() / 10,
+            cpuMillisecondsPerScenario: (cpu / Double(results.count) * 1000 * 100).rounded() / 100,
+            floorScenariosPerSecond: (Double(results.count) / floorSeconds * 10).rounded() / 10, goalScenariosPerSecond: 200,
+            slowest: slowest.map { .init(file: $0.file, seconds: ($0.seconds * 1000).rounded() / 1000) })
+        if json {
+            try printJSON(figures)
+        } else {
+            print("cardbench bench scenarios: \(figures.scenarios) scenarios \(socket == nil ? "in process" : "against \(socket!)"), \(figures.failed) failed")
+            func label(_ text: String) -> String { text.padding(toLength: 44, withPad: " ", startingAt: 0) }
+            print(label("the library") + String(format: " %10.1f scenarios/s  (%.2f s)", figures.scenariosPerSecond, seconds))
+            print(label("floor: an empty scenario, as many times") + String(format: " %10.1f scenarios/s", figures.floorScenariosPerSecond))
+            print(String(format: "CPU per scenario (this process): %.2f ms", figures.cpuMillisecondsPerScenario))
+            print(String(format: "goal: at least 200 scenarios/s in process: %@", figures.scenariosPerSecond >= 200 ? "met" : "not met"))
+            print("the slowest ten:")
+            for s in figures.slowest { print(String(format: "  %8.3f s  %@", s.seconds, s.file)) }
+        }
+        if figures.failed > 0 { throw ExitCode(1) }
+    }
+}
