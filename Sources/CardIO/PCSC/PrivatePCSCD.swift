@@ -88,14 +88,19 @@ public final class PrivatePCSCD: @unchecked Sendable {
         guard rv == 0 else { throw failure("posix_spawn: \(String(cString: strerror(rv)))") }
         pid = child
         let deadline = Date(timeIntervalSinceNow: timeout)
+        // A start that fails stops what it started: a pcscd left behind would hold the next one's place.
         while !FileManager.default.fileExists(atPath: socket) {
-            guard Date() < deadline, isRunning else { throw failure("its socket \(socket) did not appear") }
+            guard Date() < deadline, isRunning else { stop(); throw failure("its socket \(socket) did not appear") }
             usleep(10_000)
         }
         // The first connection execs pcscd, which then opens vpcd's ports.
         knock()
         while !Self.isListening(port) {
-            guard Date() < deadline, isRunning else { throw failure("vpcd did not listen on port \(port)") }
+            guard Date() < deadline, isRunning else {
+                let failed = failure("vpcd did not listen on port \(port)")
+                stop()
+                throw failed
+            }
             usleep(20_000)
         }
     }
