@@ -115,7 +115,7 @@ public enum DaemonServer {
         services.append(PeriodicService(interval: .seconds(60)) { MemoryTrim.trim() })
         // Worldline's requested captures and refunds settle when they are due on the bench clock.
         let worldline = bench.worldline
-        services.append(PeriodicService(interval: .milliseconds(250)) { await offPool { worldline.settleDue() } })
+        services.append(PeriodicService(interval: .milliseconds(250)) { _ = try? await offPool { worldline.settleDue() } })
         // Last in the list, so the first to hear of a shutdown: it ends the transactions in
         // progress before the listeners wait for their requests to finish.
         services.append(BenchService(bench: bench, notify: notify, logger: log))

@@ -24,12 +24,9 @@ public enum MemoryTrim {
 
 /// Runs blocking work (a lock, SQLite writes) on a dispatch thread, not the cooperative pool or an
 /// event loop, and waits for it.
-func offPool(_ body: @escaping @Sendable () -> Void) async {
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-        DispatchQueue.global().async {
-            body()
-            continuation.resume()
-        }
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
     }
 }
 

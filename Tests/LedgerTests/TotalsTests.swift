@@ -15,15 +15,21 @@ struct TotalsTests {
         return ledger
     }
 
+    /// An approved pre-authorisation of `amount` on t1.
+    func approvedPreAuth(_ ledger: Ledger, amount: Int64) throws -> Started {
+        var auth = sale(amount: amount)
+        auth.action = .preAuth
+        let p = try ledger.begin(auth)
+        try ledger.complete(id: p.id, approved())
+        return p
+    }
+
     @Test("two captures begun on one pre-authorisation: the second to complete is refused, and the batch counts one")
     func overCapture() throws {
         let dir = try TempDir()
         defer { dir.remove() }
         let ledger = try ledgerWithTerminal(dir)
-        var auth = sale(amount: 100)
-        auth.action = .preAuth
-        let p = try ledger.begin(auth)
-        try ledger.complete(id: p.id, approved())
+        let p = try approvedPreAuth(ledger, amount: 100)
         let first = try ledger.begin(undo(.capture, of: p.id, amount: 100))
         let second = try ledger.begin(undo(.capture, of: p.id, amount: 100))
         try ledger.complete(id: first.id, approved())
@@ -41,10 +47,7 @@ struct TotalsTests {
         let dir = try TempDir()
         defer { dir.remove() }
         let ledger = try ledgerWithTerminal(dir)
-        var auth = sale(amount: 800)
-        auth.action = .preAuth
-        let p = try ledger.begin(auth)
-        try ledger.complete(id: p.id, approved())
+        let p = try approvedPreAuth(ledger, amount: 800)
         let cancel = try ledger.begin(undo(.cancel, of: p.id, amount: 600))
         try ledger.complete(id: cancel.id, approved())
         #expect(try ledger.transaction(id: p.id)?.status == .approved)
@@ -57,8 +60,7 @@ struct TotalsTests {
         let late = try ledger.begin(undo(.cancel, of: p.id, amount: 1))
         #expect(ledgerError { try ledger.complete(id: late.id, approved()) } != nil)
         // Cancelled in two parts with no capture: the last part marks it cancelled.
-        let q = try ledger.begin({ var a = sale(amount: 500); a.action = .preAuth; return a }())
-        try ledger.complete(id: q.id, approved())
+        let q = try approvedPreAuth(ledger, amount: 500)
         for part: Int64 in [200, 300] {
             let c = try ledger.begin(undo(.cancel, of: q.id, amount: part))
             try ledger.complete(id: c.id, approved())
@@ -71,10 +73,7 @@ struct TotalsTests {
         let dir = try TempDir()
         defer { dir.remove() }
         let ledger = try ledgerWithTerminal(dir)
-        var auth = sale(amount: 100)
-        auth.action = .preAuth
-        let p = try ledger.begin(auth)
-        try ledger.complete(id: p.id, approved())
+        let p = try approvedPreAuth(ledger, amount: 100)
         let capture = try ledger.begin(undo(.capture, of: p.id, amount: 100))
         try ledger.complete(id: capture.id, approved())
         let refund = try ledger.begin(undo(.refund, of: capture.id, amount: 100))

@@ -36,6 +36,8 @@ struct ScenarioTests {
         ("name: x\niso8583_host: {packager: jpos-iso93}\nsteps:\n  - wait: 1\n", 2, "iso8583_host.packager: pyiso8583-default, "),
         ("name: x\niso8583_host: {framing: nac5}\nsteps:\n  - wait: 1\n", 2, "iso8583_host.framing: binary2, nac or ascii4"),
         ("name: x\niso8583_host: {port: 1}\nsteps:\n  - wait: 1\n", 2, "unknown key \"port\""),
+        ("name: x\niso8583_host: {answer_reversals: sometimes}\nsteps:\n  - wait: 1\n", 2, "iso8583_host.answer_reversals: true, false or first_lost"),
+        ("name: x\nsteps:\n  - open: a\n    expect: {host_messages: [\"0430 in 39\"]}\n", 4, "host_messages: a list like"),
         ("name: x\niso8583_host:\n  answers: [maybe]\nsteps:\n  - wait: 1\n", 3, "iso8583_host.answers: issuer, timeout, malformed"),
         ("name: x\niso8583_host:\n  answers:\n    - {code: \"5\"}\nsteps:\n  - wait: 1\n", 4, "code: two letters or digits"),
         ("name: x\niso8583_host:\n  answers:\n    - {code: \"00\", authorisation_code: \"12\"}\nsteps:\n  - wait: 1\n", 4, "authorisation_code: 6 letters"),

@@ -180,7 +180,7 @@ struct HostRoutes {
             bench.publish(.clock(now: bench.clock.nowMicroseconds()), terminal: nil)
             // What the moved clock makes due happens now, before the next request sees it.
             let worldline = bench.worldline
-            await offPool { worldline.settleDue() }
+            _ = try await offPool { worldline.settleDue() }
             return json(ClockView(bench))
         }
         return routes

@@ -305,7 +305,7 @@ struct WorldlineServer: Sendable {
             guard let result = form.first(where: { $0.name == "result" })?.value, result == "pass" || result == "fail" else {
                 throw WorldlineError.invalid("result", "must be pass or fail")
             }
-            let (_, back) = try await offload { try front.answerChallenge(paymentID: id, passed: result == "pass") }
+            let (_, back) = try await offPool { try front.answerChallenge(paymentID: id, passed: result == "pass") }
             return Response(status: .seeOther, headers: [.location: back, .contentType: "text/plain; charset=utf-8"],
                             body: .init(byteBuffer: ByteBuffer(string: "See \(back)\n")))
         }
@@ -338,17 +338,11 @@ struct WorldlineServer: Sendable {
 
     // MARK: Replies
 
-    /// Runs blocking work (durable ledger writes, a slow issuer) off the server's event loops.
-    func offload<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
-        }
-    }
 
     /// Runs a platform call off the event loops and answers its typed result with the platform's
     /// status and body: the one place the platform's results become HTTP.
     func reply(_ body: @escaping @Sendable () throws -> WorldlineResult) async throws -> Replied {
-        Self.answer(try await offload(body))
+        Self.answer(try await offPool(body))
     }
 
     /// A result as the platform answers it: 201 for what a POST created, 402 for a rejected
