@@ -116,6 +116,15 @@ public final class FramedConnection: @unchecked Sendable {
         }
     }
 
+    /// Waits up to `within` for the peer to send something (or close): whether it has. A caller
+    /// whose timeout is on another clock (a manual one) waits in slices and looks at its clock
+    /// between them.
+    public func waitReadable(within: Duration) -> Bool {
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ms = Int32(clamping: within.components.seconds * 1000 + within.components.attoseconds / 1_000_000_000_000_000)
+        return poll(&p, 1, max(0, ms)) > 0
+    }
+
     /// Reads one frame; nil `deadline` waits as long as the peer keeps the connection.
     public func receive(until deadline: ContinuousClock.Instant?) throws(HostLinkError) -> (tpdu: [UInt8]?, message: [UInt8]) {
         func wait() throws(HostLinkError) {

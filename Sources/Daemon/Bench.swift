@@ -97,10 +97,11 @@ public final class Bench: @unchecked Sendable {
         let feed = EventFeed(hub: events, clock: clock, metrics: metrics)
         let revoked = try CAPKStore.revoked(configuration.revokedCertificates, key: "emv.revoked")
         let sharedKeys = try CAPKStore.loadWithEmbedded(configuration.capkFiles, key: "emv.capk")
+        let clock = self.clock
         terminals = try configuration.terminals.map { settings in
             let keys = try settings.capkFiles.map { files in try CAPKStore.loadWithEmbedded(files, key: "terminal.\(settings.name).capk") } ?? sharedKeys
             return try TerminalRuntime(settings: settings, runtimeDirectory: runtime, demoCard: demo, demoInterface: configuration.demoInterface,
-                                       events: feed, logger: logger, oda: ODAConfiguration(caKeys: keys, revoked: revoked))
+                                       events: feed, logger: logger, oda: ODAConfiguration(caKeys: keys, revoked: revoked), clock: clock)
         }
         for t in configuration.terminals { _ = try ledger.ensureTerminal(name: t.name, tid: t.tid) }
         recovered = try ledger.recoverInterrupted(now: clock.nowMicroseconds())
@@ -110,7 +111,7 @@ public final class Bench: @unchecked Sendable {
         for t in configuration.terminals where !t.emulatedHost {
             guard let upstream = t.upstream ?? configuration.upstream else { continue }
             context.upstream[t.name] = ISO8583UpstreamLink(upstream: upstream, settings: configuration.iso8583Settings(for: t),
-                                                           timeout: configuration.hostTimeout, logger: logger)
+                                                           timeout: configuration.hostTimeout, logger: logger, clock: clock)
         }
         self.context = context
         viva = VivaFront(context: context)

@@ -70,12 +70,15 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
     }
     /// The CA keys and revocations the terminal authenticates cards with.
     let oda: ODAConfiguration
+    /// The bench clock: the terminal's work is an activity of it.
+    let clock: any Clock
     public var prompts: any Prompts { keypad }
 
     init(settings: TerminalSettings, runtimeDirectory: String, demoCard: CardProfile?, demoInterface: CardInterface = .contact,
-         events: any EventSink, logger: Logger, oda: ODAConfiguration = ODAConfiguration()) throws {
+         events: any EventSink, logger: Logger, oda: ODAConfiguration = ODAConfiguration(), clock: any Clock = SystemClock()) throws {
         self.settings = settings
         self.oda = oda
+        self.clock = clock
         var pcscReader: PCSCReader?
         switch settings.reader {
         case .serial(let path):
@@ -96,7 +99,7 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
         }
         self.pcscReader = pcscReader
         let terminal = settings.name
-        keypad = TerminalKeypad(autoPIN: demoCard?.pin) { prompt in events.publish(.prompt(prompt), terminal: terminal) }
+        keypad = TerminalKeypad(autoPIN: demoCard?.pin, clock: clock) { prompt in events.publish(.prompt(prompt), terminal: terminal) }
         activity = TerminalActivity(terminal: terminal, keypad: keypad)
         work = DispatchQueue(label: "cardbench.terminal.\(settings.name)")
         // The demo card keeps its counters (ATC, PIN tries) across transactions, as the one
@@ -135,7 +138,8 @@ public final class TerminalRuntime: TerminalSession, @unchecked Sendable {
     /// Runs blocking card work on the terminal's own thread.
     public func perform<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
-            work.async { continuation.resume(returning: body()) }
+            // The terminal's work is what a manual clock waits for before it jumps.
+            work.async { [clock] in continuation.resume(returning: clock.activity { body() }) }
         }
     }
 

@@ -1,5 +1,6 @@
 import EMV
 import Foundation
+import Terminal
 import Yams
 
 /// A scenario file that cannot be run: the file, the line, and why.
@@ -38,6 +39,9 @@ public struct Scenario: Sendable {
     public var terminalOptions = TerminalOptions()
     /// ISO 8601, when the scenario sets the clock.
     public let clockStart: String?
+    /// How the scenario's waits go (`clock: {waits: real}`): virtual by default, the keypad's
+    /// answers queued before each transaction (`WaitMode.scripted`).
+    public var waits: WaitMode = .scripted
     /// Card names to profile files (absolute paths).
     public let cards: [String: String]
     /// The scripted external ISO 8583 host the scenario's terminal authorises against.
@@ -297,9 +301,17 @@ extension Scenario {
             }
         }
         var clockStart: String?
+        var waits = WaitMode.scripted
         if let clock = try top.mapping("clock") {
-            try clock.allow(["start"])
-            clockStart = try clock.string("start", required: true)
+            try clock.allow(["start", "waits"])
+            clockStart = try clock.string("start")
+            if let w = try clock.string("waits") {
+                guard let mode = WaitMode(rawValue: w), mode != .virtual else {
+                    throw clock.error("clock.waits: scripted (the default: every wait virtual) or real (waits take real time), got \"\(w)\"")
+                }
+                waits = mode
+            }
+            guard clockStart != nil || clock.node("waits") != nil else { throw clock.error("clock: start: <ISO 8601 instant> and/or waits: real") }
         }
         let cardsDirectory = Self.cardsDirectory(for: file)
         var cards: [String: String] = [:]
@@ -320,7 +332,7 @@ extension Scenario {
         }
         return Scenario(file: file, name: name, description: try top.string("description"), terminal: terminal, tacDefault: tacDefault,
                         terminalOptions: options,
-                        clockStart: clockStart, cards: cards, iso8583Host: try top.mapping("iso8583_host").map(parseISO8583Host), steps: steps)
+                        clockStart: clockStart, waits: waits, cards: cards, iso8583Host: try top.mapping("iso8583_host").map(parseISO8583Host), steps: steps)
     }
 
     static func parseISO8583Host(_ m: Mapping) throws(ScenarioError) -> ISO8583HostScript {

@@ -6,6 +6,7 @@ import Hummingbird
 import ISO8583
 import Logging
 import Synchronization
+import Terminal
 import Yams
 
 /// Where scenarios run: a daemon core started in this process for each scenario, on a
@@ -51,7 +52,7 @@ public struct ScenarioRunner: Sendable {
             switch target {
             case .inProcess:
                 let daemon = try await cores.checkOut(for: scenario)
-                var execution = Execution(scenario: scenario, client: daemon.client, iso8583Host: daemon.iso8583Host)
+                var execution = Execution(scenario: scenario, client: daemon.client, iso8583Host: daemon.iso8583Host, clock: daemon.bench.manualClock)
                 do { try await execution.run() } catch {
                     // A core a scenario failed in may be left mid-transaction: it is not reused.
                     await daemon.stop()
@@ -73,6 +74,38 @@ public struct ScenarioRunner: Sendable {
         return ScenarioResult(file: scenario.file, name: scenario.name, passed: failure == nil,
                               seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
                               failure: failure)
+    }
+
+    /// Runs `scenarios` with up to `jobs` at once, each on terminals of its own (in process, a
+    /// daemon core per scenario running; against a daemon, `Execution` keeps them apart), and
+    /// returns the results in the library's order. `report` gets each result in that order too,
+    /// as soon as it and every one before it are done, so a run's output is the same whatever
+    /// `jobs` is.
+    public func run(_ scenarios: [Scenario], jobs: Int, report: @escaping (ScenarioResult) -> Void = { _ in }) async -> [ScenarioResult] {
+        var results = [ScenarioResult?](repeating: nil, count: scenarios.count)
+        var reported = 0
+        func flush() {
+            while reported < results.count, let r = results[reported] {
+                report(r)
+                reported += 1
+            }
+        }
+        await withTaskGroup(of: (Int, ScenarioResult).self) { group in
+            var next = 0
+            func launch() {
+                let i = next
+                next += 1
+                let scenario = scenarios[i]
+                group.addTask { (i, await self.run(scenario)) }
+            }
+            while next < min(max(1, jobs), scenarios.count) { launch() }
+            for await (i, result) in group {
+                results[i] = result
+                flush()
+                if next < scenarios.count { launch() }
+            }
+        }
+        return results.map { $0! }
     }
 
     /// Stops the in-process daemon cores this runner started and removes their files.
@@ -281,8 +314,12 @@ struct Execution {
     /// running daemon's terminal when the run starts.
     var iso8583Host: ScriptedISO8583Host?
     let scriptedHosts: ScriptedHosts?
+    /// The in-process core's clock (a running daemon's is reached through `POST /v1/clock`).
+    let clock: ManualClock?
 
-    init(scenario: Scenario, client: DaemonClient, iso8583Host: ScriptedISO8583Host? = nil, scriptedHosts: ScriptedHosts? = nil) {
+    init(scenario: Scenario, client: DaemonClient, iso8583Host: ScriptedISO8583Host? = nil, scriptedHosts: ScriptedHosts? = nil,
+         clock: ManualClock? = nil) {
+        self.clock = clock
         self.scenario = scenario
         self.client = client
         self.iso8583Host = iso8583Host
@@ -301,6 +338,14 @@ struct Execution {
     var terminalPath: String { "/v1/terminals/\(scenario.terminal.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? scenario.terminal)" }
 
     mutating func run() async throws {
+        // Virtual time (docs/scenarios.md): the keypad's answers are queued before each
+        // transaction, so every wait but a real peer's is one only time ends. A daemon on the
+        // system clock refuses; its waits are real anyway.
+        if let clock {
+            clock.waits = scenario.waits
+        } else {
+            _ = try? await client.send(method: "POST", "/v1/clock", json: ClockBody(waits: scenario.waits.rawValue))
+        }
         // Fresh state: nothing queued, no card left over, the accounts as their profiles say.
         try await call("POST", terminalPath + "/reset", line: 0)
         // A platform merchant's one-shot answers left by an earlier scenario are dropped too.
@@ -354,7 +399,15 @@ struct Execution {
             if address == "0.0.0.0" { address = "127.0.0.1" } else if address == "::" { address = "::1" }
             issuer = ScriptedISO8583Host.Issuer(host: address, port: port, packager: packager, framing: framing)
         }
-        iso8583Host?.prepare(script, issuer: issuer)
+        // A message the host will not answer: the terminal's timeout comes at once in virtual time.
+        let silent: @Sendable () -> Void
+        if let clock {
+            silent = { clock.peersSilent() }
+        } else {
+            let client = self.client
+            silent = { Task { _ = try? await client.send(method: "POST", "/v1/clock", json: ClockBody(peersSilent: true)) } }
+        }
+        iso8583Host?.prepare(script, issuer: issuer, silent: silent)
     }
 
     mutating func perform(_ step: Scenario.Step) async throws {

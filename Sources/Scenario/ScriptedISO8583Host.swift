@@ -35,6 +35,9 @@ final class ScriptedISO8583Host: Sendable {
         var received: [Received] = []
         /// What went wrong on the host's side that a step cannot see (the issuer did not answer).
         var problems: [String] = []
+        /// Tells the bench's clock that the message just received will not be answered, so the
+        /// terminal's timeout comes at once in virtual time (`ManualClock.peersSilent`).
+        var silent: (@Sendable () -> Void)?
     }
 
     let packager: Packager
@@ -54,9 +57,10 @@ final class ScriptedISO8583Host: Sendable {
     }
 
     /// Starts a scenario: its answers, the issuer to ask, nothing received yet.
-    func prepare(_ script: ISO8583HostScript, issuer: Issuer?) {
+    func prepare(_ script: ISO8583HostScript, issuer: Issuer?, silent: (@Sendable () -> Void)? = nil) {
         state.withLock { s in
             s = State()
+            s.silent = silent
             s.answers = script.answers
             s.answerReversals = script.answerReversals
             s.issuer = issuer
@@ -80,6 +84,12 @@ final class ScriptedISO8583Host: Sendable {
     // MARK: Answering
 
     func handle(_ bytes: [UInt8]) -> [UInt8]? {
+        let reply = answer(bytes)
+        if reply == nil { state.withLock { $0.silent }?() }
+        return reply
+    }
+
+    private func answer(_ bytes: [UInt8]) -> [UInt8]? {
         let request: ISOMessage
         do throws(ISO8583Error) { request = try packager.unpack(bytes) } catch {
             state.withLock { $0.received.append(Received(mti: "????", described: nil, unreadable: error.description)) }

@@ -148,7 +148,7 @@ extension WorkflowContext {
                 defer { card.powerOff() }
                 let kernelHost: any AuthorisationHost = upstreamSession
                     ?? TimedHost(host, timeout: settings.hostTimeout, queue: terminal.name, amountTable: plan.amountTable,
-                                 tableAmount: plan.tableAmount)
+                                 tableAmount: plan.tableAmount, clock: clock)
                 var kernel = Kernel(configuration: configuration, card: card, keypad: terminal.prompts, host: kernelHost)
                 if let onCardRead = plan.onCardRead {
                     kernel.onCardRead = { card throws(KernelError) in installments = try onCardRead(card) }

@@ -108,9 +108,12 @@ public final class TerminalKeypad: Prompts, @unchecked Sendable {
     private let onPrompt: @Sendable (PromptKind) -> Void
     /// Demo mode: answers PIN prompts (and photo prompts) by itself.
     private let autoPIN: String?
+    /// Where a prompt's timeout is waited (virtual on a manual clock, `WaitKind.input`).
+    private let clock: any Clock
 
-    public init(autoPIN: String? = nil, onPrompt: @escaping @Sendable (PromptKind) -> Void = { _ in }) {
+    public init(autoPIN: String? = nil, clock: any Clock = SystemClock(), onPrompt: @escaping @Sendable (PromptKind) -> Void = { _ in }) {
         self.autoPIN = autoPIN
+        self.clock = clock
         self.onPrompt = onPrompt
     }
 
@@ -190,12 +193,13 @@ public final class TerminalKeypad: Prompts, @unchecked Sendable {
         if case .photo = kind, autoPIN != nil { return .confirm }
         prompt = kind
         answer = nil
-        let deadline = Date().addingTimeInterval(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
+        let wait = clock.waitFor(.input, timeout: timeout)
+        defer { wait.end() }
         condition.unlock()
         onPrompt(kind)
         condition.lock()
-        while answer == nil && !aborted {
-            if !condition.wait(until: deadline) { break }
+        while answer == nil && !aborted && !wait.isOver {
+            _ = condition.wait(until: Date(timeIntervalSinceNow: wait.slice.realSeconds))
         }
         if let answer { return answer }
         if aborted { throw .aborted(step: step) }

@@ -1,7 +1,7 @@
 import Foundation
 import Terminal
 
-/// Applies the emulated host's simulated latency for real, and gives up after `timeout` as a
+/// Applies the emulated host's simulated latency on the bench clock (real, or virtual on a manual clock), and gives up after `timeout` as a
 /// terminal does: the transaction goes on as "unable to go online", and an approval that arrives
 /// too late is reversed at the host so the issuer's state stays right.
 public struct TimedHost: AuthorisationHost {
@@ -15,10 +15,13 @@ public struct TimedHost: AuthorisationHost {
     let tableAmount: Int?
     /// Cards the issuer has no account for are approved (card-not-present sandboxes).
     let approveUnknownCards: Bool
+    /// Where the latency and the timeout are waited (virtual on a manual clock).
+    let clock: any Clock
 
     /// Wraps `host`; answers later than `timeout` count as no answer.
     public init(_ host: EmulatedHost, timeout: Duration, queue: String = "", amountTable: AmountTable? = nil, tableAmount: Int? = nil,
-                approveUnknownCards: Bool = false) {
+                approveUnknownCards: Bool = false, clock: any Clock = SystemClock()) {
+        self.clock = clock
         self.approveUnknownCards = approveUnknownCards
         self.host = host
         self.timeout = timeout
@@ -32,11 +35,11 @@ public struct TimedHost: AuthorisationHost {
                                         approveUnknownCards: approveUnknownCards)
         let delay = Duration.milliseconds(answer.delayMilliseconds)
         if delay > timeout {
-            Thread.sleep(forTimeInterval: Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)
+            clock.sleep(for: timeout)
             host.reverse(request, approval: answer)
             throw .unavailable(reason: "no answer from the host in \(timeout)")
         }
-        if answer.delayMilliseconds > 0 { Thread.sleep(forTimeInterval: Double(answer.delayMilliseconds) / 1000) }
+        if answer.delayMilliseconds > 0 { clock.sleep(for: delay) }
         return answer
     }
 

@@ -43,6 +43,9 @@ struct ScenarioRun: AsyncParsableCommand {
     @Option(help: "With --shard: balance the shards by the times in this JUnit report of an earlier run (by count without it).")
     var timings: String?
 
+    @Option(help: "Run up to N scenarios at once, each on terminals of its own; results are reported in the library's order whatever N is.")
+    var jobs = 1
+
     @Flag(help: "Print the results as JSON.")
     var json = false
 
@@ -58,6 +61,7 @@ struct ScenarioRun: AsyncParsableCommand {
         if let shard, ScenarioShard(shard) == nil { throw CLIError(message: "--shard: \(ScenarioShard.rule); got \"\(shard)\"", code: 2) }
         if timings != nil, shard == nil { throw CLIError(message: "--timings: needs --shard", code: 2) }
         if socket != nil, inProcess { throw CLIError(message: "--socket and --in-process: choose one", code: 2) }
+        if jobs < 1 || jobs > 64 { throw CLIError(message: "--jobs: 1 to 64, got \(jobs)", code: 2) }
         if terminal != nil, socket == nil { throw CLIError(message: "--terminal: needs --socket (an in-process core has only the scenario's own terminal)", code: 2) }
     }
 
@@ -81,15 +85,12 @@ struct ScenarioRun: AsyncParsableCommand {
         // A shard of a library smaller than the shard count may be empty: nothing to run is not an error then.
         guard !scenarios.isEmpty || shard != nil else { throw CLIError(message: "no scenario files under \(paths.joined(separator: ", "))", code: 2) }
         let runner = ScenarioRunner(target: socket.map { .daemon($0) } ?? .inProcess)
-        var results: [ScenarioResult] = []
-        for scenario in scenarios {
-            let result = await runner.run(scenario)
-            results.append(result)
-            if !json {
-                print(String(format: "%@ %@ (%@, %.2f s)", result.passed ? "ok  " : "FAIL", result.name, result.file, result.seconds))
-                if let failure = result.failure { print("     " + failure.replacingOccurrences(of: "\n", with: "\n     ")) }
-                flushOutput()
-            }
+        let json = self.json
+        let results = await runner.run(scenarios, jobs: jobs) { result in
+            guard !json else { return }
+            print(String(format: "%@ %@ (%@, %.2f s)", result.passed ? "ok  " : "FAIL", result.name, result.file, result.seconds))
+            if let failure = result.failure { print("     " + failure.replacingOccurrences(of: "\n", with: "\n     ")) }
+            flushOutput()
         }
         await runner.finish()
         if let junit {

@@ -97,7 +97,7 @@ struct ScenarioCommandTests {
 
     @Test("bench scenarios: scenarios a second beside an empty scenario's floor, CPU per scenario, the slowest first")
     func bench() throws {
-        let slow = "name: slow\nsteps:\n  - wait: 0.2\n", quick = "name: quick\nsteps:\n  - wait: 0\n"
+        let slow = "name: slow\nsteps:\n  - wait: 1\n", quick = "name: quick\nsteps:\n  - wait: 0\n"
         try withFiles(["a.yaml": quick, "b.yaml": slow, "c.yaml": quick]) { dir in
             let result = try run(["bench", "scenarios", dir.path, "--json"])
             #expect(result.status == 0, "\(result.stderr)")

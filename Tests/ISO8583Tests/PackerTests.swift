@@ -47,7 +47,7 @@ import Terminal
 
     @Test(arguments: Packager.all, [false, true])
     func roundTrip(packager: Packager, secondary: Bool) throws {
-        var m = Self.sale(secondary: secondary)
+        let m = Self.sale(secondary: secondary)
         let bytes = try packager.pack(m)
         let back = try packager.unpack(bytes)
         #expect(back == m)

@@ -24,10 +24,17 @@ public struct OpenRequest: Codable, Sendable {
 public struct ClockBody: Codable, Sendable {
     public let set: String?
     public let advanceSeconds: Int64?
+    /// Which waits are virtual: `virtual`, `scripted` or `real` (`WaitMode`).
+    public let waits: String?
+    /// The peers the terminals wait on will not answer (a scripted host told to time out): their
+    /// timeouts come as soon as nothing else can happen.
+    public let peersSilent: Bool?
 
-    public init(set: String? = nil, advanceSeconds: Int64? = nil) {
+    public init(set: String? = nil, advanceSeconds: Int64? = nil, waits: String? = nil, peersSilent: Bool? = nil) {
         self.set = set
         self.advanceSeconds = advanceSeconds
+        self.waits = waits
+        self.peersSilent = peersSilent
     }
 }
 

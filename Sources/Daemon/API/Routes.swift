@@ -163,6 +163,20 @@ struct HostRoutes {
                 throw DaemonError.conflict("the clock is the system clock; start the daemon with clock.mode: manual to set it")
             }
             let body = try await decode(ClockBody.self, request, context)
+            if let waits = body.waits {
+                guard let mode = WaitMode(rawValue: waits) else {
+                    throw DaemonError.badRequest(field: "waits", rule: "must be virtual, scripted or real, got \(waits.prefix(40).debugDescription)")
+                }
+                manual.waits = mode
+                if body.set == nil && body.advanceSeconds == nil && body.peersSilent == nil { return json(ClockView(bench)) }
+            }
+            if body.peersSilent == true {
+                guard body.set == nil && body.advanceSeconds == nil else {
+                    throw DaemonError.badRequest(field: "peersSilent", rule: "comes alone (or with waits), not with set or advanceSeconds")
+                }
+                manual.peersSilent()
+                return json(ClockView(bench))
+            }
             switch (body.set, body.advanceSeconds) {
             case (let set?, nil):
                 guard let micros = ISO8601.microseconds(set), micros >= 0, micros < 253_402_300_800_000_000 else {
@@ -175,7 +189,7 @@ struct HostRoutes {
                 }
                 manual.advance(seconds: seconds)
             default:
-                throw DaemonError.badRequest(field: "set", rule: "give exactly one of set (ISO 8601) and advanceSeconds")
+                throw DaemonError.badRequest(field: "set", rule: "give exactly one of set (ISO 8601) and advanceSeconds, or waits, or peersSilent")
             }
             bench.publish(.clock(now: bench.clock.nowMicroseconds()), terminal: nil)
             // What the moved clock makes due happens now, before the next request sees it.

@@ -149,9 +149,12 @@ struct ClockView: Codable {
     let mode: String
     let now: Int64
     let iso: String
+    /// A manual clock's waits (`virtual`, `scripted`, `real`): docs/scenarios.md, "Virtual time".
+    let waits: String?
 
     init(_ bench: Bench) {
         mode = bench.manualClock == nil ? "system" : "manual"
+        waits = bench.manualClock?.waits.rawValue
         now = bench.clock.nowMicroseconds()
         let formatter = ISO8601DateFormatter()
         iso = formatter.string(from: Date(timeIntervalSince1970: Double(now) / 1_000_000))

@@ -15,8 +15,12 @@ final class ISO8583UpstreamLink: UpstreamLink {
     /// How long the terminal waits for an answer (`host.timeout_seconds`).
     let timeout: Duration
     let logger: Logger
+    /// Where answers are waited for: on a manual clock a host's timeout is virtual
+    /// (`WaitKind.peer`), so a scripted host that will not answer costs no real time.
+    let clock: any Clock
 
-    init(upstream: ISO8583Upstream, settings: ISO8583Settings, timeout: Duration, logger: Logger) {
+    init(upstream: ISO8583Upstream, settings: ISO8583Settings, timeout: Duration, logger: Logger, clock: any Clock = SystemClock()) {
+        self.clock = clock
         self.upstream = upstream
         self.settings = settings
         self.timeout = timeout
@@ -123,7 +127,7 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
         request = message
         let got: ISOMessage
         var sent = false
-        do { got = try exchange(message, deadline: ContinuousClock.now + link.timeout, connectAttempts: 1 + link.settings.retries, sent: &sent) } catch {
+        do { got = try exchange(message, connectAttempts: 1 + link.settings.retries, sent: &sent) } catch {
             // No usable answer: a host that got the request may still have approved, so the
             // approval is taken back (a late answer, a timeout), and the terminal decides as
             // "unable to go online". A request that never left needs no reversal.
@@ -150,7 +154,7 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
             if attempt > 0 { message.mti = repeatMTI }
             do {
                 var sent = false
-                let got = try exchange(message, deadline: ContinuousClock.now + link.timeout, connectAttempts: 1, sent: &sent)
+                let got = try exchange(message, connectAttempts: 1, sent: &sent)
                 if got.mti == TerminalMessages.responseMTI(message.mti) { return true }
             } catch {
                 link.logger.warning("ISO 8583 \(message.mti) for STAN \(context.stan) not answered: \(error)",
@@ -186,7 +190,7 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
     /// A message outside any transaction (an 0800): sent once, its answer read before the host timeout.
     func exchange(_ message: ISOMessage) throws(ExchangeError) -> ISOMessage {
         var sent = false
-        return try exchange(message, deadline: ContinuousClock.now + link.timeout, connectAttempts: 1, sent: &sent)
+        return try exchange(message, connectAttempts: 1, sent: &sent)
     }
 
     enum ExchangeError: Error, CustomStringConvertible {
@@ -201,19 +205,27 @@ final class ISO8583UpstreamSession: UpstreamSession, @unchecked Sendable {
         }
     }
 
-    /// Sends `message` and reads one answer before `deadline`, keeping both (described) in the trace.
-    private func exchange(_ message: ISOMessage, deadline: ContinuousClock.Instant, connectAttempts: Int,
-                          sent: inout Bool) throws(ExchangeError) -> ISOMessage {
+    /// Sends `message` and reads one answer within the host timeout on the bench clock, keeping
+    /// both (described) in the trace.
+    private func exchange(_ message: ISOMessage, connectAttempts: Int, sent: inout Bool) throws(ExchangeError) -> ISOMessage {
         let bytes: [UInt8]
         do { bytes = try packager.pack(message) } catch { throw .message(error) }
         let connection = try connect(attempts: connectAttempts)
         defer { connection.close() }
+        // The wait starts before the message leaves: a scripted host that decides at once not to
+        // answer finds it on the clock (`ManualClock.peersSilent`).
+        let wait = link.clock.waitFor(.peer, timeout: link.timeout)
+        defer { wait.end() }
         // Once a byte may have left, the host may act on it.
         sent = true
         do { try connection.send(bytes) } catch { throw .link(error) }
         record(message, direction: .outgoing)
+        while !connection.waitReadable(within: wait.slice) {
+            if wait.isOver { throw .link(.timedOut) }
+        }
         let frame: (tpdu: [UInt8]?, message: [UInt8])
-        do { frame = try connection.receive(until: deadline) } catch { throw .link(error) }
+        // The answer has begun to come: the rest of its frame gets the timeout in real time.
+        do { frame = try connection.receive(until: .now + link.timeout) } catch { throw .link(error) }
         do {
             let got = try packager.unpack(frame.message)
             record(got, direction: .incoming)

@@ -287,7 +287,7 @@ public final class CitconFront: Sendable {
         let new = NewTransaction(terminal: terminal, provider: .citcon, action: action, amount: c.amount,
                                  currency: Self.currencyNumber(c.currency), clientReference: c.reference, createdAt: createdAt, pan: card.pan)
         let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: terminal, amountTable: settings.amountTable,
-                             approveUnknownCards: settings.approveUnknownCards)
+                             approveUnknownCards: settings.approveUnknownCards, clock: context.clock)
         let done: (started: Started, answer: AuthoriseAndRecord.Answer, recorded: (CitconCharge, Completion))
         do throws(AuthoriseAndRecord.Failure) {
             done = try AuthoriseAndRecord.cardNotPresent(context, store, new, request: auth, host: host,

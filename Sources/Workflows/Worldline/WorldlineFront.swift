@@ -188,7 +188,7 @@ public final class WorldlineFront: Sendable {
                                  extra: WorldlineRender.text(["payment": payment.id.isEmpty ? "new" : payment.id, "mode": request.authorizationMode.rawValue]),
                                  createdAt: createdAt, pan: card.pan)
         let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: merchant.terminalName,
-                             amountTable: sale ? settings.amountTable : AmountTable.none, approveUnknownCards: settings.approveUnknownCards)
+                             amountTable: sale ? settings.amountTable : AmountTable.none, approveUnknownCards: settings.approveUnknownCards, clock: context.clock)
         let done: (started: Started, answer: AuthoriseAndRecord.Answer, recorded: (WorldlinePayment, StoredTransaction))
         do throws(AuthoriseAndRecord.Failure) {
             done = try AuthoriseAndRecord.cardNotPresent(context, store, new, request: auth, host: host,
