@@ -55,20 +55,19 @@ run: build
 	echo; echo "cardbenchd is running (demo mode): try 'cardbench open <url>', 'cardbench tx show <id>', 'cardbench events' from $$bin; Ctrl-C stops it"; \
 	wait $$pid
 
-## scenarios: the scenario library against a real cardbenchd (manual clock, on a temporary state
-## directory), with a JUnit report in scenarios-junit.xml; `make test` runs the same library in process
+## scenarios: the scenario library against a real cardbenchd started with no configuration (on a
+## temporary state directory): the run makes the terminals its scenarios declare and switches the
+## clock to manual (scenarios.setup), with a JUnit report in scenarios-junit.xml; `make test` runs
+## the same library in process. JOBS=N runs N scenarios at once.
 SCENARIO_DIR := $(shell echo $${TMPDIR:-/tmp})/cardbench-scenarios
-# The scripted ISO 8583 hosts of Scenarios/iso8583 listen on 127.0.0.1 from this port to port+3.
-ISO8583_PORT ?= 58583
-ISO8583_PORTS := $(shell p=$(ISO8583_PORT); echo $$((p + 1)) $$((p + 2)) $$((p + 3)))
+JOBS ?= 2
 scenarios: build
 	@bin=$$($(SWIFT) build --show-bin-path); rm -rf $(SCENARIO_DIR); mkdir -p $(SCENARIO_DIR); \
-	printf 'http:\n  port: off\nclock:\n  mode: manual\ncallbacks:\n  allowed_hosts: []\nterminals: [bench1, lenient, bench-fallback, bench-cl, bench-limits, bench-iso8583, bench-iso8583-lenient, bench-iso8583-fallback, bench-iso8583-nac, bench-iso8583-jposb, bench-iso8583-jposa]\nterminal:\n  lenient:\n    tac_default: "0000000000"\n  bench-fallback:\n    tid: "10000003"\n    fallback: true\n  bench-cl:\n    tid: "10000004"\n    interfaces: [contactless]\n  bench-limits:\n    tid: "10000005"\n    contactless: {transaction_limit: "5000.00", floor_limit: "0.00", cvm_limit: "100.00"}\n  bench-iso8583:\n    host: iso8583://127.0.0.1:$(ISO8583_PORT)\n  bench-iso8583-lenient:\n    host: iso8583://127.0.0.1:$(ISO8583_PORT)\n    tac_default: "0000000000"\n  bench-iso8583-fallback:\n    host: iso8583://127.0.0.1:$(ISO8583_PORT)\n    fallback: true\n  bench-iso8583-nac:\n    host: iso8583://127.0.0.1:$(word 1,$(ISO8583_PORTS))\n    iso8583: {packager: pyiso8583-default-ascii, framing: nac}\n  bench-iso8583-jposb:\n    host: iso8583://127.0.0.1:$(word 2,$(ISO8583_PORTS))\n    iso8583: {packager: jpos-iso87b, framing: binary2}\n  bench-iso8583-jposa:\n    host: iso8583://127.0.0.1:$(word 3,$(ISO8583_PORTS))\n    iso8583: {packager: jpos-iso87a, framing: ascii4}\nhost:\n  timeout_seconds: 3\n  iso8583:\n    listen: 0\n' > $(SCENARIO_DIR)/cardbenchd.yaml; \
-	$$bin/cardbenchd --config $(SCENARIO_DIR)/cardbenchd.yaml --state-directory $(SCENARIO_DIR)/state \
-		--runtime-directory $(SCENARIO_DIR)/run 2> $(SCENARIO_DIR)/cardbenchd.log & pid=$$!; \
+	$$bin/cardbenchd --state-directory $(SCENARIO_DIR)/state --runtime-directory $(SCENARIO_DIR)/run \
+		2> $(SCENARIO_DIR)/cardbenchd.log & pid=$$!; \
 	trap 'kill $$pid 2>/dev/null; wait $$pid' INT TERM EXIT; \
 	for i in $$(seq 1 100); do [ -S $(SCENARIO_DIR)/run/control.sock ] && break; sleep 0.1; done; \
-	$$bin/cardbench scenario run Scenarios --socket $(SCENARIO_DIR)/run/control.sock --junit scenarios-junit.xml
+	$$bin/cardbench scenario run Scenarios --socket $(SCENARIO_DIR)/run/control.sock --jobs $(JOBS) --junit scenarios-junit.xml
 
 ## tools: the offline tools on examples (an in-process sale, the EMV tools)
 tools: build

@@ -171,6 +171,7 @@ struct AdminOnlyMiddleware: RouterMiddleware {
     static func family(_ path: String) -> String {
         if path.hasPrefix("/v1/worldline/") { return "Worldline API keys, webhooks and crypto keys" }
         if path.hasPrefix("/v1/citcon/") { return "Citcon merchants" }
+        if path.hasPrefix("/v1/terminals") { return "terminals made and removed while the daemon runs" }
         return "Billpocket users and device tokens"
     }
 }

@@ -20,12 +20,22 @@ public final class Bench: @unchecked Sendable {
     public let ledger: Ledger
     public let host: EmulatedHost
     public let clock: any Terminal.Clock
-    /// Set when the clock is manual: the API moves it.
-    public let manualClock: ManualClock?
+    /// The bench's clock, system or manual (switched by a scenario run when `scenarios.setup`).
+    public let benchClock: BenchClock
+    /// Set while the clock is manual: the API moves it.
+    public var manualClock: ManualClock? { benchClock.isManual ? benchClock.manual : nil }
     public let events = EventHub()
     public let metrics = BenchMetrics()
-    /// In configuration order.
-    public let terminals: [TerminalRuntime]
+    /// The terminals: the configured ones in configuration order, then those made through the API.
+    public var terminals: [TerminalRuntime] { terminalList.all }
+    let terminalList: TerminalList
+    /// The names of the terminals made through the API (`POST /v1/terminals`): only they may be removed.
+    private let madeTerminals = Mutex<Set<String>>([])
+    /// Terminals are made and removed one at a time (the issuer's listener is started once).
+    private let setupLock = NSLock()
+    /// What a terminal made through the API is made with: the events it reports to, the CA keys.
+    private let terminalFeed: EventFeed
+    private let sharedODA: ODAConfiguration
     /// Follows udev for `udev:` readers, while started.
     /// Where the readers and the daemon's own vpcd cards log.
     let logger: Logger
@@ -56,14 +66,8 @@ public final class Bench: @unchecked Sendable {
     public init(configuration: DaemonConfiguration, logger: Logger = Logger(label: "cardbenchd")) throws {
         self.logger = logger
         self.configuration = configuration
-        if configuration.manualClock {
-            let manual = ManualClock(secondsSince1970: configuration.clockStart / 1_000_000)
-            manualClock = manual
-            clock = manual
-        } else {
-            manualClock = nil
-            clock = SystemClock()
-        }
+        benchClock = BenchClock(manual: configuration.manualClock, startMicroseconds: configuration.clockStart)
+        clock = benchClock
         try FileManager.default.createDirectory(atPath: configuration.stateDirectory, withIntermediateDirectories: true)
         ledger = try Ledger.openFile((configuration.stateDirectory as NSString).appendingPathComponent("ledger.sqlite"),
                                     outboxMaxAttempts: configuration.callbacks.maxAttempts)
@@ -97,16 +101,19 @@ public final class Bench: @unchecked Sendable {
         let feed = EventFeed(hub: events, clock: clock, metrics: metrics)
         let revoked = try CAPKStore.revoked(configuration.revokedCertificates, key: "emv.revoked")
         let sharedKeys = try CAPKStore.loadWithEmbedded(configuration.capkFiles, key: "emv.capk")
+        terminalFeed = feed
+        sharedODA = ODAConfiguration(caKeys: sharedKeys, revoked: revoked)
         let clock = self.clock
-        terminals = try configuration.terminals.map { settings in
+        let terminals = try configuration.terminals.map { settings in
             let keys = try settings.capkFiles.map { files in try CAPKStore.loadWithEmbedded(files, key: "terminal.\(settings.name).capk") } ?? sharedKeys
             return try TerminalRuntime(settings: settings, runtimeDirectory: runtime, demoCard: demo, demoInterface: configuration.demoInterface,
                                        events: feed, logger: logger, oda: ODAConfiguration(caKeys: keys, revoked: revoked), clock: clock)
         }
+        terminalList = TerminalList(terminals: terminals)
         for t in configuration.terminals { _ = try ledger.ensureTerminal(name: t.name, tid: t.tid) }
         recovered = try ledger.recoverInterrupted(now: clock.nowMicroseconds())
         var context = WorkflowContext(store: ledger, host: host, clock: clock, events: feed,
-                                      cards: ProfileDirectory(profiles: profiles), terminals: TerminalList(terminals: terminals),
+                                      cards: ProfileDirectory(profiles: profiles), terminals: terminalList,
                                       settings: configuration.workflowSettings)
         for t in configuration.terminals where !t.emulatedHost {
             guard let upstream = t.upstream ?? configuration.upstream else { continue }
@@ -154,20 +161,9 @@ public final class Bench: @unchecked Sendable {
     public func start() throws {
         for t in terminals { try t.start() }
         if let port = configuration.iso8583.listenPort {
-            let service = try ISO8583IssuerService(host: host, ledger: ledger, clock: clock, packager: configuration.iso8583.packager,
-                                                   amountTable: configuration.iso8583AmountTable, logger: logger) { [events = context.events] stored in
-                events.publish(.recorded(stan: stored.stan, status: stored.status, action: stored.action), terminal: ISO8583IssuerService.terminalName)
-            }
-            let listener: FramedListener
-            do throws(HostLinkError) { listener = try FramedListener(address: configuration.iso8583.listenAddress, port: port) } catch {
+            do { try startIssuerListener(address: configuration.iso8583.listenAddress, port: port) } catch let error as DaemonError {
                 throw ConfigurationError(key: "host.iso8583.listen", rule: error.description)
             }
-            let logger = logger
-            listener.start(framing: configuration.iso8583.framing, onError: { peer, error in
-                logger.notice("ISO 8583 connection from \(peer) ended: \(error)")
-            }, handle: { peer, bytes in service.handle(peer: peer, bytes) })
-            issuerListener.withLock { $0 = listener }
-            logger.info("ISO 8583 issuer listening on \(configuration.iso8583.listenAddress):\(listener.port) (\(configuration.iso8583.packager.name), \(configuration.iso8583.framing.rawValue))")
         }
         let links = configuration.terminals.compactMap { t in (context.upstream[t.name] as? ISO8583UpstreamLink).map { (t, $0) } }
         if !links.isEmpty, configuration.iso8583.signOn || configuration.iso8583.echoInterval != nil {
@@ -199,6 +195,28 @@ public final class Bench: @unchecked Sendable {
         for found in try udev.enumerate() { reader(found)?.attach(path: found.devnode) }
     }
 
+    /// Starts the emulated issuer's ISO 8583 listener at `address:port` (0: the kernel's choice).
+    private func startIssuerListener(address: String, port: UInt16) throws {
+        let service = try ISO8583IssuerService(host: host, ledger: ledger, clock: clock, packager: configuration.iso8583.packager,
+                                               amountTable: configuration.iso8583AmountTable, logger: logger) { [events = context.events] stored in
+            events.publish(.recorded(stan: stored.stan, status: stored.status, action: stored.action), terminal: ISO8583IssuerService.terminalName)
+        }
+        let listener: FramedListener
+        do throws(HostLinkError) { listener = try FramedListener(address: address, port: port) } catch {
+            throw DaemonError.failure(error.description)
+        }
+        let logger = logger
+        listener.start(framing: configuration.iso8583.framing, onError: { peer, error in
+            logger.notice("ISO 8583 connection from \(peer) ended: \(error)")
+        }, handle: { peer, bytes in service.handle(peer: peer, bytes) })
+        issuerListener.withLock { $0 = listener }
+        issuerListenAddress.withLock { $0 = address }
+        logger.info("ISO 8583 issuer listening on \(address):\(listener.port) (\(configuration.iso8583.packager.name), \(configuration.iso8583.framing.rawValue))")
+    }
+
+    /// The address the ISO 8583 issuer listens on.
+    let issuerListenAddress = Mutex<String?>(nil)
+
     /// Ends what is in progress and stops the readers. Returns what went wrong giving back the
     /// STANs reserved ahead, if anything did (a reboot then skips up to a block of them).
     @discardableResult
@@ -214,8 +232,68 @@ public final class Bench: @unchecked Sendable {
     }
 
     public func terminal(_ name: String?) throws(DaemonError) -> TerminalRuntime {
-        do throws(WorkflowError) { return try TerminalList(terminals: terminals).runtime(name) } catch { throw DaemonError(error) }
+        do throws(WorkflowError) { return try terminalList.runtime(name) } catch { throw DaemonError(error) }
     }
+
+    /// Why a scenario run may not set this daemon up, or nil when it may.
+    var scenarioSetupRefusal: DaemonError? {
+        configuration.scenarioSetup ? nil
+            : .forbidden("this daemon does not let a scenario run set it up (scenarios.setup: false): configure the terminals the scenarios name, and clock.mode: manual")
+    }
+
+    /// Makes a terminal with a virtual reader while the daemon runs (a scenario's own terminal,
+    /// `POST /v1/terminals`), started and ready. With an external host it gets its link, and the
+    /// emulated issuer starts listening for ISO 8583 on the loopback if it was not (a scripted
+    /// host asks it for approvals).
+    public func makeTerminal(_ settings: TerminalSettings, hostTimeout: Duration?) throws(DaemonError) -> TerminalRuntime {
+        if let refusal = scenarioSetupRefusal { throw refusal }
+        setupLock.lock()
+        defer { setupLock.unlock() }
+        guard terminals.first(where: { $0.settings.name == settings.name }) == nil else {
+            throw .conflict("a terminal named \(settings.name) exists already")
+        }
+        let runtime: TerminalRuntime
+        do {
+            runtime = try TerminalRuntime(settings: settings, runtimeDirectory: configuration.effectiveRuntimeDirectory, demoCard: nil,
+                                          events: terminalFeed, logger: logger, oda: sharedODA, clock: clock)
+            try runtime.start()
+            _ = try ledger.ensureTerminal(name: settings.name, tid: settings.tid)
+            if settings.upstream != nil, iso8583Port == nil { try startIssuerListener(address: "127.0.0.1", port: 0) }
+        } catch let error as DaemonError {
+            throw error
+        } catch {
+            throw .failure("terminal \(settings.name): \(error)")
+        }
+        if let upstream = settings.upstream {
+            context.upstream[settings.name] = ISO8583UpstreamLink(upstream: upstream, settings: configuration.iso8583Settings(for: settings),
+                                                                  timeout: hostTimeout ?? configuration.hostTimeout, logger: logger, clock: clock)
+        }
+        guard terminalList.add(runtime) else {
+            runtime.stop()
+            throw .conflict("a terminal named \(settings.name) exists already")
+        }
+        madeTerminals.withLock { _ = $0.insert(settings.name) }
+        return runtime
+    }
+
+    /// Removes a terminal made through the API (`DELETE /v1/terminals/{name}`), once idle.
+    public func removeTerminal(_ name: String) throws(DaemonError) {
+        setupLock.lock()
+        defer { setupLock.unlock() }
+        let runtime = try terminal(name)
+        guard madeTerminals.withLock({ $0.contains(name) }) else {
+            throw .conflict("terminal \(name) is configured (terminals:); only terminals made through the API are removed")
+        }
+        if let activity = runtime.currentActivity { throw .conflict("terminal \(name) is busy: \(activity)") }
+        _ = terminalList.remove(name)
+        madeTerminals.withLock { _ = $0.remove(name) }
+        context.upstream[name] = nil
+        runtime.stop()
+    }
+
+    /// The external host a terminal authorises against, and the format it speaks; nil for the
+    /// emulated issuer.
+    func upstream(of terminal: String) -> ISO8583UpstreamLink? { context.upstream[terminal] as? ISO8583UpstreamLink }
 
     public func profile(pan: String) -> CardProfile? { profiles[pan] }
 
@@ -316,12 +394,34 @@ enum ProfileEntry: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// The configured terminals, as the workflows find them by name.
-struct TerminalList: TerminalDirectory {
-    let terminals: [TerminalRuntime]
+/// The bench's terminals, which a scenario run may add to and remove from while it runs.
+final class TerminalList: TerminalDirectory, Sendable {
+    private let list: Mutex<[TerminalRuntime]>
+
+    init(terminals: [TerminalRuntime]) { list = Mutex(terminals) }
+
+    var all: [TerminalRuntime] { list.withLock { $0 } }
+
+    /// Adds `terminal` unless one has its name: whether it did.
+    func add(_ terminal: TerminalRuntime) -> Bool {
+        list.withLock { l in
+            guard !l.contains(where: { $0.settings.name == terminal.settings.name }) else { return false }
+            l.append(terminal)
+            return true
+        }
+    }
+
+    func remove(_ name: String) -> TerminalRuntime? {
+        list.withLock { l in
+            guard let i = l.firstIndex(where: { $0.settings.name == name }) else { return nil }
+            return l.remove(at: i)
+        }
+    }
 
     func terminal(_ name: String?) throws(WorkflowError) -> any TerminalSession { try runtime(name) }
 
     func runtime(_ name: String?) throws(WorkflowError) -> TerminalRuntime {
+        let terminals = all
         guard let name, !name.isEmpty else {
             guard let first = terminals.first else { throw .notFound("no terminal is configured") }
             return first

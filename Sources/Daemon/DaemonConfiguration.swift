@@ -249,6 +249,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var utcOffsetSeconds: Int = TimeZone.current.secondsFromGMT()
     /// Scenario files the console may run (`scenarios.directory`); nil: none.
     public var scenariosDirectory: String?
+    /// `scenarios.setup`: a scenario run may set the daemon up through the API, making the
+    /// terminals its scenarios declare (and removing them after) and switching the clock to
+    /// manual (and back). On by default, so a daemon started with no configuration runs the
+    /// library; off on a shared bench whose terminals and clock no run may touch.
+    public var scenarioSetup = true
     public var callbacks = CallbackSettings()
     public var worldline = WorldlineConfiguration()
     public var citcon = CitconConfiguration()
@@ -428,6 +433,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
             // Absolute, so a run's files are named the same wherever the daemon's working directory is.
             scenariosDirectory = URL(fileURLWithPath: directory).standardizedFileURL.path
         }
+        if let setup = try flag("scenarios.setup") { scenarioSetup = setup }
         demoCardSetting = text("demo.card").flatMap { $0.isEmpty ? nil : $0 }
         if try flag("demo.enabled") == true { demoCard = demoCardSetting ?? EmbeddedDefaults.demoCard }
         if let verb = text("demo.interface") {

@@ -41,11 +41,21 @@ public struct ScenarioRunner: Sendable {
     private let cores = InProcessCores()
     /// The scripted ISO 8583 hosts started for a running daemon's terminals.
     private let hosts = ScriptedHosts()
+    /// What the run set up on a running daemon (its terminals, its clock).
+    private let setup: DaemonSetup?
 
-    public init(target: ScenarioTarget) { self.target = target }
+    /// `setUp`: against a daemon, make the terminals the scenarios declare and switch its clock
+    /// to manual (`DaemonSetup`); off when every scenario is sent to one terminal (`--terminal`).
+    public init(target: ScenarioTarget, setUp: Bool = true) {
+        self.target = target
+        if case .daemon(let endpoint) = target, setUp { setup = DaemonSetup(client: DaemonClient(endpoint: endpoint)) } else { setup = nil }
+    }
 
     /// Runs one loaded scenario.
-    public func run(_ scenario: Scenario) async -> ScenarioResult {
+    public func run(_ scenario: Scenario) async -> ScenarioResult { await run(scenario, lane: 0, jobs: 1) }
+
+    /// Runs one loaded scenario as job `lane` of `jobs` run at once.
+    func run(_ scenario: Scenario, lane: Int, jobs: Int) async -> ScenarioResult {
         let start = ContinuousClock.now
         var failure: String?
         do {
@@ -62,7 +72,9 @@ public struct ScenarioRunner: Sendable {
             case .daemon(let endpoint):
                 let client = DaemonClient(endpoint: endpoint)
                 try client.checkReachable()
-                var execution = Execution(scenario: scenario, client: client, scriptedHosts: hosts)
+                var (onDaemon, host): (Scenario, ScriptedISO8583Host?) = (scenario, nil)
+                if let setup { (onDaemon, host) = try await setup.prepare(scenario, lane: lane, jobs: jobs) }
+                var execution = Execution(scenario: onDaemon, client: client, iso8583Host: host, scriptedHosts: hosts)
                 try await execution.run()
             }
         } catch let error as StepFailure {
@@ -77,11 +89,12 @@ public struct ScenarioRunner: Sendable {
     }
 
     /// Runs `scenarios` with up to `jobs` at once, each on terminals of its own (in process, a
-    /// daemon core per scenario running; against a daemon, `Execution` keeps them apart), and
+    /// daemon core per scenario running; against a daemon, terminals made for each job), and
     /// returns the results in the library's order. `report` gets each result in that order too,
     /// as soon as it and every one before it are done, so a run's output is the same whatever
-    /// `jobs` is.
+    /// `jobs` is. Against a daemon, a scenario that uses the daemon's clock runs alone.
     public func run(_ scenarios: [Scenario], jobs: Int, report: @escaping (ScenarioResult) -> Void = { _ in }) async -> [ScenarioResult] {
+        let jobs = max(1, jobs)
         var results = [ScenarioResult?](repeating: nil, count: scenarios.count)
         var reported = 0
         func flush() {
@@ -90,28 +103,49 @@ public struct ScenarioRunner: Sendable {
                 reported += 1
             }
         }
-        await withTaskGroup(of: (Int, ScenarioResult).self) { group in
+        let alone: (Scenario) -> Bool = { scenario in
+            if case .daemon = target { return jobs > 1 && scenario.usesTheClock }
+            return false
+        }
+        await withTaskGroup(of: (Int, Int, ScenarioResult).self) { group in
             var next = 0
+            var freeLanes = Array((0..<jobs).reversed())
+            var running = 0
+            var exclusive = false
             func launch() {
-                let i = next
+                let i = next, lane = freeLanes.removeLast()
                 next += 1
+                running += 1
+                exclusive = alone(scenarios[i])
                 let scenario = scenarios[i]
-                group.addTask { (i, await self.run(scenario)) }
+                group.addTask { (i, lane, await self.run(scenario, lane: lane, jobs: jobs)) }
             }
-            while next < min(max(1, jobs), scenarios.count) { launch() }
-            for await (i, result) in group {
+            func fill() {
+                while next < scenarios.count, !freeLanes.isEmpty, !exclusive {
+                    // One that runs alone waits for the others to end.
+                    if alone(scenarios[next]) && running > 0 { return }
+                    launch()
+                }
+            }
+            fill()
+            for await (i, lane, result) in group {
                 results[i] = result
+                running -= 1
+                freeLanes.append(lane)
+                if running == 0 { exclusive = false }
                 flush()
-                if next < scenarios.count { launch() }
+                fill()
             }
         }
         return results.map { $0! }
     }
 
-    /// Stops the in-process daemon cores this runner started and removes their files.
+    /// Stops the in-process daemon cores this runner started and removes their files; against a
+    /// daemon, removes the terminals the run made and gives its clock back.
     public func finish() async {
         for core in cores.drain() { await core.stop() }
         for host in hosts.drain() { host.stop() }
+        await setup?.finish()
     }
 }
 

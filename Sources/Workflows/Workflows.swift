@@ -1,6 +1,7 @@
 import EMV
 import Fronts
 import LedgerModel
+import Synchronization
 import Terminal
 
 /// Every transaction workflow of every front: a sale or pre-authorisation with a card, a cancel,
@@ -136,8 +137,8 @@ public struct WorkflowContext: Sendable {
     /// Timeouts and scripted tables.
     public let settings: WorkflowSettings
     /// The external hosts terminals authorise against, by terminal name; a terminal not named
-    /// asks the emulated issuer.
-    public var upstream: [String: any UpstreamLink] = [:]
+    /// asks the emulated issuer. Shared: a terminal made while the daemon runs adds its own.
+    public let upstream = UpstreamLinks()
     /// Operations on one payment, one at a time, for every surface (`PaymentSerialiser`).
     public let payments = PaymentSerialiser()
 
@@ -177,4 +178,16 @@ public struct WorkflowContext: Sendable {
     }
 
     func publish(_ event: BenchEvent, terminal: String?) { events.publish(event, terminal: terminal) }
+}
+
+/// The external hosts terminals authorise against, by terminal name.
+public final class UpstreamLinks: Sendable {
+    private let links = Mutex<[String: any UpstreamLink]>([:])
+
+    public init() {}
+
+    public subscript(terminal: String) -> (any UpstreamLink)? {
+        get { links.withLock { $0[terminal] } }
+        set { links.withLock { $0[terminal] = newValue } }
+    }
 }

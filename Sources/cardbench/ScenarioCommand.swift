@@ -84,7 +84,7 @@ struct ScenarioRun: AsyncParsableCommand {
         }
         // A shard of a library smaller than the shard count may be empty: nothing to run is not an error then.
         guard !scenarios.isEmpty || shard != nil else { throw CLIError(message: "no scenario files under \(paths.joined(separator: ", "))", code: 2) }
-        let runner = ScenarioRunner(target: socket.map { .daemon($0) } ?? .inProcess)
+        let runner = ScenarioRunner(target: socket.map { .daemon($0) } ?? .inProcess, setUp: terminal == nil)
         let json = self.json
         let results = await runner.run(scenarios, jobs: jobs) { result in
             guard !json else { return }

@@ -166,14 +166,14 @@ struct ScenarioTests {
         #expect(pan.contains("got \"476173******0010\""), "\(pan)")
     }
 
-    @Test("against a running daemon, a scenario with iso8583_host needs its terminal to have an iso8583:// host in its format")
+    @Test("against a running daemon's own terminal (no set-up), a scenario with iso8583_host needs it to have an iso8583:// host in its format")
     func iso8583AgainstDaemon() async throws {
         let plain = try Scenario.parse("name: plain\nsteps:\n  - wait: 0\n", file: repositoryRoot.appendingPathComponent("Scenarios/x.yaml").path)
         let nac = try Scenario.parse("name: nac\nterminal: bench1\niso8583_host: {packager: pyiso8583-default-ascii, framing: nac}\nsteps:\n  - wait: 0\n",
                                      file: repositoryRoot.appendingPathComponent("Scenarios/x.yaml").path)
         // A core whose bench1 asks the emulated issuer.
         let emulated = try await InProcessDaemon(InProcessDaemon.Key(plain))
-        let runner = ScenarioRunner(target: .daemon(emulated.client.endpoint))
+        let runner = ScenarioRunner(target: .daemon(emulated.client.endpoint), setUp: false)
         let refused = await runner.run(nac)
         await runner.finish()
         await emulated.stop()
@@ -183,7 +183,7 @@ struct ScenarioTests {
         let binary = try Scenario.parse("name: b\nterminal: bench1\niso8583_host: {}\nsteps:\n  - wait: 0\n",
                                         file: repositoryRoot.appendingPathComponent("Scenarios/x.yaml").path)
         let other = try await InProcessDaemon(InProcessDaemon.Key(binary))
-        let second = ScenarioRunner(target: .daemon(other.client.endpoint))
+        let second = ScenarioRunner(target: .daemon(other.client.endpoint), setUp: false)
         let mismatch = await second.run(nac)
         await second.finish()
         await other.stop()

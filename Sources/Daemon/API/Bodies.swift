@@ -1,6 +1,7 @@
 import EMV
 import Foundation
 import Hummingbird
+import ISO8583
 import Ledger
 import NIOCore
 import Terminal
@@ -29,8 +30,11 @@ public struct ClockBody: Codable, Sendable {
     /// The peers the terminals wait on will not answer (a scripted host told to time out): their
     /// timeouts come as soon as nothing else can happen.
     public let peersSilent: Bool?
+    /// `manual` or `system`: switches the bench's clock (a scenario run's set-up, `scenarios.setup`).
+    public let mode: String?
 
-    public init(set: String? = nil, advanceSeconds: Int64? = nil, waits: String? = nil, peersSilent: Bool? = nil) {
+    public init(set: String? = nil, advanceSeconds: Int64? = nil, waits: String? = nil, peersSilent: Bool? = nil, mode: String? = nil) {
+        self.mode = mode
         self.set = set
         self.advanceSeconds = advanceSeconds
         self.waits = waits
@@ -171,4 +175,100 @@ public struct ISO8583EchoBody: Codable, Sendable {
     public let signOn: Bool?
 
     public init(signOn: Bool? = nil) { self.signOn = signOn }
+}
+
+/// `POST /v1/terminals`: a terminal with a virtual reader made while the daemon runs (a
+/// scenario's own terminal, docs/scenarios.md "Terminals in scenarios"); the settings are those of
+/// `terminal.<name>.*` in the configuration.
+public struct TerminalBody: Codable, Sendable {
+    public var name: String
+    /// 8 digits; one is chosen when absent.
+    public var tid: String?
+    /// 10 hex digits.
+    public var tacDefault: String?
+    public var fallback: Bool?
+    /// contact, contactless, magstripe.
+    public var interfaces: [String]?
+    /// Minor units.
+    public var contactlessTransactionLimit: Int?
+    public var contactlessFloorLimit: Int?
+    public var contactlessCVMLimit: Int?
+    /// `iso8583://HOST:PORT`: an external host instead of the emulated issuer.
+    public var host: String?
+    public var iso8583Packager: String?
+    public var iso8583Framing: String?
+    /// The terminal's host timeout (1 to 120 s; the daemon's `host.timeout_seconds` when absent).
+    public var hostTimeoutSeconds: Int?
+
+    public init(name: String) { self.name = name }
+}
+
+extension TerminalBody {
+    /// The terminal's settings, each field checked with the rule it breaks; and its host timeout.
+    static func settings(_ body: TerminalBody, bench: Bench) throws(DaemonError) -> (TerminalSettings, Duration?) {
+        guard DaemonConfiguration.isValidName(body.name) else {
+            throw .badRequest(field: "name", rule: "must be 1 to 32 letters, digits, - and _, got \(body.name.prefix(40).debugDescription)")
+        }
+        // A name keeps its TID in the ledger for ever: the same name is given the same one.
+        var tid = body.tid ?? "9" + String(format: "%07d", Self.stableHash(body.name) % 10_000_000)
+        if let given = body.tid {
+            guard given.count == 8, given.allSatisfy(\.isASCIIDigit) else { throw .badRequest(field: "tid", rule: "must be 8 digits, got \(given.prefix(20).debugDescription)") }
+            tid = given
+        }
+        var settings = TerminalSettings(name: body.name, tid: tid, reader: .virtual(name: body.name))
+        if let hex = body.tacDefault {
+            guard hex.count == 10, let bytes = try? Hex.decode(hex) else {
+                throw .badRequest(field: "tacDefault", rule: "must be 10 hex digits (5 bytes), got \(hex.prefix(20).debugDescription)")
+            }
+            settings.tacDefault = bytes
+        }
+        settings.fallback = body.fallback ?? false
+        if let names = body.interfaces {
+            let interfaces = names.compactMap(CardInterface.init(rawValue:))
+            guard !names.isEmpty, interfaces.count == names.count else {
+                throw .badRequest(field: "interfaces", rule: "must be a list of contact, contactless, magstripe, got \(names)")
+            }
+            settings.interfaces = Set(interfaces)
+        }
+        for (field, value) in [("contactlessTransactionLimit", body.contactlessTransactionLimit), ("contactlessFloorLimit", body.contactlessFloorLimit),
+                               ("contactlessCVMLimit", body.contactlessCVMLimit)] {
+            if let value, value < 0 || value > 99_999_999_99 { throw .badRequest(field: field, rule: "must be 0 to 9999999999 minor units, got \(value)") }
+        }
+        settings.contactlessTransactionLimit = body.contactlessTransactionLimit
+        settings.contactlessFloorLimit = body.contactlessFloorLimit
+        settings.contactlessCVMLimit = body.contactlessCVMLimit
+        if let host = body.host {
+            do throws(ConfigurationError) { settings.upstream = try ISO8583Upstream(parsing: host, key: "host") } catch {
+                throw .badRequest(field: "host", rule: error.rule)
+            }
+        }
+        if let name = body.iso8583Packager {
+            guard let p = Packager.named(name) else {
+                throw .badRequest(field: "iso8583Packager", rule: "must be one of \(Packager.all.map(\.name).joined(separator: ", ")), got \(name.prefix(40).debugDescription)")
+            }
+            settings.iso8583Packager = p
+        }
+        if let name = body.iso8583Framing {
+            guard let f = Framing(rawValue: name) else {
+                throw .badRequest(field: "iso8583Framing", rule: "must be one of \(Framing.allCases.map(\.rawValue).joined(separator: ", ")), got \(name.prefix(40).debugDescription)")
+            }
+            settings.iso8583Framing = f
+        }
+        if (body.iso8583Packager != nil || body.iso8583Framing != nil) && body.host == nil {
+            throw .badRequest(field: "host", rule: "iso8583Packager and iso8583Framing need an external host (iso8583://HOST:PORT)")
+        }
+        var timeout: Duration?
+        if let seconds = body.hostTimeoutSeconds {
+            guard (1...120).contains(seconds) else { throw .badRequest(field: "hostTimeoutSeconds", rule: "must be 1 to 120, got \(seconds)") }
+            timeout = .seconds(seconds)
+        }
+        return (settings, timeout)
+    }
+
+    /// FNV-1a of the name: the same TID for the same name in every daemon.
+    static func stableHash(_ text: String) -> UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in text.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return h
+    }
 }

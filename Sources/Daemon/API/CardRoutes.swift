@@ -134,17 +134,18 @@ extension Bench {
                                        "worldline": configuration.worldline.settings.amountTable.option, "citcon": configuration.citcon.settings.amountTable.option,
                                        "iso8583": configuration.iso8583AmountTable.option],
                         timeoutSeconds: Double(configuration.hostTimeout.components.seconds), queues: queues,
-                        upstreams: Dictionary(uniqueKeysWithValues: configuration.terminals.map { t in
-                            (t.name, context.upstream[t.name] == nil ? "emulated" : (t.upstream ?? configuration.upstream)?.url ?? "emulated")
+                        upstreams: Dictionary(uniqueKeysWithValues: terminals.map { t in
+                            (t.settings.name, upstream(of: t.settings.name)?.upstream.url ?? "emulated")
                         }),
                         iso8583: ISO8583View(packager: configuration.iso8583.packager.name, framing: configuration.iso8583.framing.rawValue,
                                              listen: iso8583Port.map { port in
-                                                 let a = configuration.iso8583.listenAddress
+                                                 let a = issuerListenAddress.withLock { $0 } ?? configuration.iso8583.listenAddress
                                                  return (a.contains(":") ? "[\(a)]" : a) + ":\(port)"
                                              }),
-                        upstreamFormats: Dictionary(uniqueKeysWithValues: configuration.terminals.filter { context.upstream[$0.name] != nil }.map { t in
-                            let s = configuration.iso8583Settings(for: t)
-                            return (t.name, ISO8583FormatView(packager: s.packager.name, framing: s.framing.rawValue))
+                        upstreamFormats: Dictionary(uniqueKeysWithValues: terminals.compactMap { t in
+                            upstream(of: t.settings.name).map { link in
+                                (t.settings.name, ISO8583FormatView(packager: link.settings.packager.name, framing: link.settings.framing.rawValue))
+                            }
                         }))
     }
 }

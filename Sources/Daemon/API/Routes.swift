@@ -94,6 +94,18 @@ struct TerminalRoutes {
         routes.get("/v1/terminals") { _, _ in json(try bench.terminals.map { try TerminalView($0, bench) }) }
         routes.get("/v1/terminals/:name") { _, context in json(try TerminalView(try bench.terminal(context.parameters.get("name")), bench)) }
         routes.get("/v1/readers") { _, _ in json(bench.terminals.map(ReaderView.init)) }
+        let admin = routes.group().add(middleware: AdminOnlyMiddleware(bench: bench))
+        admin.post("/v1/terminals") { request, context in
+            if let refusal = bench.scenarioSetupRefusal { throw refusal }
+            let body = try await decode(TerminalBody.self, request, context)
+            let (settings, timeout) = try TerminalBody.settings(body, bench: bench)
+            let made = try bench.makeTerminal(settings, hostTimeout: timeout)
+            return json(try TerminalView(made, bench), status: .created)
+        }
+        admin.delete("/v1/terminals/:name") { _, context in
+            try bench.removeTerminal(try context.parameters.require("name"))
+            return Response(status: .noContent)
+        }
         routes.post("/v1/terminals/:name/card") { request, context in
             let body = try await decode(CardBody.self, request, context)
             try bench.insertCard(terminal: context.parameters.get("name"), profile: try ProfileSource(name: body.profile, yaml: body.profileYAML),
@@ -159,10 +171,20 @@ struct HostRoutes {
         }
         routes.get("/v1/clock") { _, _ in json(ClockView(bench)) }
         routes.post("/v1/clock") { request, context in
-            guard let manual = bench.manualClock else {
-                throw DaemonError.conflict("the clock is the system clock; start the daemon with clock.mode: manual to set it")
-            }
             let body = try await decode(ClockBody.self, request, context)
+            if let mode = body.mode {
+                guard mode == "manual" || mode == "system" else {
+                    throw DaemonError.badRequest(field: "mode", rule: "must be manual or system, got \(mode.prefix(40).debugDescription)")
+                }
+                if (mode == "manual") != bench.benchClock.isManual {
+                    if let refusal = bench.scenarioSetupRefusal { throw refusal }
+                    bench.benchClock.use(manual: mode == "manual")
+                }
+                if body.set == nil && body.advanceSeconds == nil && body.peersSilent == nil && body.waits == nil { return json(ClockView(bench)) }
+            }
+            guard let manual = bench.manualClock else {
+                throw DaemonError.conflict("the clock is the system clock; start the daemon with clock.mode: manual (or send mode: manual) to set it")
+            }
             if let waits = body.waits {
                 guard let mode = WaitMode(rawValue: waits) else {
                     throw DaemonError.badRequest(field: "waits", rule: "must be virtual, scripted or real, got \(waits.prefix(40).debugDescription)")

@@ -1,0 +1,99 @@
+import Daemon
+import DaemonTestSupport
+import Foundation
+import Scenario
+import TestSupport
+import Testing
+
+/// A scenario run sets a running daemon up (`scenarios.setup`): the terminals its scenarios
+/// declare, one set per job, and a manual clock; and it leaves nothing behind.
+@Suite("Scenario runs set a daemon up", .serialized)
+struct DaemonSetupTests {
+    static func terminals(_ client: DaemonClient) async throws -> [String] {
+        let reply = try await client.send(method: "GET", "/v1/terminals")
+        let list = try #require(try JSONSerialization.jsonObject(with: reply.body) as? [[String: Any]])
+        return list.compactMap { $0["name"] as? String }.sorted()
+    }
+
+    static func clockMode(_ client: DaemonClient) async throws -> String? {
+        let reply = try await client.send(method: "GET", "/v1/clock")
+        return (try JSONSerialization.jsonObject(with: reply.body) as? [String: Any])?["mode"] as? String
+    }
+
+    @Test("the whole library passes against a cardbenchd started with no configuration, the same with 1 and 4 jobs; afterwards its terminals and clock are as before")
+    func libraryAgainstBareDaemon() async throws {
+        let daemon = try await DaemonProcess()
+        defer { daemon.stop() }
+        let before = try await Self.terminals(daemon.client)
+        #expect(try await Self.clockMode(daemon.client) == "system")
+        let scenarios = try library.map { try Scenario.load($0) }
+        var reports: [[String]] = []
+        for jobs in [1, 4] {
+            let runner = ScenarioRunner(target: .daemon(daemon.socket))
+            let results = await runner.run(scenarios, jobs: jobs)
+            await runner.finish()
+            let failed = results.filter { !$0.passed }
+            #expect(failed.isEmpty, "\(jobs) job(s): \(failed.prefix(3).map { $0.failure ?? "" })")
+            reports.append(results.map { "\($0.file) \($0.passed) \($0.failure ?? "")" })
+            #expect(try await Self.terminals(daemon.client) == before, "the run's terminals are left over")
+            #expect(try await Self.clockMode(daemon.client) == "system")
+        }
+        #expect(reports[0] == reports[1])
+        #expect(reports[0].count == library.count)
+    }
+
+    @Test("scenarios.setup: false: no terminal is made and the clock stays, each refusal naming the setting; a scenario declaring its terminal fails so")
+    func refused() async throws {
+        let daemon = try await DaemonProcess(config: "scenarios:\n  setup: false\n")
+        defer { daemon.stop() }
+        let made = try await daemon.client.send(method: "POST", "/v1/terminals", json: TerminalBody(name: "t2"))
+        #expect(made.status == 403 && made.errorMessage.contains("scenarios.setup: false"), "\(made.status) \(made.errorMessage)")
+        let clock = try await daemon.client.send(method: "POST", "/v1/clock", json: ClockBody(mode: "manual"))
+        #expect(clock.status == 403 && clock.errorMessage.contains("scenarios.setup: false"), "\(clock.status) \(clock.errorMessage)")
+        let file = repositoryRoot.appendingPathComponent("Scenarios/iso8583/timeout-z3-reversed.yaml").path
+        let runner = ScenarioRunner(target: .daemon(daemon.socket))
+        let result = await runner.run(try Scenario.load(file))
+        await runner.finish()
+        #expect(result.failure?.contains("scenarios.setup: false") == true, "\(result.failure ?? "passed")")
+        #expect(try await Self.terminals(daemon.client) == ["bench1"])
+    }
+
+    @Test("POST and DELETE /v1/terminals: made, used, refused with the field and rule, removed; a configured terminal is not removed")
+    func makeAndRemove() async throws {
+        let daemon = try await DaemonProcess()
+        defer { daemon.stop() }
+        let client = daemon.client
+        var body = TerminalBody(name: "lane-1")
+        body.tacDefault = "0000000000"
+        body.interfaces = ["contact"]
+        let made = try await client.send(method: "POST", "/v1/terminals", json: body)
+        #expect(made.status == 201, "\(made.errorMessage)")
+        #expect(try await Self.terminals(client) == ["bench1", "lane-1"])
+        // It is a terminal like the others: a card in its reader, a sale on it.
+        let card = try await client.send(method: "POST", "/v1/terminals/lane-1/card", json: ["profile": "visa-credit-cvn10"])
+        #expect(card.status == 200 || card.status == 201, "\(card.errorMessage)")
+        _ = try await client.send(method: "POST", "/v1/terminals/lane-1/keypad", json: ["pin": "1234"])
+        let sale = try await client.send(method: "POST", "/v1/open",
+                                         json: ["url": "vivapayclient://pay/v1?callback=pos://r&action=sale&amount=100", "terminal": "lane-1"])
+        #expect(sale.status == 200 && String(decoding: sale.body, as: UTF8.self).contains("status=success"), "\(String(decoding: sale.body, as: UTF8.self))")
+        let again = try await client.send(method: "POST", "/v1/terminals", json: body)
+        #expect(again.status == 409 && again.errorMessage.contains("exists already"), "\(again.errorMessage)")
+        for (field, edit) in [("tacDefault", { (b: inout TerminalBody) in b.tacDefault = "00" }),
+                              ("interfaces", { (b: inout TerminalBody) in b.interfaces = ["chip"] }),
+                              ("host", { (b: inout TerminalBody) in b.host = "tcp://h:1" }),
+                              ("hostTimeoutSeconds", { (b: inout TerminalBody) in b.hostTimeoutSeconds = 0 }),
+                              ("name", { (b: inout TerminalBody) in b.name = "no spaces" })] {
+            var bad = TerminalBody(name: "lane-2")
+            edit(&bad)
+            let reply = try await client.send(method: "POST", "/v1/terminals", json: bad)
+            #expect(reply.status == 400 && reply.errorMessage.contains(field), "\(field): \(reply.status) \(reply.errorMessage)")
+        }
+        let configured = try await client.send(method: "DELETE", "/v1/terminals/bench1")
+        #expect(configured.status == 409 && configured.errorMessage.contains("configured"), "\(configured.errorMessage)")
+        let removed = try await client.send(method: "DELETE", "/v1/terminals/lane-1")
+        #expect(removed.status == 204)
+        let gone = try await client.send(method: "DELETE", "/v1/terminals/lane-1")
+        #expect(gone.status == 404)
+        #expect(try await Self.terminals(client) == ["bench1"])
+    }
+}
