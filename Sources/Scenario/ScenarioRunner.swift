@@ -62,7 +62,11 @@ public struct ScenarioRunner: Sendable {
             switch target {
             case .inProcess:
                 let daemon = try await cores.checkOut(for: scenario)
-                var execution = Execution(scenario: scenario, client: daemon.client, iso8583Host: daemon.iso8583Host, clock: daemon.bench.manualClock)
+                // The scenario's terminal is made in the core as it would be in a daemon
+                // (`DaemonSetup`), so one core serves every terminal the library declares.
+                var (onCore, host): (Scenario, ScriptedISO8583Host?) = (scenario, daemon.iso8583Host)
+                if daemon.iso8583Host == nil { (onCore, host) = try await daemon.setup.prepare(scenario, lane: 0, jobs: 1) }
+                var execution = Execution(scenario: onCore, client: daemon.client, iso8583Host: host, clock: daemon.bench.manualClock)
                 do { try await execution.run() } catch {
                     // A core a scenario failed in may be left mid-transaction: it is not reused.
                     await daemon.stop()
@@ -183,7 +187,8 @@ struct StepFailure: Error, CustomStringConvertible {
 /// A daemon core: a `Bench` on a temporary state directory, the API on a Unix socket of its own,
 /// a manual clock.
 final class InProcessDaemon: @unchecked Sendable {
-    /// What makes two scenarios' cores interchangeable.
+    /// What makes two scenarios' cores interchangeable: the card profiles they load. The
+    /// terminals a scenario declares are made in the core when it runs (`DaemonSetup`).
     struct Key: Hashable, Sendable {
         let cardsDirectory: String
         let terminal: String
@@ -193,6 +198,15 @@ final class InProcessDaemon: @unchecked Sendable {
         let iso8583: [String]?
 
         init(_ scenario: Scenario) {
+            cardsDirectory = Scenario.cardsDirectory(for: scenario.file)
+            terminal = "bench1"
+            tacDefault = nil
+            options = TerminalOptions()
+            iso8583 = nil
+        }
+
+        /// A core whose one terminal is the scenario's, configured at start as a daemon's is.
+        init(terminalOf scenario: Scenario) {
             cardsDirectory = Scenario.cardsDirectory(for: scenario.file)
             terminal = scenario.terminal
             tacDefault = scenario.tacDefault
@@ -207,6 +221,8 @@ final class InProcessDaemon: @unchecked Sendable {
     let client: DaemonClient
     /// The external host the terminal authorises against (scenarios with `iso8583_host:`).
     let iso8583Host: ScriptedISO8583Host?
+    /// The terminals made in this core for the scenarios it ran, and their scripted hosts.
+    let setup: DaemonSetup
     private let server: Task<Void, any Error>
 
     init(_ key: Key) async throws {
@@ -255,7 +271,8 @@ final class InProcessDaemon: @unchecked Sendable {
             iso8583Host = nil
         }
         var benchLogger = Logger(label: "cardbench-scenario-core")
-        benchLogger.logLevel = .warning
+        // A scenario's unanswered reversal is what it checks, not news for the run's output.
+        benchLogger.logLevel = .error
         bench = try Bench(configuration: configuration, logger: benchLogger)
         try bench.start()
         let runtime = configuration.effectiveRuntimeDirectory
@@ -269,6 +286,7 @@ final class InProcessDaemon: @unchecked Sendable {
         // blocking calls, and the daemon must answer regardless, as a separate process would.
         server = Task(executorPreference: ThreadExecutor.shared) { try await app.runService() }
         client = DaemonClient(endpoint: socket)
+        setup = DaemonSetup(client: client)
         let deadline = ContinuousClock.now + .seconds(60)
         while (try? await client.send(method: "GET", "/v1/health", timeout: .seconds(1)))?.status != 200 {
             guard ContinuousClock.now < deadline else { throw StepFailure(description: "the in-process daemon did not answer on \(socket)") }
@@ -281,6 +299,7 @@ final class InProcessDaemon: @unchecked Sendable {
     /// until the process ends (well past the 1,024 descriptors `select` can watch, which
     /// Foundation's `Process` relies on).
     func stop() async {
+        await setup.finish()
         server.cancel()
         _ = await server.result
         iso8583Host?.stop()

@@ -172,7 +172,7 @@ struct ScenarioTests {
         let nac = try Scenario.parse("name: nac\nterminal: bench1\niso8583_host: {packager: pyiso8583-default-ascii, framing: nac}\nsteps:\n  - wait: 0\n",
                                      file: repositoryRoot.appendingPathComponent("Scenarios/x.yaml").path)
         // A core whose bench1 asks the emulated issuer.
-        let emulated = try await InProcessDaemon(InProcessDaemon.Key(plain))
+        let emulated = try await InProcessDaemon(InProcessDaemon.Key(terminalOf: plain))
         let runner = ScenarioRunner(target: .daemon(emulated.client.endpoint), setUp: false)
         let refused = await runner.run(nac)
         await runner.finish()
@@ -182,7 +182,7 @@ struct ScenarioTests {
         // A core whose bench1 has a scripted host in another format.
         let binary = try Scenario.parse("name: b\nterminal: bench1\niso8583_host: {}\nsteps:\n  - wait: 0\n",
                                         file: repositoryRoot.appendingPathComponent("Scenarios/x.yaml").path)
-        let other = try await InProcessDaemon(InProcessDaemon.Key(binary))
+        let other = try await InProcessDaemon(InProcessDaemon.Key(terminalOf: binary))
         let second = ScenarioRunner(target: .daemon(other.client.endpoint), setUp: false)
         let mismatch = await second.run(nac)
         await second.finish()
