@@ -25,6 +25,9 @@ struct ScenarioBench: AsyncParsableCommand {
     @Option(help: "Run up to N scenarios at once (the goal is measured with 2, one per core of the reference machine).")
     var jobs = 2
 
+    @Option(help: "Instead of the library: a generated one of this many scenarios (cardbench scenario generate), run at a tenth of its size and at full size, to show time per scenario and memory as it grows.")
+    var generated: Int?
+
     @Flag(help: "Print the figures as JSON.")
     var json = false
 
@@ -41,6 +44,7 @@ struct ScenarioBench: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if let generated { return try await runGenerated(generated) }
         let scenarios: [Scenario]
         do throws(ScenarioError) { scenarios = try ScenarioRun.load(paths) } catch {
             throw CLIError(message: "malformed scenario: \(error)", code: 2)
@@ -89,5 +93,46 @@ struct ScenarioBench: AsyncParsableCommand {
             for s in figures.slowest { print(String(format: "  %8.3f s  %@", s.seconds, s.file)) }
         }
         if figures.failed > 0 { throw ExitCode(1) }
+    }
+
+    /// The generated library at a tenth of `count` and at `count`: seconds per scenario at each
+    /// size (linear: the same), and this process's resident set at each tenth of the full run
+    /// (flat: no growth with the library's size).
+    func runGenerated(_ count: Int) async throws {
+        guard count >= 100 else { throw CLIError(message: "--generated: at least 100", code: 2) }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cardbench-generated-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = try ScenarioGenerate.write(count: count, into: directory.path, cards: "Scenarios/cards")
+        let all: [Scenario]
+        do throws(ScenarioError) { all = try ScenarioRun.load([directory.path]) } catch { throw CLIError(message: "the generated library: \(error)") }
+        let target: ScenarioTarget = socket.map { .daemon($0) } ?? .inProcess
+        let pid = ProcessInfo.processInfo.processIdentifier
+        var lines: [(size: Int, seconds: Double, failed: Int, rss: [Int])] = []
+        for size in [count / 10, count] {
+            let runner = ScenarioRunner(target: target)
+            var done = 0
+            var rss: [Int] = []
+            let start = Date()
+            let results = await runner.run(Array(all.prefix(size)), jobs: jobs) { _ in
+                done += 1
+                if done % max(1, size / 10) == 0 { rss.append(SaleBench.residentKB(pid)) }
+            }
+            let seconds = Date().timeIntervalSince(start)
+            await runner.finish()
+            lines.append((size, seconds, results.filter { !$0.passed }.count, rss))
+        }
+        print("cardbench bench scenarios --generated \(count): \(socket == nil ? "in process" : "against \(socket!)"), --jobs \(jobs)")
+        for l in lines {
+            print(String(format: "%7d scenarios: %8.2f s  %8.1f scenarios/s  %6.0f µs a scenario  %d failed", l.size, l.seconds,
+                         Double(l.size) / l.seconds, l.seconds / Double(l.size) * 1e6, l.failed))
+        }
+        let full = lines[1]
+        print("resident set at each tenth of the \(count): " + full.rss.map { String(format: "%.1f", Double($0) / 1024) }.joined(separator: ", ") + " MB")
+        let perSmall = lines[0].seconds / Double(lines[0].size), perFull = full.seconds / Double(full.size)
+        let ratio = perFull / perSmall
+        print(String(format: "goal: time linear in the library's size: %.2fx the time a scenario at a tenth of the size, %@", ratio, ratio <= 1.25 ? "met" : "not met"))
+        let growth = Double((full.rss.last ?? 0) - (full.rss.first ?? 0)) / 1024
+        print(String(format: "goal: memory flat: %+.1f MB from the first tenth to the end, %@", growth, growth <= 5 ? "met" : "not met"))
+        if lines.contains(where: { $0.failed > 0 }) { throw ExitCode(1) }
     }
 }

@@ -7,7 +7,7 @@ struct ScenarioCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scenario",
         abstract: "Scenario files: scripted transactions with expectations (docs/scenarios.md).",
-        subcommands: [ScenarioRun.self, ScenarioMerge.self]
+        subcommands: [ScenarioRun.self, ScenarioMerge.self, ScenarioGenerate.self]
     )
 }
 
@@ -140,5 +140,59 @@ struct ScenarioMerge: ParsableCommand {
             print(xml, terminator: "")
         }
         if merged.contains(where: { $0.failure != nil }) { throw ExitCode(1) }
+    }
+}
+
+struct ScenarioGenerate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "generate",
+        abstract: "Write a library of generated scenarios: cards × amounts × response codes × fronts (Viva, Worldline, Citcon).",
+        discussion: """
+        Each scenario is a real transaction whose outcome the issuer's queued answer decides, with \
+        its expectations (the callback or the platform's answer, and the ledger). The cards are \
+        copied from --cards into the library's cards/ folder. The same count always gives the same files.
+        """
+    )
+
+    @Option(help: "How many scenarios.")
+    var count = 1_000
+
+    @Option(help: "The directory to write the library into (made if missing).")
+    var out: String
+
+    @Option(help: "Where the card profiles are (the shipped library's).")
+    var cards = "Scenarios/cards"
+
+    func validate() throws {
+        guard (1...1_000_000).contains(count) else { throw CLIError(message: "--count: 1 to 1000000, got \(count)", code: 2) }
+    }
+
+    func run() throws {
+        let written = try Self.write(count: count, into: out, cards: cards)
+        print("\(written) scenarios in \(out)")
+    }
+
+    /// Writes `count` generated scenarios and the cards they use into `directory`.
+    static func write(count: Int, into directory: String, cards: String) throws -> Int {
+        let fm = FileManager.default
+        let root = URL(fileURLWithPath: directory)
+        do {
+            try fm.createDirectory(at: root.appendingPathComponent("cards"), withIntermediateDirectories: true)
+            for card in ScenarioGenerator.cards {
+                let target = root.appendingPathComponent("cards/\(card.profile).yaml")
+                if fm.fileExists(atPath: target.path) { try fm.removeItem(at: target) }
+                try fm.copyItem(at: URL(fileURLWithPath: cards).appendingPathComponent("\(card.profile).yaml"), to: target)
+            }
+            // At most 1,000 files a folder.
+            for i in 0..<count {
+                let (file, text) = ScenarioGenerator.scenario(i)
+                let folder = root.appendingPathComponent(String(format: "g%03d", i / 1_000))
+                if i % 1_000 == 0 { try fm.createDirectory(at: folder, withIntermediateDirectories: true) }
+                try text.write(to: folder.appendingPathComponent(file), atomically: false, encoding: .utf8)
+            }
+        } catch {
+            throw CLIError(message: "cannot write the library into \(directory): \(error.localizedDescription)")
+        }
+        return count
     }
 }
