@@ -45,6 +45,8 @@ public final class Bench: @unchecked Sendable {
     private let profiles: [String: CardProfile]
     /// The loaded profiles' names by the ledger's hash of their card numbers, made on first use.
     private let profileNamesByPANHash = Mutex<[String: String]?>(nil)
+    /// Profiles given inline (`profileYAML`), by their text: parsed once (at most 64 kept).
+    let inlineProfiles = Mutex<[String: CardProfile]>([:])
     /// Profiles a request may name, by name (`Bench.profileLibrary`).
     let profileLibrary: [String: ProfileEntry]
     /// Transactions found `in_progress` at start (the daemon had stopped mid-transaction).

@@ -226,9 +226,17 @@ extension Bench {
             guard yaml.utf8.count <= ProfileSource.maximumYAMLBytes else {
                 throw .badRequest(field: "profileYAML", rule: "must be at most \(ProfileSource.maximumYAMLBytes) bytes")
             }
-            do { return try CardProfile.parse(yaml: yaml, file: "profileYAML") } catch {
+            // A scenario run sends the same few profiles with every scenario: each is read once.
+            if let known = inlineProfiles.withLock({ $0[yaml] }) { return known }
+            let profile: CardProfile
+            do { profile = try CardProfile.parse(yaml: yaml, file: "profileYAML") } catch {
                 throw .badRequest(field: "profileYAML", rule: "\(error)")
             }
+            inlineProfiles.withLock { cache in
+                if cache.count >= 64 { cache.removeAll() }
+                cache[yaml] = profile
+            }
+            return profile
         }
     }
 
