@@ -174,7 +174,9 @@ interop: deps
 ## socket ping-pong), bench ledger (lookups at a million rows against a primary-key lookup), bench
 ## sale (through the daemon, beside a durable commit and a do-nothing request; one terminal, 32,
 ## and 100,000 sales for memory growth), bench serial (over a pty, beside the wire time at 9600 baud)
-## and bench pcsc (through a private pcscd + vpcd, beside SCardTransmit alone and the virtual socket)
+## bench scenarios (the library in process and against a daemon with no configuration, and 10,000
+## generated scenarios, beside an empty scenario's floor) and bench pcsc (through a private pcscd +
+## vpcd, beside SCardTransmit alone and the virtual socket)
 bench: deps venv
 	$(SWIFT) build -c release --product cardbench
 	$(SWIFT) build -c release --product cardbenchd
@@ -189,7 +191,12 @@ bench: deps venv
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS) --size 16
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS) --workload sale
 	.build/release/cardbench bench oda --seconds $(BENCH_SECONDS)
-	.build/release/cardbench bench scenarios Scenarios
+	.build/release/cardbench bench scenarios Scenarios --jobs 2
+	.build/release/cardbench bench scenarios --generated 10000 --jobs 2
+	@d=$$(mktemp -d); .build/release/cardbenchd --state-directory $$d/state --runtime-directory $$d/run 2> $$d/cardbenchd.log & pid=$$!; \
+	for i in $$(seq 1 100); do [ -S $$d/run/control.sock ] && break; sleep 0.1; done; \
+	.build/release/cardbench bench scenarios Scenarios --socket $$d/run/control.sock --jobs 2; status=$$?; \
+	kill $$pid; wait $$pid; rm -rf $$d; exit $$status
 	$(SUDO) .build/release/cardbench bench pcsc --seconds $(BENCH_SECONDS)
 
 ## fuzz: builds the libFuzzer targets (docs/fuzzing.md), then runs each for FUZZ_SECONDS on a copy

@@ -6,7 +6,7 @@ import FoundationXML
 /// A JUnit XML report as CI servers read it: `<testsuites>` with the run's totals, one
 /// `<testsuite>` per folder of the library (its name), a `<testcase>` per scenario (`classname`
 /// its file, `name` its name, `time` in seconds) with a `<failure>` holding the expectation and
-/// what was seen.
+/// what was seen, and a `<system-out>` saying where its transactions and their traces are.
 public enum JUnitReport {
     /// One scenario's line in a report, read back or about to be written.
     public struct Case: Sendable, Equatable {
@@ -14,18 +14,21 @@ public enum JUnitReport {
         public let name: String
         public let seconds: Double
         public let failure: String?
+        /// The case's `system-out`: where its transactions and their traces are.
+        public let output: String?
 
-        public init(file: String, name: String, seconds: Double, failure: String?) {
+        public init(file: String, name: String, seconds: Double, failure: String?, output: String? = nil) {
             self.file = file
             self.name = name
             self.seconds = seconds
             self.failure = failure
+            self.output = output
         }
     }
 
     /// The report of a run's results, in the order they ran.
     public static func xml(_ results: [ScenarioResult]) -> String {
-        xml(results.map { Case(file: $0.file, name: $0.name, seconds: $0.seconds, failure: $0.failure) })
+        xml(results.map { Case(file: $0.file, name: $0.name, seconds: $0.seconds, failure: $0.failure, output: $0.output) })
     }
 
     /// The report of `cases`: their folders in the order they first appear, the cases in order within.
@@ -50,11 +53,16 @@ public enum JUnitReport {
             out += "  <testsuite name=\"\(escape(folder))\" tests=\"\(inFolder.count)\" failures=\"\(inFolder.filter { $0.failure != nil }.count)\" errors=\"0\" time=\"\(time(inFolder.reduce(0) { $0 + $1.seconds }))\">\n"
             for c in inFolder {
                 out += "    <testcase classname=\"\(escape(c.file))\" name=\"\(escape(c.name))\" time=\"\(time(c.seconds))\""
-                if let failure = c.failure {
-                    out += ">\n      <failure message=\"\(escape(failure.split(separator: "\n").first.map(String.init) ?? ""))\">\(escape(failure))</failure>\n    </testcase>\n"
-                } else {
+                guard c.failure != nil || c.output != nil else {
                     out += "/>\n"
+                    continue
                 }
+                out += ">\n"
+                if let failure = c.failure {
+                    out += "      <failure message=\"\(escape(failure.split(separator: "\n").first.map(String.init) ?? ""))\">\(escape(failure))</failure>\n"
+                }
+                if let output = c.output { out += "      <system-out>\(escape(output))</system-out>\n" }
+                out += "    </testcase>\n"
             }
             out += "  </testsuite>\n"
         }
@@ -82,7 +90,8 @@ public enum JUnitReport {
             let seconds = Double(element.attribute(forName: "time")?.stringValue ?? "") ?? 0
             let failure = element.elements(forName: "failure").first.map { $0.stringValue ?? $0.attribute(forName: "message")?.stringValue ?? "failed" }
                 ?? element.elements(forName: "error").first.map { $0.stringValue ?? "error" }
-            return Case(file: file, name: name, seconds: seconds, failure: failure)
+            let output = element.elements(forName: "system-out").first?.stringValue
+            return Case(file: file, name: name, seconds: seconds, failure: failure, output: output)
         }
     }
 

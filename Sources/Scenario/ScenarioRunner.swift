@@ -25,6 +25,16 @@ public struct ScenarioResult: Sendable, Encodable {
     /// What went wrong: the step's line, the expectation, expected versus actual, and the end
     /// of the transaction's APDU trace.
     public let failure: String?
+    /// Where the scenario's transactions are (their console pages and trace), for the JUnit
+    /// report's `system-out`; nil when it made none.
+    public var output: String? = nil
+}
+
+/// The ledger ids of the transactions a scenario's `open` steps made, kept whatever step fails.
+final class TransactionLog: Sendable {
+    private let ids = Mutex<[Int64]>([])
+    func add(_ id: Int64) { ids.withLock { $0.append(id) } }
+    var all: [Int64] { ids.withLock { $0 } }
 }
 
 /// Runs scenario files (docs/scenarios.md) through the daemon's API.
@@ -58,6 +68,7 @@ public struct ScenarioRunner: Sendable {
     func run(_ scenario: Scenario, lane: Int, jobs: Int) async -> ScenarioResult {
         let start = ContinuousClock.now
         var failure: String?
+        let made = TransactionLog()
         do {
             switch target {
             case .inProcess:
@@ -67,6 +78,7 @@ public struct ScenarioRunner: Sendable {
                 var (onCore, host): (Scenario, ScriptedISO8583Host?) = (scenario, daemon.iso8583Host)
                 if daemon.iso8583Host == nil { (onCore, host) = try await daemon.setup.prepare(scenario, lane: 0, jobs: 1) }
                 var execution = Execution(scenario: onCore, client: daemon.client, iso8583Host: host, clock: daemon.bench.manualClock)
+                execution.made = made
                 do { try await execution.run() } catch {
                     // A core a scenario failed in may be left mid-transaction: it is not reused.
                     await daemon.stop()
@@ -79,6 +91,7 @@ public struct ScenarioRunner: Sendable {
                 var (onDaemon, host): (Scenario, ScriptedISO8583Host?) = (scenario, nil)
                 if let setup { (onDaemon, host) = try await setup.prepare(scenario, lane: lane, jobs: jobs) }
                 var execution = Execution(scenario: onDaemon, client: client, iso8583Host: host, scriptedHosts: hosts)
+                execution.made = made
                 try await execution.run()
             }
         } catch let error as StepFailure {
@@ -87,9 +100,20 @@ public struct ScenarioRunner: Sendable {
             failure = "\(scenario.file): \(error)"
         }
         let elapsed = ContinuousClock.now - start
-        return ScenarioResult(file: scenario.file, name: scenario.name, passed: failure == nil,
-                              seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
-                              failure: failure)
+        var result = ScenarioResult(file: scenario.file, name: scenario.name, passed: failure == nil,
+                                    seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+                                    failure: failure)
+        let ids = made.all
+        if !ids.isEmpty {
+            switch target {
+            case .inProcess:
+                result.output = ids.map { "transaction \($0): made in process, on a ledger gone with the run (run it with --socket to keep it)" }.joined(separator: "\n")
+            case .daemon(let endpoint):
+                result.output = ids.map { "transaction \($0): /console/#/transactions/\($0), its trace at GET /v1/transactions/\($0) (daemon \(endpoint))" }
+                    .joined(separator: "\n")
+            }
+        }
+        return result
     }
 
     /// Runs `scenarios` with up to `jobs` at once, each on terminals of its own (in process, a
@@ -369,6 +393,8 @@ struct Execution {
     let scriptedHosts: ScriptedHosts?
     /// The in-process core's clock (a running daemon's is reached through `POST /v1/clock`).
     let clock: ManualClock?
+    /// Where the transactions the scenario makes are noted.
+    var made = TransactionLog()
 
     init(scenario: Scenario, client: DaemonClient, iso8583Host: ScriptedISO8583Host? = nil, scriptedHosts: ScriptedHosts? = nil,
          clock: ManualClock? = nil) {
@@ -470,6 +496,7 @@ struct Execution {
             let heard = iso8583Host?.receivedCount ?? 0
             let reply = try await client.send(method: "POST", "/v1/open", json: OpenRequest(url: url, terminal: scenario.terminal),
                                               timeout: .seconds(120))
+            if let id = (try? JSONDecoder().decode(OpenResult.self, from: reply.body))?.transaction?.id { made.add(id) }
             try await check(step, url: url, reply: reply, iso8583Since: heard)
         case .insertCard(let card, let removeAfter, let pinTries, let corrupt, let interface, let then):
             try await call("POST", terminalPath + "/card",

@@ -96,4 +96,22 @@ struct DaemonSetupTests {
         #expect(gone.status == 404)
         #expect(try await Self.terminals(client) == ["bench1"])
     }
+
+    @Test("JUnit: a scenario's system-out names its transactions' console pages and traces on the daemon, and each is there")
+    func systemOut() async throws {
+        let daemon = try await DaemonProcess()
+        defer { daemon.stop() }
+        let file = repositoryRoot.appendingPathComponent("Scenarios/host-declines/viva-cents-05-do-not-honour.yaml").path
+        let scenario = try Scenario.load(file)
+        let runner = ScenarioRunner(target: .daemon(daemon.socket))
+        let result = await runner.run(scenario)
+        await runner.finish()
+        let output = try #require(result.output, "\(result)")
+        let id = try #require(output.firstMatch(of: /transactions\/([0-9]+)/).map { String($0.1) })
+        #expect(output.contains("/console/#/transactions/\(id)") && output.contains("GET /v1/transactions/\(id)"))
+        #expect(try await daemon.client.send(method: "GET", "/v1/transactions/\(id)").status == 200)
+        let xml = JUnitReport.xml([result])
+        #expect(xml.contains("<system-out>transaction \(id): /console/#/transactions/\(id)"), "\(xml)")
+        #expect(try JUnitReport.read(Data(xml.utf8)).first?.output == output)
+    }
 }
