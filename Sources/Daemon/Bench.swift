@@ -114,7 +114,7 @@ public final class Bench: @unchecked Sendable {
         terminalList = TerminalList(terminals: terminals)
         for t in configuration.terminals { _ = try ledger.ensureTerminal(name: t.name, tid: t.tid) }
         recovered = try ledger.recoverInterrupted(now: clock.nowMicroseconds())
-        var context = WorkflowContext(store: ledger, host: host, clock: clock, events: feed,
+        let context = WorkflowContext(store: ledger, host: host, clock: clock, events: feed,
                                       cards: ProfileDirectory(profiles: profiles), terminals: terminalList,
                                       settings: configuration.workflowSettings)
         for t in configuration.terminals where !t.emulatedHost {

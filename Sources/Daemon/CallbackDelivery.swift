@@ -11,7 +11,8 @@ import Workflows
 /// across restarts — an http(s) callback is requested (GET, on allowed hosts only, redirects not
 /// followed), an app-scheme callback goes to the configured command and to `xdg-open` when
 /// enabled. Failures are retried with exponential backoff until `callbacks.max_attempts`, then
-/// the row is `failed`. A callback with nowhere to go but the reply (the default for app schemes)
+/// the row is `failed`. A row is due, and its backoff runs, on the bench clock: on a manual clock
+/// a retry comes when the clock has moved by its backoff (docs/scenarios.md, "Virtual time"). A callback with nowhere to go but the reply (the default for app schemes)
 /// is marked delivered: the reply carried it.
 ///
 /// Deliveries run concurrently, at most `perTargetLimit` at a time to one target (an http(s)
@@ -42,7 +43,7 @@ struct CallbackDelivery: Service {
         let flights = Flights()
         await withDiscardingTaskGroup { group in
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
-                let due = (try? bench.ledger.pendingOutbox(now: Self.wallNow(), limit: Self.scanLimit)) ?? []
+                let due = (try? bench.ledger.pendingOutbox(now: bench.clock.nowMicroseconds(), limit: Self.scanLimit)) ?? []
                 var started = 0
                 for entry in due {
                     let key = Self.targetKey(entry.kind == .webhook ? entry.target : entry.payload, settings)
@@ -68,8 +69,8 @@ struct CallbackDelivery: Service {
     private func flush(_ flights: Flights) {
         let delivered = flights.takeDelivered()
         guard !delivered.isEmpty else { return }
-        if (try? bench.ledger.markDelivered(ids: delivered, at: Self.wallNow())) == nil {
-            for id in delivered { _ = try? bench.ledger.markDelivered(id: id, at: Self.wallNow()) }
+        if (try? bench.ledger.markDelivered(ids: delivered, at: bench.clock.nowMicroseconds())) == nil {
+            for id in delivered { _ = try? bench.ledger.markDelivered(id: id, at: bench.clock.nowMicroseconds()) }
         }
         flights.release(delivered)
     }
@@ -81,7 +82,7 @@ struct CallbackDelivery: Service {
             bench.metrics.recordDelivery(kind: entry.kind.rawValue, delivered: true)
         case .failure(let error):
             let backoff = Self.backoff(attempt: entry.attempts + 1, settings)
-            let updated = try? bench.ledger.markAttemptFailed(id: entry.id, error: error.description, nextAttemptAt: Self.wallNow() + backoff)
+            let updated = try? bench.ledger.markAttemptFailed(id: entry.id, error: error.description, nextAttemptAt: bench.clock.nowMicroseconds() + backoff)
             bench.metrics.recordDelivery(kind: entry.kind.rawValue, delivered: false)
             if updated?.status == .failed {
                 logger.warning("callback \(entry.id) of transaction \(entry.transactionID) given up after \(entry.attempts + 1) attempts: \(error)",
@@ -226,11 +227,6 @@ struct CallbackDelivery: Service {
         let cap = settings.maxBackoff.components.seconds * 1_000_000
         let factor = Int64(1) << Int64(min(max(attempt - 1, 0), 20))
         return min(initial * factor, cap)
-    }
-
-    /// Delivery runs on wall time even when the transaction clock is manual: retries must happen.
-    static func wallNow() -> Int64 {
-        Int64(Date().timeIntervalSince1970 * 1_000_000)
     }
 }
 

@@ -55,6 +55,9 @@ public enum WaitKind: Sendable {
     case peer
     /// Input through the API (a keypad answer): nothing the clock knows of brings it.
     case input
+    /// A timer of the bench's own (an echo interval): it ends when the clock reaches it and
+    /// never moves the clock nor holds it; on a manual clock only the clock's time ends it.
+    case timer
 }
 
 extension Duration {
@@ -82,10 +85,17 @@ public final class ClockWait: @unchecked Sendable {
         id = 0
         deadline = 0
         resumes = false
+        timer = false
     }
 
-    init(clock: ManualClock, id: UInt64, deadline: Int64, realTimeout: Duration, resumes: Bool) {
-        realDeadline = .now + realTimeout
+    /// A timer: whether only the clock's time ends the wait (no real bound), and it is looked at
+    /// every 50 ms rather than 2.
+    let timer: Bool
+
+    init(clock: ManualClock, id: UInt64, deadline: Int64, realTimeout: Duration?, resumes: Bool) {
+        timer = realTimeout == nil
+        // A timer's real bound is a century: only the clock ends it.
+        realDeadline = .now + (realTimeout ?? .seconds(3_153_600_000))
         self.clock = clock
         self.id = id
         self.deadline = deadline
@@ -103,7 +113,7 @@ public final class ClockWait: @unchecked Sendable {
     /// a manual clock a few milliseconds (the clock may jump meanwhile).
     public var slice: Duration {
         let left = max(.zero, realDeadline - .now)
-        return clock == nil ? left : min(left, .milliseconds(2))
+        return clock == nil ? left : min(left, .milliseconds(timer ? 50 : 2))
     }
 
     /// The wait is over (answered or timed out): the clock no longer waits for it.
@@ -270,6 +280,10 @@ public final class ManualClock: Clock, @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         if real { return ClockWait(realTimeout: timeout) }
+        if what == .timer {
+            // Not on the timeline: it neither holds the clock nor makes it jump.
+            return ClockWait(clock: self, id: 0, deadline: micros + timeout.microseconds, realTimeout: nil, resumes: false)
+        }
         let id = nextID
         nextID += 1
         let deadline = micros + timeout.microseconds

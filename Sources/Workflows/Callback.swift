@@ -45,16 +45,16 @@ public struct Callback: Sendable, Equatable {
     }
 
     /// The outbox rows committed with the transaction: the URL itself, which the reply carries
-    /// and a configured command, xdg-open or a webhook is given. Delivery runs on wall time,
-    /// whatever the transaction clock says: retries must happen.
+    /// and a configured command, xdg-open or a webhook is given, due at `now` on the bench clock
+    /// (the delivery loop and its retries follow that clock: docs/scenarios.md, "Virtual time").
     ///
     /// An app-scheme URL that nothing is configured to hand on (`appSchemesHandedOn` false) has
     /// nowhere to go but the reply: it is recorded delivered in the transaction's own commit,
     /// rather than left for the delivery loop to mark in a second commit of its own.
-    public func outbox(wallNow: Int64 = SystemClock().nowMicroseconds(), appSchemesHandedOn: Bool = true) -> [OutboxMessage] {
+    public func outbox(now: Int64 = SystemClock().nowMicroseconds(), appSchemesHandedOn: Bool = true) -> [OutboxMessage] {
         guard let url, let target else { return [] }
         let replyOnly = !appSchemesHandedOn && !Self.isHTTP(url)
-        return [OutboxMessage(kind: .callback, target: target, payload: url, nextAttemptAt: wallNow, deliveredAt: replyOnly ? wallNow : nil)]
+        return [OutboxMessage(kind: .callback, target: target, payload: url, nextAttemptAt: now, deliveredAt: replyOnly ? now : nil)]
     }
 
     /// Whether `url` is an http(s) callback, which the delivery loop requests; the loop and

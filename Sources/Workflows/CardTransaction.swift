@@ -75,7 +75,7 @@ extension WorkflowContext {
             let run = runKernel(on: terminal, plan, started: started)
             let callback = render(run)
             do {
-                let stored = try store.complete(id: started.id, run.completion, trace: run.trace, outbox: callback.outbox(appSchemesHandedOn: settings.appSchemeCallbacksHandedOn))
+                let stored = try store.complete(id: started.id, run.completion, trace: run.trace, outbox: callback.outbox(now: clock.nowMicroseconds(), appSchemesHandedOn: settings.appSchemeCallbacksHandedOn))
                 return .success((Answer(callback: callback, transaction: stored), run))
             } catch {
                 return .failure(recordUnrecordable(run, refused: error))
@@ -217,7 +217,7 @@ extension WorkflowContext {
                 }
                 let callback = try render(started)
                 let stored = try store.complete(id: started.id, completion,
-                                                trace: [], outbox: callback.outbox(appSchemesHandedOn: settings.appSchemeCallbacksHandedOn))
+                                                trace: [], outbox: callback.outbox(now: clock.nowMicroseconds(), appSchemesHandedOn: settings.appSchemeCallbacksHandedOn))
                 return .success(Answer(callback: callback, transaction: stored))
             } catch {
                 return .failure(WorkflowError(ledger: error, "the ledger could not record the \(new.action.rawValue)"))

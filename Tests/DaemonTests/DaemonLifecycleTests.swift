@@ -237,6 +237,42 @@ struct DeliveryTests {
         #expect(requested, "\(collected.items)")
     }
 
+    @Test("on a manual clock a failed callback is retried when the clock has moved by its backoff, not before")
+    func retryOnTheBenchClock() async throws {
+        let daemon = try await DaemonProcess(["--demo"], config: """
+            clock:
+              mode: manual
+            callbacks:
+              max_attempts: 3
+            """)
+        defer { daemon.remove() }
+        let sale = try #require(try await daemon.open(saleURL(reference: "retry-1", callback: "http://192.0.2.1/cb")).result)
+        func row() async throws -> [String: Any]? {
+            let (_, t) = try await daemon.json("GET", "/v1/transactions/\(sale.transaction?.id ?? 0)")
+            return ((t as? [String: Any])?["callbacks"] as? [[String: Any]])?.first
+        }
+        func attempts(reaching n: Int) async throws -> Int {
+            var seen = 0
+            for _ in 0..<100 {
+                seen = try await row()?["attempts"] as? Int ?? 0
+                if seen >= n { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            return seen
+        }
+        // The first attempt is at once; its failure is retried 0.5 s later on the bench clock.
+        #expect(try await attempts(reaching: 1) == 1)
+        // Real time passing does not bring the retry: the delivery loop looks every 100 ms.
+        try await Task.sleep(for: .milliseconds(700))
+        #expect(try await row()?["attempts"] as? Int == 1)
+        _ = try await daemon.json("POST", "/v1/clock", ["advanceSeconds": 1])
+        #expect(try await attempts(reaching: 2) == 2)
+        _ = try await daemon.json("POST", "/v1/clock", ["advanceSeconds": 1])
+        #expect(try await attempts(reaching: 3) == 3)
+        for _ in 0..<100 where try await row()?["status"] as? String != "failed" { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(try await row()?["status"] as? String == "failed")
+    }
+
     @Test("/metrics counts transactions by status and API requests by route")
     func metrics() async throws {
         let daemon = try await DaemonProcess(["--demo"])

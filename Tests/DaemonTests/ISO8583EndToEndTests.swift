@@ -209,6 +209,29 @@ struct ISO8583EndToEndTests {
         #expect(reversal["39"] == "17" && reversal["90"]?.hasPrefix("0200" + saleSTAN) == true, "\(reversal)")
     }
 
+    @Test("on a manual clock the echo interval is the clock's: no echo test as real time passes, one when the clock is moved")
+    func echoOnTheBenchClock() async throws {
+        let host = try await PeerHost(spec: "default", framing: "binary2")
+        defer { host.stop() }
+        let config = Self.config(upstreamPort: host.port, packager: "pyiso8583-default", framing: "binary2")
+            + "\n    sign_on: true\n    echo_interval_seconds: 1\nclock:\n  mode: manual\n"
+        let daemon = try await DaemonProcess(["--demo"], config: config)
+        defer { daemon.remove() }
+        func received() throws -> [String] {
+            try host.messages().filter { $0["mti"] as? String == "0800" && $0["direction"] as? String == "in" }
+                .compactMap { ($0["fields"] as? [String: String])?["70"] }
+        }
+        let deadline = Date().addingTimeInterval(20)
+        while try received().isEmpty, Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(try received() == ["001"])
+        try await Task.sleep(for: .milliseconds(1500))
+        #expect(try received() == ["001"], "an echo test came in real time on a manual clock")
+        _ = try await daemon.json("POST", "/v1/clock", ["advanceSeconds": 1])
+        let moved = Date().addingTimeInterval(20)
+        while try received().count < 2, Date() < moved { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(try received() == ["001", "301"])
+    }
+
     @Test("0800s to the external host: a sign-on at start, echo tests every second, `cardbench iso8583 echo` on demand; a host gone is said")
     func echoAndSignOn() async throws {
         let host = try await PeerHost(spec: "default", framing: "binary2")

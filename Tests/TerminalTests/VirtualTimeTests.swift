@@ -133,6 +133,21 @@ struct VirtualTimeTests {
         #expect(await slept.value == (Self.start + 100) * 1_000_000)
     }
 
+    @Test("a timer neither holds the clock nor makes it jump; it ends when the clock gets there")
+    func timer() async throws {
+        let clock = ManualClock(secondsSince1970: Self.start)
+        let timer = clock.waitFor(.timer, timeout: .seconds(60))
+        #expect(clock.waiting.all == 0)
+        // A sleep beside it jumps to its own end, not past it nor to the timer's.
+        clock.sleep(for: .seconds(10))
+        #expect(clock.nowMicroseconds() == (Self.start + 10) * 1_000_000)
+        #expect(!timer.isOver)
+        #expect(timer.slice <= .milliseconds(50))
+        clock.advance(seconds: 50)
+        #expect(timer.isOver)
+        timer.end()
+    }
+
     @Test("real waits take real time and leave the clock still")
     func realWaits() {
         let clock = ManualClock(secondsSince1970: Self.start)

@@ -60,8 +60,7 @@ final class ISO8583NetworkManager: @unchecked Sendable {
             }
             if signOn { send(signOn: true) }
             guard let interval else { return }
-            let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
-            while wait(seconds) { send(signOn: false) }
+            while wait(interval, on: clock) { send(signOn: false) }
         }
         thread.name = "cardbench.iso8583.echo"
         thread.start()
@@ -69,11 +68,13 @@ final class ISO8583NetworkManager: @unchecked Sendable {
 
     private var isStopped: Bool { condition.withLock { stopped } }
 
-    /// Waits `seconds`, or until stopped: true when the time ran out.
-    private func wait(_ seconds: Double) -> Bool {
-        condition.withLock {
-            let deadline = Date(timeIntervalSinceNow: seconds)
-            while !stopped, condition.wait(until: deadline) {}
+    /// Waits `interval` on the bench clock (a timer: on a manual clock it comes when the clock
+    /// gets there), or until stopped: true when the time ran out.
+    private func wait(_ interval: Duration, on clock: any Terminal.Clock) -> Bool {
+        let timer = clock.waitFor(.timer, timeout: interval)
+        defer { timer.end() }
+        return condition.withLock {
+            while !stopped, !timer.isOver { _ = condition.wait(until: Date(timeIntervalSinceNow: timer.slice.realSeconds)) }
             return !stopped
         }
     }
