@@ -232,12 +232,8 @@ public final class ManualClock: Clock, @unchecked Sendable {
             Thread.sleep(forTimeInterval: duration.realSeconds)
             return
         }
-        let id = nextID
-        nextID += 1
         let deadline = micros + duration.microseconds
-        waiters[id] = Waiter(deadline: deadline, timeOnly: true, kind: nil)
-        let resumes = pause()
-        stepIfIdle()
+        let (id, resumes) = register(Waiter(deadline: deadline, timeOnly: true, kind: nil))
         // A virtual sleep never takes longer than the real one: held by a wait for a real
         // peer or a person, it ends in real time, the clock left where it is.
         let realDeadline = Date(timeIntervalSinceNow: duration.realSeconds)
@@ -266,12 +262,17 @@ public final class ManualClock: Clock, @unchecked Sendable {
         return try body()
     }
 
-    /// The calling thread stops working for the clock while it waits (when it was): whether it did.
+    /// Puts a wait on the timeline: the calling thread stops working for the clock while it
+    /// waits (when it was: `resumes`), and the clock steps if that left nothing else to happen.
     /// Called with `condition` held.
-    private func pause() -> Bool {
-        guard active[Self.threadID()] != nil else { return false }
-        busy -= 1
-        return true
+    private func register(_ waiter: Waiter) -> (id: UInt64, resumes: Bool) {
+        let id = nextID
+        nextID += 1
+        waiters[id] = waiter
+        let resumes = active[Self.threadID()] != nil
+        if resumes { busy -= 1 }
+        stepIfIdle()
+        return (id, resumes)
     }
 
     private static func threadID() -> UInt64 { UInt64(pthread_self()) }
@@ -284,12 +285,8 @@ public final class ManualClock: Clock, @unchecked Sendable {
             // Not on the timeline: it neither holds the clock nor makes it jump.
             return ClockWait(clock: self, id: 0, deadline: micros + timeout.microseconds, realTimeout: nil, resumes: false)
         }
-        let id = nextID
-        nextID += 1
         let deadline = micros + timeout.microseconds
-        waiters[id] = Waiter(deadline: deadline, timeOnly: false, kind: what)
-        let resumes = pause()
-        stepIfIdle()
+        let (id, resumes) = register(Waiter(deadline: deadline, timeOnly: false, kind: what))
         return ClockWait(clock: self, id: id, deadline: deadline, realTimeout: timeout, resumes: resumes)
     }
 

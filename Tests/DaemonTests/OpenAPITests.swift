@@ -296,6 +296,7 @@ let schemaBindings: [String: SchemaBinding] = [
     "HostOutcomeBody": .of(HostOutcomeBody.self),
     "ClockView": .of(ClockView.self),
     "ClockBody": .of(ClockBody.self),
+    "TerminalBody": .of(TerminalBody.self),
     "DaemonEvent": .of(DaemonEvent.self),
     "BillpocketUserBody": .of(BillpocketUserBody.self),
     "BillpocketUserView": .of(BillpocketUserView.self),
