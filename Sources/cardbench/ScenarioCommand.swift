@@ -16,9 +16,12 @@ struct ScenarioRun: AsyncParsableCommand {
         commandName: "run",
         abstract: "Run scenario files or directories; exit 1 when any fails, 2 when one is malformed.",
         discussion: """
-        Each scenario runs on fresh terminal state. By default (--in-process) each runs in a daemon \
-        core of its own started in this process on a temporary ledger; with --socket the scenarios \
-        drive a running cardbenchd (its clock must be manual for scenarios that set it).
+        Each scenario runs on fresh terminal state, on the terminal it declares (docs/scenarios.md, \
+        "Terminals in scenarios"). By default (--in-process) each job has a daemon core started in \
+        this process on a temporary ledger, with a manual clock on which a host's timeout costs no \
+        real time; with --socket the scenarios drive a running cardbenchd, which the run sets up \
+        (its terminals made through the API, its clock switched to manual) and gives back after, \
+        unless it is configured with scenarios.setup: false.
         """
     )
 

@@ -115,3 +115,29 @@ struct DaemonSetupTests {
         #expect(try JUnitReport.read(Data(xml.utf8)).first?.output == output)
     }
 }
+
+/// What a scenario's `clock: {waits: real}` changes: a host's latency moves a manual clock when
+/// virtual, and leaves it where it is when real.
+@Suite("Scenario waits, virtual or real")
+struct ScenarioWaitsTests {
+    @Test("a 2 s host delay: virtual, the bench clock moves 2 s in no real time; real, the clock stays and real time passes")
+    func virtualOrReal() async throws {
+        let daemon = try await DaemonProcess(["--demo"], config: "clock:\n  mode: manual\n")
+        defer { daemon.remove() }
+        var elapsed: [String: (clock: Int64, real: Duration)] = [:]
+        for mode in ["scripted", "real"] {
+            #expect(try await daemon.json("POST", "/v1/clock", ClockBody(waits: mode)).0 == 200)
+            #expect(try await daemon.json("POST", "/v1/terminals/bench1/host-queue", HostOutcomeBody(delayMs: 2_000)).0 / 100 == 2)
+            let began = ContinuousClock.now
+            let sale = try #require(try await daemon.open(
+                "vivapayclient://pay/v1?callback=pos://r&action=sale&amount=1000&clientTransactionId=waits-\(mode)").result)
+            let real = ContinuousClock.now - began
+            let t = try #require(sale.transaction)
+            elapsed[mode] = ((t.completedAt ?? 0) - t.createdAt, real)
+        }
+        let virtual = try #require(elapsed["scripted"]), real = try #require(elapsed["real"])
+        #expect(virtual.clock >= 2_000_000, "the delay is a point on the clock's timeline: \(virtual)")
+        #expect(real.clock < 2_000_000, "real waits leave the manual clock where it is: \(real)")
+        #expect(real.real >= .seconds(2), "\(real)")
+    }
+}

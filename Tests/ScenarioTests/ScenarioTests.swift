@@ -55,6 +55,8 @@ struct ScenarioTests {
         ("name: x\nsteps:\n  - iso8583_echo: {}\n    expect: {echo: {code: \"00\"}}\n", 4, "unknown key \"code\""),
         // `echo:` belongs to an iso8583_echo step: on an open step it is an unknown key, not ignored.
         ("name: x\nsteps:\n  - open: a\n    expect: {echo: {answered: \"true\"}}\n", 4, "unknown key \"echo\""),
+        ("name: x\nclock: {waits: sometimes}\nsteps:\n  - wait: 0\n", 2, "clock.waits: scripted (the default: every wait virtual) or real"),
+        ("name: x\nclock: {}\nsteps:\n  - wait: 0\n", 2, "clock: start: <ISO 8601 instant> and/or waits: real"),
     ])
     func malformed(yaml: String, line: Int, reason: String) async throws {
         try await withScenario(yaml) { file in

@@ -161,10 +161,16 @@ public final class PrivatePCSCD: @unchecked Sendable {
         return false
     }
 
-    /// Two consecutive free TCP ports (vpcd binds both slots on all addresses).
+    /// Two consecutive free TCP ports (vpcd binds both slots on all addresses), below the
+    /// kernel's ephemeral range: a port is free when looked at and bound by pcscd a moment later,
+    /// and in between any outgoing connection of a busy machine could take one from that range.
     static func freePortPair() throws -> UInt16 {
+        let range = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))?
+            .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).compactMap { Int($0) } ?? []
+        let ephemeralStart = range.first ?? 32_768
+        let top = UInt16(clamping: max(ephemeralStart - 2, 12_000))
         for _ in 0..<200 {
-            let first = UInt16.random(in: 20_000...60_000)
+            let first = UInt16.random(in: 10_000...top)
             if isFree(first), isFree(first + 1) { return first }
         }
         throw CardIOError.io(reader: "pcscd", detail: "no two consecutive free TCP ports found for vpcd")
