@@ -71,7 +71,7 @@ public final class PrivatePCSCD: @unchecked Sendable {
     public var logText: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
 
     /// Starts pcscd behind the socket, wakes it with a connection, and waits until vpcd listens.
-    public func start(timeout: Double = 10) throws {
+    public func start(timeout: Double = 30) throws {
         try? FileManager.default.removeItem(atPath: socket)
         let arguments = ["/usr/bin/systemd-socket-activate", "-l", socket, "/usr/sbin/pcscd", "--foreground", "--debug",
                          "--config", directory + "/reader.conf.d"]
@@ -93,15 +93,18 @@ public final class PrivatePCSCD: @unchecked Sendable {
             guard Date() < deadline, isRunning else { stop(); throw failure("its socket \(socket) did not appear") }
             usleep(10_000)
         }
-        // The first connection execs pcscd, which then opens vpcd's ports.
-        knock()
+        // The first connection execs pcscd, which then opens vpcd's ports. The socket's file
+        // appears when it is bound, a moment before it listens: a knock refused in between
+        // execs nothing, so it is repeated until one is taken.
+        var knocked = knock()
         while !Self.isListening(port) {
             guard Date() < deadline, isRunning else {
-                let failed = failure("vpcd did not listen on port \(port)")
+                let failed = failure("vpcd did not listen on port \(port)\(knocked ? "" : " (no connection to \(socket) was taken)")")
                 stop()
                 throw failed
             }
             usleep(20_000)
+            if !knocked { knocked = knock() }
         }
     }
 
@@ -139,12 +142,13 @@ public final class PrivatePCSCD: @unchecked Sendable {
     }
 
     /// Connects to the socket and hangs up: socket activation execs pcscd on the first connection.
-    private func knock() {
-        guard let address = Socket.unixAddress(socket) else { return }
+    /// Connects to pcscd's socket and hangs up: whether the connection was taken.
+    private func knock() -> Bool {
+        guard let address = Socket.unixAddress(socket) else { return false }
         let fd = Socket.makeStream(family: AF_UNIX)
-        guard fd >= 0 else { return }
-        _ = Socket.connectUnix(fd, address)
-        closeDescriptor(fd)
+        guard fd >= 0 else { return false }
+        defer { closeDescriptor(fd) }
+        return Socket.connectUnix(fd, address) == 0
     }
 
     /// Whether a TCP port is in LISTEN state, from /proc/net/tcp: connecting to vpcd's port to
