@@ -69,14 +69,17 @@ extension Duration {
 /// One wait with a timeout: over when its deadline passes on its clock, or, whatever the clock,
 /// when as much real time as the timeout has passed (a real peer that never answers still ends
 /// the wait on a manual clock nobody moves).
-public final class ClockWait: @unchecked Sendable {
-    // Unchecked: immutable but for `clock`'s own bookkeeping, which is under its lock.
+public final class ClockWait: Sendable {
     private let realDeadline: ContinuousClock.Instant
     private let clock: ManualClock?
     let id: UInt64
     let deadline: Int64
     /// The waiting thread was doing the clock's work (`activity`): it is again once the wait ends.
     let resumes: Bool
+    /// A timer: only the clock's time ends it (no real bound), looked at every 50 ms rather than 2.
+    let timer: Bool
+    /// Whether `end()` has run (it runs once: from the waiter, or at the latest on deinit).
+    private let done = Atomic<Bool>(false)
 
     /// A wait on real time only.
     public init(realTimeout: Duration) {
@@ -87,10 +90,6 @@ public final class ClockWait: @unchecked Sendable {
         resumes = false
         timer = false
     }
-
-    /// A timer: whether only the clock's time ends the wait (no real bound), and it is looked at
-    /// every 50 ms rather than 2.
-    let timer: Bool
 
     init(clock: ManualClock, id: UInt64, deadline: Int64, realTimeout: Duration?, resumes: Bool) {
         timer = realTimeout == nil
@@ -117,8 +116,6 @@ public final class ClockWait: @unchecked Sendable {
     }
 
     /// The wait is over (answered or timed out): the clock no longer waits for it.
-    private let done = Atomic<Bool>(false)
-
     public func end() {
         guard !done.exchange(true, ordering: .acquiringAndReleasing) else { return }
         clock?.remove(id, resuming: resumes)
