@@ -258,12 +258,20 @@ public final class Bench: @unchecked Sendable {
         do {
             runtime = try TerminalRuntime(settings: settings, runtimeDirectory: configuration.effectiveRuntimeDirectory, demoCard: nil,
                                           events: terminalFeed, logger: logger, oda: sharedODA, clock: clock)
-            try runtime.start()
-            _ = try ledger.ensureTerminal(name: settings.name, tid: settings.tid)
-            if settings.upstream != nil, iso8583Port == nil { try startIssuerListener(address: "127.0.0.1", port: 0) }
-        } catch let error as DaemonError {
-            throw error
         } catch {
+            throw .failure("terminal \(settings.name): \(error)")
+        }
+        do {
+            try runtime.start()
+            // The ledger keeps a name's TID for ever: another TID for a known name is refused.
+            do { _ = try ledger.ensureTerminal(name: settings.name, tid: settings.tid) } catch let error as LedgerError {
+                throw DaemonError.conflict("terminal \(settings.name): \(error)")
+            }
+            if settings.upstream != nil, iso8583Port == nil { try startIssuerListener(address: "127.0.0.1", port: 0) }
+        } catch {
+            // Nothing half made stays: the reader's socket is closed again.
+            runtime.stop()
+            if let error = error as? DaemonError { throw error }
             throw .failure("terminal \(settings.name): \(error)")
         }
         if let upstream = settings.upstream {

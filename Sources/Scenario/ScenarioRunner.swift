@@ -131,27 +131,43 @@ public struct ScenarioRunner: Sendable {
                 reported += 1
             }
         }
-        let alone: (Scenario) -> Bool = { scenario in
-            if case .daemon = target { return jobs > 1 && scenario.usesTheClock }
-            return false
+        var sharesADaemon = false
+        if case .daemon = target { sharesADaemon = jobs > 1 }
+        let alone: (Scenario) -> Bool = { sharesADaemon && $0.usesTheClock }
+        // A daemon's issuer keeps one account per card number, which each scenario registers
+        // afresh: two scenarios with the same card do not run at once on one daemon.
+        var profilePANs: [String: String] = [:]
+        let cardsOf: (Scenario) -> Set<String> = { scenario in
+            guard sharesADaemon else { return [] }
+            return Set(scenario.cards.values.map { path in
+                if let pan = profilePANs[path] { return pan }
+                let pan = (try? Execution.cardValues(path).number) ?? path
+                profilePANs[path] = pan
+                return pan
+            })
         }
         await withTaskGroup(of: (Int, Int, ScenarioResult).self) { group in
             var next = 0
             var freeLanes = Array((0..<jobs).reversed())
             var running = 0
             var exclusive = false
+            var cardsInUse: [Int: Set<String>] = [:]
             func launch() {
                 let i = next, lane = freeLanes.removeLast()
                 next += 1
                 running += 1
                 exclusive = alone(scenarios[i])
+                cardsInUse[i] = cardsOf(scenarios[i])
                 let scenario = scenarios[i]
                 group.addTask { (i, lane, await self.run(scenario, lane: lane, jobs: jobs)) }
             }
             func fill() {
                 while next < scenarios.count, !freeLanes.isEmpty, !exclusive {
-                    // One that runs alone waits for the others to end.
+                    // One that runs alone waits for the others to end; one whose cards are in
+                    // use waits for them.
                     if alone(scenarios[next]) && running > 0 { return }
+                    let cards = cardsOf(scenarios[next])
+                    if cardsInUse.values.contains(where: { !$0.isDisjoint(with: cards) }) { return }
                     launch()
                 }
             }
@@ -159,6 +175,7 @@ public struct ScenarioRunner: Sendable {
             for await (i, lane, result) in group {
                 results[i] = result
                 running -= 1
+                cardsInUse[i] = nil
                 freeLanes.append(lane)
                 if running == 0 { exclusive = false }
                 flush()

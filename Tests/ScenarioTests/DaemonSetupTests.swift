@@ -95,6 +95,14 @@ struct DaemonSetupTests {
         let gone = try await client.send(method: "DELETE", "/v1/terminals/lane-1")
         #expect(gone.status == 404)
         #expect(try await Self.terminals(client) == ["bench1"])
+        // Made again, a name keeps its TID; another TID for it is refused, and nothing is left made.
+        #expect(try await client.send(method: "POST", "/v1/terminals", json: TerminalBody(name: "lane-1")).status == 201)
+        _ = try await client.send(method: "DELETE", "/v1/terminals/lane-1")
+        var other = TerminalBody(name: "lane-1")
+        other.tid = "12345678"
+        let moved = try await client.send(method: "POST", "/v1/terminals", json: other)
+        #expect(moved.status == 409 && moved.errorMessage.contains("tid"), "\(moved.status) \(moved.errorMessage)")
+        #expect(try await Self.terminals(client) == ["bench1"])
     }
 
     @Test("JUnit: a scenario's system-out names its transactions' console pages and traces on the daemon, and each is there")
