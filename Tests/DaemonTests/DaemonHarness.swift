@@ -93,7 +93,9 @@ func callbackFields(_ url: String) -> (base: String, fields: [(String, String)])
 /// A real HTTP server on loopback (Python's), logging each request line; it serves files, and
 /// `path` (one name) answers GET /<path>?… with 200.
 final class LoopbackHTTPServer: @unchecked Sendable {
-    let port = Int.random(in: 20_000...40_000)
+    /// Below the kernel's ephemeral range (32768 on): an outgoing connection cannot take it
+    /// between the choice and the server's bind.
+    let port = Int.random(in: 12_000...32_000)
     let requests = EventLog()
     private let process = Process()
     private let served = FileManager.default.temporaryDirectory.appendingPathComponent("cbd-www-\(UUID().uuidString.prefix(6))")
@@ -110,7 +112,8 @@ final class LoopbackHTTPServer: @unchecked Sendable {
         try process.run()
         let requests = self.requests
         Thread.detachNewThread {
-            while let line = log.fileHandleForReading.availableLine(timeout: 30) { requests.append(line) }
+            // Until the server ends: on a loaded machine its first request may come minutes after it started.
+            while let line = log.fileHandleForReading.availableLine(timeout: 3_600) { requests.append(line) }
         }
         try await Task.sleep(for: .milliseconds(500))
     }
