@@ -73,7 +73,11 @@ actor DaemonSetup {
             // As in process: a host timeout of 3 s (virtual: it costs nothing).
             body.hostTimeoutSeconds = 3
         }
-        let reply = try await client.send(method: "POST", "/v1/terminals", json: body)
+        var reply = try await client.send(method: "POST", "/v1/terminals", json: body)
+        if reply.status == 409, try await client.send(method: "DELETE", "/v1/terminals/\(name)").status == 204 {
+            // A run that was stopped before its end left the terminal it made: made afresh.
+            reply = try await client.send(method: "POST", "/v1/terminals", json: body)
+        }
         guard reply.status == 201 else {
             host?.stop()
             throw StepFailure(description: "\(scenario.file): making terminal \(name) for the scenario's terminal \(scenario.terminal): HTTP \(reply.status): \(reply.errorMessage)")

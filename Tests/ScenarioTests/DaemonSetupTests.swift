@@ -105,6 +105,21 @@ struct DaemonSetupTests {
         #expect(try await Self.terminals(client) == ["bench1"])
     }
 
+    @Test("a terminal a stopped run left behind is made afresh, and removed at the end")
+    func leftBehind() async throws {
+        let daemon = try await DaemonProcess()
+        defer { daemon.stop() }
+        let file = repositoryRoot.appendingPathComponent("Scenarios/magstripe/fallback-accepted.yaml").path
+        let scenario = try Scenario.load(file)
+        // What the run would make for it, there already (without its fallback).
+        #expect(try await daemon.client.send(method: "POST", "/v1/terminals", json: TerminalBody(name: "\(scenario.terminal)-j1")).status == 201)
+        let runner = ScenarioRunner(target: .daemon(daemon.socket))
+        let result = await runner.run(scenario)
+        await runner.finish()
+        #expect(result.passed, "\(result.failure ?? "")")
+        #expect(try await Self.terminals(daemon.client) == ["bench1"])
+    }
+
     @Test("JUnit: a scenario's system-out names its transactions' console pages and traces on the daemon, and each is there")
     func systemOut() async throws {
         let daemon = try await DaemonProcess()
