@@ -112,6 +112,37 @@ struct ScenarioCommandTests {
         }
     }
 
+    @Test("--jobs, --count and --generated out of range: exit 2 naming the option and its range")
+    func badNumbers() throws {
+        for (arguments, message) in [(["scenario", "run", "Scenarios", "--jobs", "0"], "--jobs: 1 to 64, got 0"),
+                                     (["scenario", "run", "Scenarios", "--jobs", "65"], "--jobs: 1 to 64, got 65"),
+                                     (["scenario", "generate", "--count", "0", "--out", "/tmp/unused"], "--count: 1 to 1000000, got 0"),
+                                     (["bench", "scenarios", "--generated", "99"], "--generated: at least 100")] {
+            let result = try run(arguments)
+            #expect(result.status == 2 && result.stderr.contains(message), "\(arguments): \(result.status) \(result.stderr)")
+        }
+    }
+
+    @Test("scenario generate: the same count, the same files, each with its cards beside it; the library loads")
+    func generate() throws {
+        try withFiles([:]) { dir in
+            let out = dir.appendingPathComponent("g").path
+            let result = try run(["scenario", "generate", "--count", "12", "--out", out])
+            #expect(result.status == 0 && result.stdout.contains("12 scenarios"), "\(result.stderr)")
+            let again = dir.appendingPathComponent("h").path
+            #expect(try run(["scenario", "generate", "--count", "12", "--out", again]).status == 0)
+            let names = try FileManager.default.contentsOfDirectory(atPath: out + "/g000").sorted()
+            #expect(names.count == 12 && names.first == "00000-viva.yaml", "\(names)")
+            for name in names {
+                #expect(FileManager.default.contents(atPath: out + "/g000/" + name) == FileManager.default.contents(atPath: again + "/g000/" + name))
+            }
+            #expect(FileManager.default.fileExists(atPath: out + "/cards/visa-credit-cvn10.yaml"))
+            // Each is a real transaction with its expectations, and passes.
+            let ran = try run(["scenario", "run", out])
+            #expect(ran.status == 0 && ran.stdout.contains("12 passed, 0 failed"), "\(ran.stdout) \(ran.stderr)")
+        }
+    }
+
     @Test("a malformed scenario: exit 2 with its file, line and reason; nothing runs")
     func malformed() throws {
         try withFiles(["bad.yaml": "name: x\nsteps:\n  - open: a\n    expect: {callbak: {status: success}}\n"]) { dir in

@@ -58,6 +58,21 @@ struct DaemonSetupTests {
         #expect(try await Self.terminals(daemon.client) == ["bench1"])
     }
 
+    @Test("POST /v1/clock: a bad mode or waits, and peersSilent with set, are 400 naming the field; waits shows in GET")
+    func clockRules() async throws {
+        let daemon = try await DaemonProcess(config: "clock:\n  mode: manual\n")
+        defer { daemon.stop() }
+        let client = daemon.client
+        for (body, field) in [(ClockBody(mode: "lunar"), "mode"), (ClockBody(waits: "sometimes"), "waits"),
+                              (ClockBody(advanceSeconds: 1, peersSilent: true), "peersSilent")] {
+            let reply = try await client.send(method: "POST", "/v1/clock", json: body)
+            #expect(reply.status == 400 && reply.errorMessage.contains(field), "\(field): \(reply.status) \(reply.errorMessage)")
+        }
+        #expect(try await client.send(method: "POST", "/v1/clock", json: ClockBody(waits: "real")).status == 200)
+        let shown = try await client.send(method: "GET", "/v1/clock")
+        #expect((try JSONSerialization.jsonObject(with: shown.body) as? [String: Any])?["waits"] as? String == "real")
+    }
+
     @Test("POST and DELETE /v1/terminals: made, used, refused with the field and rule, removed; a configured terminal is not removed")
     func makeAndRemove() async throws {
         let daemon = try await DaemonProcess()
