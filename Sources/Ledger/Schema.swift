@@ -37,6 +37,9 @@ enum Schema {
         migrator.registerMigration("v9-platform-operations") { db in
             try db.execute(sql: v9)
         }
+        migrator.registerMigration("v10-worldline-tokens") { db in
+            try db.execute(sql: v10)
+        }
         return migrator
     }
 
@@ -245,6 +248,35 @@ enum Schema {
             SELECT c.merchant_id, json_extract(o.value, '$.reference'), json_extract(o.value, '$.id')
             FROM citcon_charge c, json_each(c.state, '$.operations') o
             WHERE coalesce(json_extract(o.value, '$.reference'), '') != '';
+        """
+
+    /// Worldline card-on-file tokens: found by the hash of the token (a token pays, so it is a
+    /// credential), the merchant's one live token per card by the card's keyed hash; the card's
+    /// number, expiry and name sealed with the token itself (`Ledger.seal`), so a payment made
+    /// with a token can be authorised and the database alone gives neither away. A client
+    /// session's tokens are kept sealed too, in the order the session was given them.
+    static let v10 = """
+        CREATE TABLE worldline_token (
+            token_hash   TEXT PRIMARY KEY NOT NULL,
+            merchant_id  TEXT NOT NULL REFERENCES worldline_merchant(merchant_id),
+            pan_hash     TEXT NOT NULL,
+            sealed       TEXT NOT NULL,
+            masked_pan   TEXT NOT NULL,
+            bin          TEXT NOT NULL,
+            product_id   INTEGER NOT NULL,
+            expiry_date  TEXT NOT NULL CHECK (length(expiry_date) = 4),
+            initial_scheme_transaction_id TEXT,
+            created_at   INTEGER NOT NULL,
+            updated_at   INTEGER NOT NULL,
+            deleted_at   INTEGER
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX worldline_token_card ON worldline_token(merchant_id, pan_hash) WHERE deleted_at IS NULL;
+        CREATE TABLE worldline_session_token (
+            session_hash TEXT NOT NULL,
+            position     INTEGER NOT NULL,
+            sealed       TEXT NOT NULL,
+            PRIMARY KEY (session_hash, position)
+        ) WITHOUT ROWID;
         """
 
     /// Rebuilds `txn` with its CREATE statement changed by `change` (SQLite cannot alter a CHECK):

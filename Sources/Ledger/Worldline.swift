@@ -189,7 +189,7 @@ extension Ledger {
     /// Inserts a payment that no ledger transaction backs yet (one waiting for its 3-D Secure
     /// challenge), giving it its id.
     public func insertWorldlinePayment(_ payment: WorldlinePayment) throws -> WorldlinePayment {
-        try write("record a Worldline payment") { db in try Self.insertPayment(db, payment) }
+        try write("record a Worldline payment") { db in try insertPayment(db, payment) }
     }
 
     /// Records a payment's authorisation: the ledger transaction's outcome and the new payment, in one commit.
@@ -201,9 +201,9 @@ extension Ledger {
             var p = payment
             p.transactionID = transactionID
             if p.id.isEmpty {
-                p = try Self.insertPayment(db, p)
+                p = try insertPayment(db, p)
             } else {
-                try Self.updatePayment(db, p)
+                try updatePayment(db, p)
             }
             let messages = outbox(p)
             try LedgerRules.validate(result, trace: [], outbox: messages)
@@ -219,7 +219,7 @@ extension Ledger {
                                            outbox: [OutboxMessage]) throws {
         if let result { try LedgerRules.validate(result, trace: [], outbox: outbox) }
         try write("update Worldline payment \(payment.id)") { db in
-            try Self.updatePayment(db, payment)
+            try updatePayment(db, payment)
             if let transactionID, let result {
                 _ = try Self.complete(db, id: transactionID, result, panHash: nil, reversalUUID: UUID().uuidString.lowercased(),
                                       trace: [], outbox: outbox)
@@ -235,7 +235,7 @@ extension Ledger {
             try Validate.noNUL(entry.message.payload, field: "outbox[\(i)].payload")
         }
         try write("settle Worldline payment \(payment.id)") { db in
-            try Self.updatePayment(db, payment)
+            try updatePayment(db, payment)
             for (transactionID, message) in outbox {
                 try db.executeCached(sql: """
                     INSERT INTO outbox (transaction_id, kind, target, payload, next_attempt_at, created_at, status, attempts, delivered_at)
@@ -250,14 +250,14 @@ extension Ledger {
         try read("read Worldline payment \(id)") { db in
             guard let state = try String.fetchOne(db.cachedStatement(sql: "SELECT state FROM worldline_payment WHERE id = ? AND merchant_id = ?"),
                                                   arguments: [id, merchantID]) else { return nil }
-            return try Self.decodePayment(state)
+            return try decodePayment(state)
         }
     }
 
     /// The payment a ledger transaction belongs to (authorisation, capture or refund row), if any.
     public func worldlinePayment(id: String) throws -> WorldlinePayment? {
         try read("read Worldline payment \(id)") { db in
-            try String.fetchOne(db, sql: "SELECT state FROM worldline_payment WHERE id = ?", arguments: [id]).map(Self.decodePayment)
+            try String.fetchOne(db, sql: "SELECT state FROM worldline_payment WHERE id = ?", arguments: [id]).map(decodePayment)
         }
     }
 
@@ -270,7 +270,7 @@ extension Ledger {
         }
     }
 
-    static func insertPayment(_ db: Database, _ payment: WorldlinePayment) throws -> WorldlinePayment {
+    func insertPayment(_ db: Database, _ payment: WorldlinePayment) throws -> WorldlinePayment {
         let seq = (try Int64.fetchOne(db, sql: "SELECT max(seq) FROM worldline_payment") ?? 0) + 1
         var p = payment
         // PAYIDs are ten digits on the platform.
@@ -281,22 +281,29 @@ extension Ledger {
         return p
     }
 
-    static func updatePayment(_ db: Database, _ p: WorldlinePayment) throws {
+    func updatePayment(_ db: Database, _ p: WorldlinePayment) throws {
         try db.execute(sql: "UPDATE worldline_payment SET state = ?, transaction_id = ?, updated_at = ?, due_at = ? WHERE id = ?",
                        arguments: [try encodePayment(p), p.transactionID, p.updatedAt, p.dueAt, p.id])
         guard db.changesCount == 1 else { throw LedgerError.invalid(field: "paymentId", rule: "no payment \(p.id)") }
     }
 
-    static func encodePayment(_ p: WorldlinePayment) throws -> String {
+    /// A payment's state as stored: its token sealed, never in clear.
+    func encodePayment(_ payment: WorldlinePayment) throws -> String {
+        var p = payment
+        p.sealedToken = try p.token.map { try seal(Array($0.utf8)) }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return String(decoding: try encoder.encode(p), as: UTF8.self)
     }
 
-    static func decodePayment(_ text: String) throws -> WorldlinePayment {
-        do { return try JSONDecoder().decode(WorldlinePayment.self, from: Data(text.utf8)) } catch {
+    func decodePayment(_ text: String) throws -> WorldlinePayment {
+        var p: WorldlinePayment
+        do { p = try JSONDecoder().decode(WorldlinePayment.self, from: Data(text.utf8)) } catch {
             throw LedgerError.database(operation: "read a Worldline payment", message: "\(error)")
         }
+        p.token = try p.sealedToken.map { String(decoding: try unseal($0), as: UTF8.self) }
+        p.sealedToken = nil
+        return p
     }
 
     // MARK: Idempotence

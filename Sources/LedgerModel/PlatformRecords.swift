@@ -349,6 +349,29 @@ public struct WorldlinePayment: Sendable, Equatable, Codable {
     public var operations: [WorldlineOperation]
     public var createdAt: Int64
     public var updatedAt: Int64
+    /// The card-on-file token the payment was made with or created (`tokenize`). In memory only:
+    /// the ledger stores it sealed (`sealedToken`) and fills it in when it reads the payment back.
+    public var token: String? = nil
+    /// `token`, sealed by the ledger (AES-GCM under a key derived from its PAN key).
+    public var sealedToken: String? = nil
+    /// The payment created its token (`creationOutput.isNewToken`).
+    public var isNewToken: Bool? = nil
+    /// The scheme's id for an approved authorisation (`schemeReferenceData`), carried into the
+    /// card-on-file and recurring payments that follow it.
+    public var schemeTransactionID: String? = nil
+    /// The first payment's scheme id a card-on-file or recurring payment refers to.
+    public var initialSchemeTransactionID: String? = nil
+    /// Card on file: who started the payment and where it is in its series
+    /// (`cardholderInitiated/first`, `merchantInitiated/subsequent`, `recurring/first`, …).
+    public var cardOnFile: String? = nil
+
+    /// Every property but `token`, which is never stored in clear.
+    enum CodingKeys: String, CodingKey {
+        case id, merchantID, status, amount, currency, authorizationMode, merchantReference, paymentProductID, maskedCardNumber, bin,
+             expiryDate, authorisationCode, responseCode, message, transactionID, capturedAmount, refundedAmount, cancelledAmount,
+             captureClosed, returnURL, returnMAC, threeDSecure, challengeTokenHash, operations, createdAt, updatedAt, sealedToken,
+             isNewToken, schemeTransactionID, initialSchemeTransactionID, cardOnFile
+    }
 
     public init(merchantID: String, status: WorldlinePaymentStatus, amount: Int64, currency: String, authorizationMode: String,
                 merchantReference: String?, paymentProductID: Int, maskedCardNumber: String?, bin: String?, expiryDate: String?,
@@ -397,4 +420,58 @@ public enum WorldlineIdempotence: Sendable, Equatable {
     case done(requestedAt: Int64, status: Int, body: String)
     /// The key was used for a different request.
     case differentRequest(requestedAt: Int64)
+}
+
+/// A card-on-file token of the emulated Worldline platform, as `GET …/tokens/{id}` shows it:
+/// the card masked, never its number (the ledger keeps the number sealed, found by the keyed
+/// hash the card core searches cards by).
+public struct WorldlineToken: Sendable, Equatable {
+    /// Every stored property, for the ledger that reads them back.
+    package init(token: String, merchantID: String, paymentProductID: Int, maskedCardNumber: String, bin: String, expiryDate: String,
+                 cardholderName: String?, initialSchemeTransactionID: String?, createdAt: Int64, deletedAt: Int64?) {
+        self.token = token
+        self.merchantID = merchantID
+        self.paymentProductID = paymentProductID
+        self.maskedCardNumber = maskedCardNumber
+        self.bin = bin
+        self.expiryDate = expiryDate
+        self.cardholderName = cardholderName
+        self.initialSchemeTransactionID = initialSchemeTransactionID
+        self.createdAt = createdAt
+        self.deletedAt = deletedAt
+    }
+
+    /// The token itself (a UUID, as the platform's).
+    public let token: String
+    public let merchantID: String
+    public let paymentProductID: Int
+    /// `************1111`.
+    public let maskedCardNumber: String
+    public let bin: String
+    /// MMYY.
+    public let expiryDate: String
+    public let cardholderName: String?
+    /// The scheme id of the series' first payment, once one was approved with this token.
+    public let initialSchemeTransactionID: String?
+    public let createdAt: Int64
+    public let deletedAt: Int64?
+}
+
+/// What storing a card as a token did (`tokenStatus`): a new token, the merchant's token for
+/// that card as it was, or that token with a new expiry date or name.
+public enum WorldlineTokenStatus: String, Sendable, Equatable {
+    case created = "CREATED", unchanged = "UNCHANGED", updated = "UPDATED"
+}
+
+/// A token's card, unsealed for one authorisation: held in memory only.
+public struct WorldlineVaultedCard: Sendable {
+    public let pan: String
+    public let expiryDate: String
+    public let cardholderName: String?
+
+    public init(pan: String, expiryDate: String, cardholderName: String?) {
+        self.pan = pan
+        self.expiryDate = expiryDate
+        self.cardholderName = cardholderName
+    }
 }

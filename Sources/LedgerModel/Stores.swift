@@ -48,6 +48,21 @@ public protocol WorldlineStore: TransactionStore {
     func worldlinePayment(id: String) throws -> WorldlinePayment?
     /// Payments with a requested capture or refund due at `now` or before, the earliest first.
     func worldlinePaymentsDue(at now: Int64, limit: Int) throws -> [(merchantID: String, id: String)]
+    /// Stores `card` as merchant `merchantID`'s token: its one live token for that card number
+    /// when it has one (updated when the expiry date or name changed), else a new one.
+    func storeWorldlineToken(merchantID: String, card: WorldlineVaultedCard, paymentProductID: Int, at now: Int64) throws
+        -> (WorldlineToken, WorldlineTokenStatus)
+    /// Merchant `merchantID`'s token `token` (deleted ones too) and its card; nil when the
+    /// merchant has no such token.
+    func worldlineToken(_ token: String, merchantID: String) throws -> (token: WorldlineToken, card: WorldlineVaultedCard)?
+    /// Deletes a token: it pays no more. False when the merchant has no such live token.
+    func deleteWorldlineToken(_ token: String, merchantID: String, at now: Int64) throws -> Bool
+    /// Records the scheme id of a token's first card-on-file or recurring payment (kept once set).
+    func setWorldlineTokenInitialScheme(_ token: String, merchantID: String, schemeTransactionID: String) throws
+    /// The tokens a client session was created with (in the order given), to show as accounts on file.
+    func worldlineSessionTokens(sessionID: String) throws -> [String]
+    /// Records the tokens a client session may show.
+    func setWorldlineSessionTokens(sessionID: String, tokens: [String]) throws
 }
 
 /// What the Citcon platform keeps beyond the transactions. `Ledger` is one.

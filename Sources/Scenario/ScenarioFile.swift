@@ -120,8 +120,14 @@ public struct Scenario: Sendable {
         public enum Kind: Sendable {
             case session
             /// `card` names a profile (its number, expiry and CVV) unless `number` is given.
+            /// `token` pays with a card-on-file token instead of a card; `onFile` are the
+            /// card-on-file and recurring members of `cardPaymentMethodSpecificInput` as given.
             case pay(amount: String, currency: String, mode: String?, card: String?, number: String?, expiry: String?, cvv: String?,
-                     reference: String?, returnURL: String?)
+                     reference: String?, returnURL: String?, token: String? = nil, onFile: [String: String] = [:])
+            /// `POST tokens` with a profile's card (or a number), its expiry and a name.
+            case token(card: String?, number: String?, expiry: String?, name: String?)
+            case getToken(String)
+            case deleteToken(String)
             case capture(payment: String, amount: String?)
             case cancel(payment: String, amount: String?)
             case refund(payment: String, amount: String?)
@@ -149,6 +155,8 @@ public struct Scenario: Sendable {
         public var replayed: Bool?
         public var webhooks: [String]?
         public var ledger: [(field: String, value: String)]?
+        /// Members of the answer's body by their dotted path (`creationOutput.token`), each a matcher.
+        public var body: [(path: String, matcher: Matcher)] = []
     }
 
     public enum Matcher: Sendable, Equatable {
@@ -548,7 +556,8 @@ extension Scenario {
     }
 
     static func parseWorldline(_ w: Mapping, cards: inout [String: String], cardsDirectory: String) throws(ScenarioError) -> WorldlineStep {
-        let kinds = ["session", "pay", "capture", "cancel", "refund", "get", "challenge", "webhook", "request", "host"]
+        let kinds = ["session", "pay", "capture", "cancel", "refund", "get", "challenge", "webhook", "request", "host", "token", "get_token",
+                     "delete_token"]
         let which = kinds.filter { w.node($0) != nil }
         guard which.count == 1 else { throw w.error("worldline: exactly one of \(kinds.joined(separator: ", "))") }
         try w.allow(Set(which + ["merchant", "idempotence_key", "amount", "result", "final"]))
@@ -558,16 +567,33 @@ extension Scenario {
         case "session": kind = .session
         case "pay":
             let p = try w.mapping("pay")!
-            try p.allow(["amount", "currency", "mode", "card", "number", "expiry", "cvv", "reference", "return_url"])
-            let card = try p.string("card"), number = try p.string("number")
-            guard (card == nil) != (number == nil) else { throw p.error("pay: card: <profile> or number: <card number>, one of them") }
+            let onFileKeys = ["tokenize", "requestor", "sequence", "recurring", "initial_scheme_id"]
+            try p.allow(Set(["amount", "currency", "mode", "card", "number", "expiry", "cvv", "reference", "return_url", "token"] + onFileKeys))
+            let card = try p.string("card"), number = try p.string("number"), token = try p.string("token")
+            guard [card, number, token].compactMap({ $0 }).count == 1 else {
+                throw p.error("pay: card: <profile>, number: <card number> or token: <token>, one of them")
+            }
             if let card {
                 if cards[card] == nil { cards[card] = Self.resolve(card, in: cardsDirectory) }
                 guard FileManager.default.fileExists(atPath: cards[card]!) else { throw p.error("pay.card: no profile \(cards[card]!)") }
             }
+            var onFile: [String: String] = [:]
+            for key in onFileKeys { if let v = try p.string(key) { onFile[key] = v } }
             kind = .pay(amount: try p.string("amount", required: true)!, currency: try p.string("currency") ?? "EUR", mode: try p.string("mode"),
                         card: card, number: number, expiry: try p.string("expiry"), cvv: try p.string("cvv"), reference: try p.string("reference"),
-                        returnURL: try p.string("return_url"))
+                        returnURL: try p.string("return_url"), token: token, onFile: onFile)
+        case "token":
+            let t = try w.mapping("token")!
+            try t.allow(["card", "number", "expiry", "name"])
+            let card = try t.string("card"), number = try t.string("number")
+            guard (card == nil) != (number == nil) else { throw t.error("token: card: <profile> or number: <card number>, one of them") }
+            if let card {
+                if cards[card] == nil { cards[card] = Self.resolve(card, in: cardsDirectory) }
+                guard FileManager.default.fileExists(atPath: cards[card]!) else { throw t.error("token.card: no profile \(cards[card]!)") }
+            }
+            kind = .token(card: card, number: number, expiry: try t.string("expiry"), name: try t.string("name"))
+        case "get_token": kind = .getToken(try w.string("get_token", required: true)!)
+        case "delete_token": kind = .deleteToken(try w.string("delete_token", required: true)!)
         case "capture": kind = .capture(payment: try w.string("capture", required: true)!, amount: try w.string("amount"))
         case "cancel": kind = .cancel(payment: try w.string("cancel", required: true)!, amount: try w.string("amount"))
         case "refund": kind = .refund(payment: try w.string("refund", required: true)!, amount: try w.string("amount"))
@@ -663,8 +689,11 @@ extension Scenario {
     }
 
     static func parseWorldlineExpectation(_ e: Mapping) throws(ScenarioError) -> WorldlineExpectation {
-        try e.allow(["http", "status", "status_code", "error_id", "property", "replayed", "webhooks", "ledger"])
+        try e.allow(["http", "status", "status_code", "error_id", "property", "replayed", "webhooks", "ledger", "body"])
         var x = WorldlineExpectation()
+        if let b = try e.mapping("body") {
+            x.body = try b.entries.map { key, node throws(ScenarioError) in (key, try matcher(node, file: e.file, what: "body.\(key)")) }
+        }
         x.http = try e.int("http")
         x.status = try e.string("status")
         x.statusCode = try e.int("status_code")

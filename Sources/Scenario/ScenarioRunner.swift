@@ -740,18 +740,30 @@ struct Execution {
             case .session:
                 path += "sessions"
                 body = "{}"
-            case .pay(let amount, let currency, let mode, let card, let number, let expiry, let cvv, let reference, let returnURL):
-                var values: (number: String, expiry: String, cvv: String?)
-                if let card {
-                    values = try Self.cardValues(scenario.cards[card]!)
+            case .pay(let amount, let currency, let mode, let card, let number, let expiry, let cvv, let reference, let returnURL, let token, let onFile):
+                var input: [String: Any] = [:]
+                if let token {
+                    input["token"] = try fill(token, step)
                 } else {
-                    values = (try fill(number!, step), "1230", nil)
+                    var values: (number: String, expiry: String, cvv: String?)
+                    if let card {
+                        values = try Self.cardValues(scenario.cards[card]!)
+                    } else {
+                        values = (try fill(number!, step), "1230", nil)
+                    }
+                    if let expiry { values.expiry = try fill(expiry, step) }
+                    if let cvv { values.cvv = try fill(cvv, step) }
+                    // A merchant-initiated payment is made without the cardholder, so without a CVV.
+                    if onFile["requestor"] == "merchantInitiated" || onFile["recurring"] == "recurring", cvv == nil { values.cvv = nil }
+                    var cardJSON: [String: Any] = ["cardNumber": values.number, "expiryDate": values.expiry]
+                    if let c = values.cvv { cardJSON["cvv"] = c }
+                    input["card"] = cardJSON
                 }
-                if let expiry { values.expiry = try fill(expiry, step) }
-                if let cvv { values.cvv = try fill(cvv, step) }
-                var cardJSON: [String: Any] = ["cardNumber": values.number, "expiryDate": values.expiry]
-                if let c = values.cvv { cardJSON["cvv"] = c }
-                var input: [String: Any] = ["card": cardJSON]
+                if let v = onFile["tokenize"] { input["tokenize"] = v == "true" }
+                if let v = onFile["requestor"] { input["unscheduledCardOnFileRequestor"] = try fill(v, step) }
+                if let v = onFile["sequence"] { input["unscheduledCardOnFileSequenceIndicator"] = try fill(v, step) }
+                if let v = onFile["recurring"] { input["recurring"] = ["recurringPaymentSequenceIndicator": try fill(v, step)] }
+                if let v = onFile["initial_scheme_id"] { input["initialSchemeTransactionId"] = try fill(v, step) }
                 if let mode { input["authorizationMode"] = try fill(mode, step) }
                 if let returnURL { input["threeDSecure"] = ["redirectionData": ["returnUrl": try fill(returnURL, step)]] }
                 var order: [String: Any] = ["amountOfMoney": ["amount": try money(amount, "pay.amount"), "currencyCode": try fill(currency, step)]]
@@ -781,6 +793,20 @@ struct Execution {
                 paymentID = try fill(payment, step)
                 method = "GET"
                 path += "payments/\(paymentID!)"
+            case .token(let card, let number, let expiry, let name):
+                var values: (number: String, expiry: String, cvv: String?) = card != nil
+                    ? try Self.cardValues(scenario.cards[card!]!) : (try fill(number!, step), "1230", nil)
+                if let expiry { values.expiry = try fill(expiry, step) }
+                var cardJSON: [String: Any] = ["cardNumber": values.number, "expiryDate": values.expiry]
+                if let name { cardJSON["cardholderName"] = try fill(name, step) }
+                body = Self.jsonText(["card": ["data": ["card": cardJSON]]])
+                path += "tokens"
+            case .getToken(let token):
+                method = "GET"
+                path += "tokens/\(try fill(token, step))"
+            case .deleteToken(let token):
+                method = "DELETE"
+                path += "tokens/\(try fill(token, step))"
             case .request(let m2, let p2, let b2):
                 method = m2
                 path = try fill(p2, step)
@@ -806,7 +832,14 @@ struct Execution {
             if let paymentID { values["id"] = paymentID }
             if let status { values["status"] = status }
             if let statusCode { values["statusCode"] = String(statusCode) }
-            for key in ["clientSessionId", "customerId"] { if let v = body[key] as? String { values[key] = v } }
+            for key in ["clientSessionId", "customerId", "tokenStatus"] { if let v = body[key] as? String { values[key] = v } }
+            // A token: the one a token request made or read, or the one a payment made or paid with.
+            let cardOutput = ((payment?["paymentOutput"] as? [String: Any])?["cardPaymentMethodSpecificOutput"] as? [String: Any]) ?? [:]
+            if let token = (body["token"] as? String) ?? ((body["creationOutput"] as? [String: Any])?["token"] as? String)
+                ?? (cardOutput["token"] as? String) ?? (body["card"] != nil && payment == nil ? body["id"] as? String : nil) {
+                values["token"] = token
+            }
+            for key in ["schemeTransactionId", "initialSchemeTransactionId"] { if let v = cardOutput[key] as? String { values[key] = v } }
             if let operation = body["id"] as? String, payment == nil { values["operation"] = operation }
             saved[name] = values
         }
@@ -825,6 +858,9 @@ struct Execution {
         if let wanted = x.replayed, wanted != (answer["idempotenceRequestTimestamp"] != nil) {
             throw failure("replayed: expected \(wanted) (X-GCS-Idempotence-Request-Timestamp \(wanted ? "present" : "absent"))")
         }
+        for (path, matcher) in x.body {
+            if let problem = try mismatch(matcher, Self.member(body, path), step) { throw failure("body.\(path): \(problem)") }
+        }
         if x.webhooks != nil || x.ledger != nil {
             guard let paymentID else { throw failure("webhooks/ledger: the answer names no payment") }
             let data = try await call("GET", "/v1/worldline/payments/\(paymentID)/record", line: step.line)
@@ -839,6 +875,28 @@ struct Execution {
                     throw failure("ledger.\(field): expected \"\(value)\", got \"\(last[field] ?? "(none)")\"")
                 }
             }
+        }
+    }
+
+    /// A member of a JSON body by its dotted path (`payment.paymentOutput.amountOfMoney.amount`;
+    /// a number indexes a list), as text; nil when it is absent or null.
+    static func member(_ body: [String: Any], _ path: String) -> String? {
+        var current: Any = body
+        for part in path.split(separator: ".") {
+            if let object = current as? [String: Any], let next = object[String(part)] {
+                current = next
+            } else if let list = current as? [Any], let i = Int(part), list.indices.contains(i) {
+                current = list[i]
+            } else {
+                return nil
+            }
+        }
+        switch current {
+        case is NSNull: return nil
+        case let n as NSNumber where String(cString: n.objCType) == "c": return n.boolValue ? "true" : "false"
+        case let s as String: return s
+        case let n as NSNumber: return n.stringValue
+        default: return jsonText(current)
         }
     }
 

@@ -8,6 +8,12 @@ enum PlatformText {
         return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &g)) }.joined()
     }
 
+    /// `count` random decimal digits, the first not 0 (a scheme's transaction id).
+    static func digits(_ count: Int) -> String {
+        var g = SystemRandomNumberGenerator()
+        return String(Int.random(in: 1...9, using: &g)) + (1..<count).map { _ in String(Int.random(in: 0...9, using: &g)) }.joined()
+    }
+
     /// `2021-08-14T09:47:43.000Z` for microseconds since 1970.
     static func isoTime(micros: Int64) -> String {
         let formatter = ISO8601DateFormatter()

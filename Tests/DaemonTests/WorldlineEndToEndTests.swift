@@ -69,6 +69,7 @@ struct WorldlineEndToEndTests {
         #expect(process.terminationStatus == 0, "worldline_sdk.py:\n\(text)\ndaemon log:\n\(daemon.logText.suffix(3000))")
         #expect(!text.contains("FAIL"))
         #expect(text.contains("PASS webhook-captured"))
+        #expect(text.contains("PASS token-first-cit-then-mit") && text.contains("PASS session-accounts-on-file") && text.contains("PASS token-delete"))
         // Nothing the SDK sent reached the ledger in clear: the PAN is in no table.
         let dump = try Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite"))
         #expect(dump.range(of: Data("4761739001010010".utf8)) == nil)

@@ -67,7 +67,7 @@ struct WorldlineTests {
         let input = try WorldlineCustomerInput.parse(opened.plaintext)
         #expect(input.clientSessionID == "vector-session")
         #expect(input.nonce == "0123456789abcdef")
-        #expect(input.card.pan == "4111111111111111")
+        #expect(input.card?.pan == "4111111111111111")
     }
 
     @Test("a changed tag, ciphertext, header or key id, or the wrong algorithm, is refused with its reason")

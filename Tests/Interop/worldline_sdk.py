@@ -43,7 +43,12 @@ try:
     from onlinepayments.sdk.domain.capture_payment_request import CapturePaymentRequest
     from onlinepayments.sdk.domain.card import Card
     from onlinepayments.sdk.domain.card_payment_method_specific_input import CardPaymentMethodSpecificInput
+    from onlinepayments.sdk.domain.card_recurrence_details import CardRecurrenceDetails
+    from onlinepayments.sdk.domain.card_without_cvv import CardWithoutCvv
     from onlinepayments.sdk.domain.create_payment_request import CreatePaymentRequest
+    from onlinepayments.sdk.domain.create_token_request import CreateTokenRequest
+    from onlinepayments.sdk.domain.token_card_specific_input import TokenCardSpecificInput
+    from onlinepayments.sdk.domain.token_data import TokenData
     from onlinepayments.sdk.domain.get_iin_details_request import GetIINDetailsRequest
     from onlinepayments.sdk.domain.order import Order
     from onlinepayments.sdk.domain.refund_request import RefundRequest
@@ -497,6 +502,88 @@ def main():
             raise Fail("a session with 11 tokens was created")
         except ValidationException as e:
             expect(e.status_code == 400, f"HTTP {e.status_code}, want 400")
+
+    # --- tokens and card on file (docs/worldline.md, "Tokens and card on file")
+
+    def token_payment(token, amount, requestor=None, sequence=None, recurring=None):
+        request, order, card_input = CreatePaymentRequest(), Order(), CardPaymentMethodSpecificInput()
+        order.amount_of_money = money(amount)
+        card_input.authorization_mode, card_input.token = "SALE", token
+        card_input.unscheduled_card_on_file_requestor = requestor
+        card_input.unscheduled_card_on_file_sequence_indicator = sequence
+        if recurring:
+            card_input.recurring = CardRecurrenceDetails()
+            card_input.recurring.recurring_payment_sequence_indicator = recurring
+        request.order, request.card_payment_method_specific_input = order, card_input
+        return request
+
+    @check("token-create-get")
+    def _():
+        request, data, card = CreateTokenRequest(), TokenData(), Card()
+        card.card_number, card.expiry_date, card.cardholder_name = args.pan, args.expiry, CARDHOLDER
+        data.card = card
+        request.card, request.payment_product_id = TokenCardSpecificInput(), product_id(args.pan)
+        request.card.data = data
+        created = merchant.tokens().create_token(request)
+        expect(created.token and created.token_status in ("CREATED", "UNCHANGED"), f"created {created.to_dictionary()}")
+        expect(created.card.card_number.endswith(args.pan[-4:]) and args.pan not in created.card.card_number,
+               f"card {created.card.card_number!r} is not masked")
+        again = merchant.tokens().create_token(request)
+        expect(again.token == created.token and again.token_status == "UNCHANGED" and again.is_new_token is False,
+               f"the same card again: {again.to_dictionary()}")
+        read = merchant.tokens().get_token(created.token)
+        expect(read.id == created.token and read.payment_product_id == product_id(args.pan), f"get_token {read.to_dictionary()}")
+        expect(read.card.data.card_without_cvv.expiry_date == args.expiry, f"expiry {read.card.data.card_without_cvv.expiry_date}")
+        state["token"] = created.token
+
+    @check("token-first-cit-then-mit", "token")
+    def _():
+        first = payments.create_payment(token_payment(state["token"], AMOUNT, "cardholderInitiated", "first"))
+        out = first.payment.payment_output.card_payment_method_specific_output
+        expect(status_of(first.payment) == ("CAPTURED", 9) and out.token == state["token"], f"first {status_of(first.payment)} token {out.token}")
+        expect(out.scheme_transaction_id, "no schemeTransactionId on the first payment")
+        later = payments.create_payment(token_payment(state["token"], AMOUNT, "merchantInitiated", "subsequent"))
+        later_out = later.payment.payment_output.card_payment_method_specific_output
+        expect(status_of(later.payment) == ("CAPTURED", 9), f"subsequent {status_of(later.payment)}")
+        expect(later_out.initial_scheme_transaction_id == out.scheme_transaction_id,
+               f"initialSchemeTransactionId {later_out.initial_scheme_transaction_id}, want {out.scheme_transaction_id}")
+        recurring = payments.create_payment(token_payment(state["token"], AMOUNT, recurring="recurring"))
+        expect(status_of(recurring.payment) == ("CAPTURED", 9), f"recurring {status_of(recurring.payment)}")
+
+    @check("tokenize-payment")
+    def _():
+        request = payment_request(args, AMOUNT, "FINAL_AUTHORIZATION")
+        request.card_payment_method_specific_input.tokenize = True
+        created = payments.create_payment(request)
+        expect(created.creation_output.tokenization_succeeded is True and created.creation_output.token,
+               f"creationOutput {created.creation_output.to_dictionary()}")
+        expect(created.payment.payment_output.card_payment_method_specific_output.token == created.creation_output.token,
+               "the payment's token is not creationOutput's")
+
+    @check("session-accounts-on-file", "token")
+    def _():
+        request = SessionRequest()
+        request.tokens = [state["token"], "unknown-token-3"]
+        session = merchant.sessions().create_session(request)
+        expect(session.invalid_tokens == ["unknown-token-3"], f"invalidTokens {session.invalid_tokens!r}")
+        products = client_api_get(session, "products?countryCode=BE&currencyCode=EUR", args.timeout)
+        accounts = [a for p in products.get("paymentProducts", []) for a in p.get("accountsOnFile", [])]
+        expect([a.get("id") for a in accounts] == [state["token"]], f"accountsOnFile {accounts}")
+
+    @check("token-delete", "token")
+    def _():
+        merchant.tokens().delete_token(state["token"])
+        try:
+            merchant.tokens().get_token(state["token"])
+            raise Fail("a deleted token was read")
+        except ApiException as e:
+            expect(e.status_code == 404, f"HTTP {e.status_code}, want 404")
+        try:
+            payments.create_payment(token_payment(state["token"], AMOUNT))
+            raise Fail("a deleted token paid")
+        except ValidationException as e:
+            expect(e.status_code == 400 and e.errors[0].property_name == "cardPaymentMethodSpecificInput.token",
+                   f"HTTP {e.status_code} {[(x.id, x.property_name) for x in e.errors]}")
 
     client.close()
     server.shutdown()

@@ -123,9 +123,10 @@ struct WorldlineAdminRoutes {
         }
         routes.post("/v1/worldline/requests") { request, context in
             let body = try await decode(WorldlineRequestBody.self, request, context)
-            guard ["GET", "POST"].contains(body.method) else { throw DaemonError.badRequest(field: "method", rule: "must be GET or POST") }
+            let methods: [String: HTTPRequest.Method] = ["GET": .get, "POST": .post, "DELETE": .delete]
+            guard let method = methods[body.method] else { throw DaemonError.badRequest(field: "method", rule: "must be GET, POST or DELETE") }
             let server = WorldlineServer(bench: bench, publicURL: { bench.worldlinePublicURL })
-            let replied = await server.perform(method: body.method == "GET" ? .get : .post, path: body.path, body: Array((body.body ?? "").utf8),
+            let replied = await server.perform(method: method, path: body.path, body: Array((body.body ?? "").utf8),
                                                idempotenceKey: body.idempotenceKey, from: context)
             var answer: [String: Any] = ["status": replied.status,
                                          "body": (try? JSONSerialization.jsonObject(with: Data(replied.text.utf8))) ?? replied.text]

@@ -95,6 +95,18 @@ struct WorldlineServer: Sendable {
                 return try await reply { try call(front, m, id, body) }.response
             }
         }
+        v2.post("tokens") { request, context in
+            let m = try context.merchant, body = try await Self.body(request)
+            return try await reply { try front.createToken(merchantID: m, body: body) }.response
+        }
+        v2.get("tokens/:id") { _, context in
+            let m = try context.merchant, id = context.parameters.get("id") ?? ""
+            return try await reply { try front.getToken(merchantID: m, id: id) }.response
+        }
+        v2.delete("tokens/:id") { _, context in
+            let m = try context.merchant, id = context.parameters.get("id") ?? ""
+            return try await reply { try front.deleteToken(merchantID: m, id: id) }.response
+        }
         v2.get("services/testconnection") { _, _ in Self.json(200, ["result": "OK"]).response }
         v2.post("services/getIINdetails") { request, _ in try iin(try await Self.body(request)).response }
         v2.get("products") { request, _ in try products([], query: request).response }
@@ -137,6 +149,7 @@ struct WorldlineServer: Sendable {
         ("payments/:id/captures", .get), ("payments/:id/refunds", .get), ("payments/:id/capture", .post),
         ("payments/:id/cancel", .post), ("payments/:id/refund", .post), ("services/testconnection", .get),
         ("services/getIINdetails", .post), ("products", .get), ("products/:id", .get), ("products/:id/networks", .get),
+        ("tokens", .post),
     ]
     static let methods: [HTTPRequest.Method] = [.get, .post, .put, .delete, .patch]
 
@@ -244,8 +257,10 @@ struct WorldlineServer: Sendable {
             let (keyID, der) = try bench.worldlineKeys.currentPublicKey()
             return Self.json(200, ["keyId": keyID, "publicKey": Data(der).base64EncodedString()]).response
         }
-        gated.get("products") { request, _ in try products([], query: request).response }
-        gated.get("products/:id") { _, context in try products([context.parameters.get("id") ?? ""]).response }
+        gated.get("products") { request, context in try products([], query: request, accountsOnFile: accounts(request, context)).response }
+        gated.get("products/:id") { request, context in
+            try products([context.parameters.get("id") ?? ""], accountsOnFile: accounts(request, context)).response
+        }
         gated.get("products/:id/networks") { _, context in try products([context.parameters.get("id") ?? "", "networks"]).response }
         gated.post("services/getIINdetails") { request, _ in try iin(try await Self.body(request)).response }
         // Any other path under the customer: 404, behind the session check.
@@ -258,17 +273,26 @@ struct WorldlineServer: Sendable {
         return routes
     }
 
-    func products(_ s: [String], query request: Request? = nil) throws -> Replied {
+    /// The accounts on file of a Client API request's session (the gate checked the session).
+    func accounts(_ request: Request, _ context: PlatformContext) throws -> [WorldlineToken] {
+        guard let sessionID = request.headers[.authorization].flatMap(WorldlineAuth.parseClient) else { return [] }
+        let session = try authenticateClient(request, customerID: try context.parameters.require("customerId"))
+        return try front.accountsOnFile(sessionID: sessionID, merchantID: session.merchantID)
+    }
+
+    func products(_ s: [String], query request: Request? = nil, accountsOnFile: [WorldlineToken] = []) throws -> Replied {
         if let request {
             let q = request.uri.queryParameters
             try WorldlineProducts.checkProductsQuery(countryCode: q.get("countryCode"), currencyCode: q.get("currencyCode"))
         }
         let assets = publicURL() + "/assets/"
-        if s.isEmpty { return Self.json(200, WorldlineProducts.products(assetURL: assets)) }
+        if s.isEmpty {
+            return Self.json(200, WorldlineProducts.adding(accountsOnFile: accountsOnFile, to: WorldlineProducts.products(assetURL: assets), assetURL: assets))
+        }
         guard let id = Int(s[0]), let product = WorldlineProducts.product(id, assetURL: assets) else {
             throw WorldlineError.notFound("UNKNOWN_PRODUCT_ID", "no payment product \(shownValue(s[0], 20))")
         }
-        if s.count == 1 { return Self.json(200, product) }
+        if s.count == 1 { return Self.json(200, WorldlineProducts.adding(accountsOnFile: accountsOnFile, to: product, assetURL: assets)) }
         if s.count == 2, s[1] == "networks", let networks = WorldlineProducts.networks(id) { return Self.json(200, networks) }
         throw WorldlineError.notFound("UNKNOWN_RESOURCE", "no such product resource")
     }
@@ -362,6 +386,10 @@ struct WorldlineServer: Sendable {
         case .captured(let o, let p): Replied(status: 200, text: WorldlineRender.captureText(o, p))
         case .cancelled(let p): Replied(status: 200, text: WorldlineRender.paymentText(p))
         case .refunded(let o, let p): Replied(status: 201, text: WorldlineRender.refundText(o, p))
+        // A card stored again answers 200 with its existing token; a new one is created, 201.
+        case .tokenCreated(let t, let status): Replied(status: status == .created ? 201 : 200, text: WorldlineRender.createdTokenText(t, status: status))
+        case .token(let t): Replied(status: 200, text: WorldlineRender.tokenText(t))
+        case .tokenDeleted: Replied(status: 204, text: "")
         }
     }
 

@@ -1,4 +1,5 @@
 import EMV
+import LedgerModel
 import Foundation
 
 /// The card payment products the platform offers, with the fields the client SDKs draw and
@@ -26,6 +27,36 @@ public enum WorldlineProducts {
     /// `GET products`: every card product (the bench offers them in every country and currency).
     public static func products(assetURL: String) -> [String: Any] {
         ["paymentProducts": offered.compactMap { product($0.id, assetURL: assetURL) }]
+    }
+
+    /// A token as the Client API shows an account on file: its id, product, read-only
+    /// attributes (the masked number as `alias`, the expiry date, the name) and a label template.
+    public static func accountOnFile(_ t: WorldlineToken, assetURL: String) -> [String: Any] {
+        var attributes: [[String: Any]] = [["key": "alias", "value": t.maskedCardNumber, "status": "READ_ONLY"],
+                                           ["key": "expiryDate", "value": t.expiryDate, "status": "READ_ONLY"]]
+        if let name = t.cardholderName { attributes.append(["key": "cardholderName", "value": name, "status": "READ_ONLY"]) }
+        return ["id": t.token, "paymentProductId": t.paymentProductID, "attributes": attributes,
+                "displayHints": ["labelTemplate": [["attributeKey": "alias", "mask": NSNull()]],
+                                 "logo": "\(assetURL)templates/master/global/css/img/ppimages/pp_logo_\(t.paymentProductID)_v1.png"]]
+    }
+
+    /// A products answer (or one product) with the accounts on file of its products added, as
+    /// the Client API shows a session created with tokens.
+    public static func adding(accountsOnFile tokens: [WorldlineToken], to body: [String: Any], assetURL: String) -> [String: Any] {
+        guard !tokens.isEmpty else { return body }
+        func add(_ product: [String: Any]) -> [String: Any] {
+            var product = product
+            let mine = tokens.filter { $0.paymentProductID == product["id"] as? Int }.map { accountOnFile($0, assetURL: assetURL) }
+            if !mine.isEmpty { product["accountsOnFile"] = mine }
+            return product
+        }
+        var body = body
+        if let list = body["paymentProducts"] as? [[String: Any]] {
+            body["paymentProducts"] = list.map(add)
+            body["accountsOnFile"] = tokens.map { accountOnFile($0, assetURL: assetURL) }
+            return body
+        }
+        return add(body)
     }
 
     /// `GET products/{id}/networks`.

@@ -133,6 +133,23 @@ public enum WorldlineRender {
         return text(body)
     }
 
+    /// `CreatedTokenResponse`.
+    public static func createdTokenText(_ t: WorldlineToken, status: WorldlineTokenStatus) -> String {
+        text(["token": t.token, "tokenStatus": status.rawValue, "isNewToken": status == .created, "card": cardWithoutCVV(t)])
+    }
+
+    /// `TokenResponse`.
+    public static func tokenText(_ t: WorldlineToken) -> String {
+        text(["id": t.token, "paymentProductId": t.paymentProductID, "isTemporary": false,
+              "card": ["alias": t.maskedCardNumber, "data": ["cardWithoutCvv": cardWithoutCVV(t)]]])
+    }
+
+    static func cardWithoutCVV(_ t: WorldlineToken) -> [String: Any] {
+        var card: [String: Any] = ["cardNumber": t.maskedCardNumber, "expiryDate": t.expiryDate]
+        if let name = t.cardholderName { card["cardholderName"] = name }
+        return card
+    }
+
     /// An error's body, as JSON text.
     public static func errorText(_ e: WorldlineError, errorID: String) -> String { text(error(e, errorID: errorID)) }
 
@@ -184,6 +201,12 @@ public enum WorldlineRender {
         if let b = p.bin { card["bin"] = b }
         var cardOutput: [String: Any] = ["paymentProductId": p.paymentProductID, "card": card]
         if let a = p.authorisationCode { cardOutput["authorisationCode"] = a }
+        if let t = p.token { cardOutput["token"] = t }
+        if let s = p.schemeTransactionID {
+            cardOutput["schemeTransactionId"] = s
+            cardOutput["schemeReferenceData"] = s
+        }
+        if let i = p.initialSchemeTransactionID { cardOutput["initialSchemeTransactionId"] = i }
         if let t = p.threeDSecure {
             cardOutput["threeDSecureResults"] = ["authenticationStatus": t.hasSuffix("-failed") ? "N" : "Y",
                                                  "flow": t.hasPrefix("frictionless") ? "frictionless" : "challenge"]
@@ -201,7 +224,9 @@ public enum WorldlineRender {
 
     /// `CreatePaymentResponse`; `redirectURL` when a 3-D Secure challenge waits.
     static func created(_ p: WorldlinePayment, redirectURL: String?) -> [String: Any] {
-        var body: [String: Any] = ["creationOutput": ["isNewToken": false, "tokenizationSucceeded": false], "payment": payment(p)]
+        var creation: [String: Any] = ["isNewToken": p.isNewToken ?? false, "tokenizationSucceeded": p.isNewToken != nil]
+        if p.isNewToken != nil, let t = p.token { creation["token"] = t }
+        var body: [String: Any] = ["creationOutput": creation, "payment": payment(p)]
         if let redirectURL {
             body["merchantAction"] = ["actionType": "REDIRECT",
                                       "redirectData": ["redirectURL": redirectURL, "RETURNMAC": p.returnMAC ?? ""]]

@@ -62,6 +62,21 @@ public struct WorldlineCreatePayment: Sendable {
         public var challengeIndicator: String?
     }
 
+    /// Who starts a payment on a stored card (`unscheduledCardOnFileRequestor`).
+    public enum CardOnFileRequestor: String, Sendable, CaseIterable {
+        case cardholderInitiated, merchantInitiated
+    }
+
+    /// Where a payment is in its card-on-file series (`unscheduledCardOnFileSequenceIndicator`).
+    public enum CardOnFileSequence: String, Sendable, CaseIterable {
+        case first, subsequent
+    }
+
+    /// Where a payment is in its recurring series (`recurring.recurringPaymentSequenceIndicator`).
+    public enum RecurringSequence: String, Sendable, CaseIterable {
+        case first, recurring
+    }
+
     public let amount: Int64
     /// ISO 4217 alphabetic.
     public let currency: String
@@ -69,11 +84,34 @@ public struct WorldlineCreatePayment: Sendable {
     public let authorizationMode: AuthorizationMode
     public let merchantReference: String?
     public let paymentProductID: Int?
-    /// A plain card (server-side tests), or nil when `encryptedCustomerInput` carries it.
+    /// A plain card (server-side tests), or nil when `encryptedCustomerInput` or `token` carries it.
     public let card: WorldlineCard?
     public let encryptedCustomerInput: String?
     public let threeDSecure: ThreeDS?
     public typealias ThreeDS = ThreeDSecure
+    /// A card-on-file token to pay with (`cardPaymentMethodSpecificInput.token`).
+    public var token: String? = nil
+    /// Store the card as a token when the payment is approved.
+    public var tokenize = false
+    public var cardOnFileRequestor: CardOnFileRequestor? = nil
+    public var cardOnFileSequence: CardOnFileSequence? = nil
+    public var recurring: RecurringSequence? = nil
+    /// The first payment's scheme id, when the merchant keeps it rather than the token.
+    public var initialSchemeTransactionID: String? = nil
+
+    /// A payment the merchant starts without the cardholder (a later card-on-file or recurring
+    /// payment): no CVV, no 3-D Secure, and a first payment it follows.
+    public var isMerchantInitiated: Bool { cardOnFileRequestor == .merchantInitiated || recurring == .recurring }
+
+    /// A payment that begins a series: its scheme id is what the later ones refer to.
+    public var beginsSeries: Bool { cardOnFileSequence == .first || recurring == .first }
+
+    /// The card-on-file words kept with the payment (`merchantInitiated/subsequent`, `recurring/first`).
+    public var cardOnFile: String? {
+        if let recurring { return "recurring/" + recurring.rawValue }
+        guard cardOnFileRequestor != nil || cardOnFileSequence != nil else { return nil }
+        return (cardOnFileRequestor ?? .cardholderInitiated).rawValue + "/" + (cardOnFileSequence ?? .subsequent).rawValue
+    }
 
     /// Reads a payment request, naming the property of anything missing or wrong.
     public static func parse(_ json: WorldlineJSON) throws(WorldlineError) -> WorldlineCreatePayment {
@@ -98,10 +136,13 @@ public struct WorldlineCreatePayment: Sendable {
             card = try WorldlineCard(pan: c.requiredString("cardNumber", maxLength: 23), expiryDate: c.requiredString("expiryDate", maxLength: 4),
                                      cvv: c.string("cvv", maxLength: 4), cardholderName: c.string("cardholderName", maxLength: 51), path: path)
         }
-        guard (card == nil) != (encrypted == nil) else {
-            throw card == nil
+        let token = try input?.string("token", maxLength: 40)
+        let sources = [card != nil, encrypted != nil, token != nil].filter { $0 }.count
+        guard sources == 1 else {
+            throw sources == 0
                 ? .missing("encryptedCustomerInput")
-                : .invalid("encryptedCustomerInput", "give either encryptedCustomerInput or cardPaymentMethodSpecificInput.card, not both")
+                : .invalid(token != nil ? "cardPaymentMethodSpecificInput.token" : "encryptedCustomerInput",
+                           "give one of encryptedCustomerInput, cardPaymentMethodSpecificInput.card and cardPaymentMethodSpecificInput.token")
         }
         var threeDS: ThreeDSecure? = nil
         if let t = try input?.object("threeDSecure") {
@@ -115,9 +156,45 @@ public struct WorldlineCreatePayment: Sendable {
             try Self.checkURL(returnURL, property: "cardPaymentMethodSpecificInput.returnUrl")
             threeDS = ThreeDSecure(returnURL: returnURL, skipAuthentication: false, challengeIndicator: nil)
         }
-        return WorldlineCreatePayment(amount: amount, currency: currency, currencyNumeric: numeric, authorizationMode: mode,
-                                      merchantReference: reference, paymentProductID: product, card: card, encryptedCustomerInput: encrypted,
-                                      threeDSecure: threeDS)
+        var request = WorldlineCreatePayment(amount: amount, currency: currency, currencyNumeric: numeric, authorizationMode: mode,
+                                             merchantReference: reference, paymentProductID: product, card: card, encryptedCustomerInput: encrypted,
+                                             threeDSecure: threeDS)
+        request.token = token
+        try request.readCardOnFile(input)
+        return request
+    }
+
+    /// The card-on-file and recurring part of `cardPaymentMethodSpecificInput`, each value
+    /// checked and the combinations a series allows.
+    mutating func readCardOnFile(_ input: WorldlineJSON?) throws(WorldlineError) {
+        guard let input else { return }
+        let p = "cardPaymentMethodSpecificInput."
+        func value<E: RawRepresentable & CaseIterable>(_ json: WorldlineJSON, _ key: String, _ path: String) throws(WorldlineError) -> E?
+            where E.RawValue == String {
+            guard let text = try json.string(key, maxLength: 40) else { return nil }
+            guard let v = E(rawValue: text) else {
+                throw .invalid(path, "must be \(E.allCases.map(\.rawValue).joined(separator: " or ")), got \(shownValue(text, 40))")
+            }
+            return v
+        }
+        tokenize = try input.bool("tokenize") ?? false
+        cardOnFileRequestor = try value(input, "unscheduledCardOnFileRequestor", p + "unscheduledCardOnFileRequestor")
+        cardOnFileSequence = try value(input, "unscheduledCardOnFileSequenceIndicator", p + "unscheduledCardOnFileSequenceIndicator")
+        if let r = try input.object("recurring") {
+            recurring = try value(r, "recurringPaymentSequenceIndicator", p + "recurring.recurringPaymentSequenceIndicator")
+        }
+        if recurring == nil, try input.bool("isRecurring") == true { recurring = .first }
+        initialSchemeTransactionID = try input.string("initialSchemeTransactionId", maxLength: 32)
+        if recurring != nil, cardOnFileRequestor != nil || cardOnFileSequence != nil {
+            throw .invalid(p + "recurring", "a payment is recurring or unscheduled card on file, not both")
+        }
+        if cardOnFileRequestor == .merchantInitiated, cardOnFileSequence == .first {
+            throw .invalid(p + "unscheduledCardOnFileSequenceIndicator",
+                           "a merchant-initiated payment is never the first of its series: the cardholder starts it (cardholderInitiated, first)")
+        }
+        if isMerchantInitiated, card?.cvv != nil {
+            throw .invalid(p + "card.cvv", "a merchant-initiated payment is made without the cardholder, so without a CVV")
+        }
     }
 
     static func checkURL(_ text: String, property: String) throws(WorldlineError) {
@@ -227,7 +304,14 @@ public struct WorldlineCustomerInput: Sendable {
     public let clientSessionID: String
     public let nonce: String
     public let paymentProductID: Int?
-    public let card: WorldlineCard
+    /// The card typed in, or nil when an account on file (`accountOnFileID`) pays.
+    public let card: WorldlineCard?
+    /// The token of the account on file the customer picked.
+    public let accountOnFileID: String?
+    /// The customer asked for the card to be stored.
+    public let tokenize: Bool
+    /// A CVV typed for an account on file.
+    public let cvv: String?
 
     public static func parse(_ plaintext: [UInt8]) throws(WorldlineError) -> WorldlineCustomerInput {
         let json: WorldlineJSON
@@ -238,18 +322,51 @@ public struct WorldlineCustomerInput: Sendable {
         guard let session = try json.string("clientSessionId", maxLength: 64) else { throw .missing(p + "clientSessionId") }
         guard let nonce = try json.string("nonce", maxLength: 128), !nonce.isEmpty else { throw .missing(p + "nonce") }
         let product = try json.int("paymentProductId", in: 1...99_999).map(Int.init)
-        _ = try json.bool("tokenize")
-        _ = try json.string("accountOnFileId", maxLength: 64)
+        let tokenize = try json.bool("tokenize") ?? false
+        let accountOnFile = try json.string("accountOnFileId", maxLength: 64)
         guard let values = try json.array("paymentValues") else { throw .missing(p + "paymentValues") }
         var fields: [String: String] = [:]
         for v in values {
             fields[try v.requiredString("key", maxLength: 64)] = try v.requiredString("value", maxLength: 64)
+        }
+        if let accountOnFile, !accountOnFile.isEmpty, fields["cardNumber"] == nil {
+            // The account on file gives the card; the customer may have typed its CVV. A card
+            // number typed as well wins: it is what the customer entered last.
+            if let cvv = fields["cvv"], !(3...4).contains(cvv.count) || !cvv.allSatisfy({ $0.isASCII && $0.isNumber }) {
+                throw .invalid(p + "paymentValues.cvv", "must be 3 or 4 digits")
+            }
+            return WorldlineCustomerInput(clientSessionID: session, nonce: nonce, paymentProductID: product, card: nil,
+                                          accountOnFileID: accountOnFile, tokenize: false, cvv: fields["cvv"])
         }
         guard let number = fields["cardNumber"] else { throw .missing(p + "paymentValues.cardNumber") }
         guard let expiry = fields["expiryDate"] else { throw .missing(p + "paymentValues.expiryDate") }
         // The SDKs send the expiry as MMYY with the mask's '/' removed; take "MM/YY" too.
         let card = try WorldlineCard(pan: number, expiryDate: expiry.replacingOccurrences(of: "/", with: ""), cvv: fields["cvv"],
                                      cardholderName: fields["cardholderName"], path: p + "paymentValues.")
-        return WorldlineCustomerInput(clientSessionID: session, nonce: nonce, paymentProductID: product, card: card)
+        return WorldlineCustomerInput(clientSessionID: session, nonce: nonce, paymentProductID: product, card: card, accountOnFileID: nil,
+                                      tokenize: tokenize, cvv: nil)
+    }
+}
+
+/// `POST /v2/{merchantId}/tokens`: a card to store, plain (`card.data.card`) or typed into the
+/// Client SDK (`encryptedCustomerInput`), and its product.
+public struct WorldlineCreateToken: Sendable {
+    public let card: WorldlineCard?
+    public let encryptedCustomerInput: String?
+    public let paymentProductID: Int?
+
+    /// Reads a token request, naming the property of anything missing or wrong.
+    public static func parse(_ json: WorldlineJSON) throws(WorldlineError) -> WorldlineCreateToken {
+        let encrypted = try json.string("encryptedCustomerInput", maxLength: 16 << 10)
+        let product = try json.int("paymentProductId", in: 1...99_999).map(Int.init)
+        var card: WorldlineCard? = nil
+        if let c = try json.object("card")?.object("data")?.object("card") {
+            card = try WorldlineCard(pan: c.requiredString("cardNumber", maxLength: 23), expiryDate: c.requiredString("expiryDate", maxLength: 4),
+                                     cvv: nil, cardholderName: c.string("cardholderName", maxLength: 51), path: "card.data.card.")
+        }
+        guard (card == nil) != (encrypted == nil) else {
+            throw card == nil ? .missing("card.data.card") : .invalid("encryptedCustomerInput", "give either card or encryptedCustomerInput, not both")
+        }
+        return WorldlineCreateToken(card: card, encryptedCustomerInput: encrypted, paymentProductID: product)
     }
 }

@@ -72,9 +72,14 @@ public final class WorldlineFront: Sendable {
     public func createSession(merchantID: String, body: [UInt8] = [], clientAPIURL: String, assetURL: String) throws(WorldlineError) -> WorldlineResult {
         let tokens = try WorldlineJSON.parse(body).strings("tokens", maxLength: 40) ?? []
         guard tokens.count <= 10 else { throw .invalid("tokens", "at most 10 tokens, got \(tokens.count)") }
-        // No token is stored on this platform yet (tokenisation is not emulated): every token
-        // given is one it does not know.
-        let invalidTokens = tokens
+        // The merchant's live tokens are the session's accounts on file; the others come back.
+        var known: [String] = [], invalidTokens: [String] = []
+        for token in tokens {
+            let found = try stored("read a token") { try store.worldlineToken(token, merchantID: merchantID) }
+            if let found, found.token.deletedAt == nil, !known.contains(token) { known.append(token) } else if found == nil || found?.token.deletedAt != nil {
+                invalidTokens.append(token)
+            }
+        }
         let sessionID = PlatformText.hex(16)
         let customerID = PlatformText.hex(4) + "-" + PlatformText.hex(12)
         let now = self.now
@@ -82,6 +87,7 @@ public final class WorldlineFront: Sendable {
         try stored("create a session") {
             _ = try store.ensureWorldlineMerchant(merchantID, at: now)
             try store.createWorldlineSession(sessionID: sessionID, merchantID: merchantID, customerID: customerID, at: now, expiresAt: now + lifetime)
+            if !known.isEmpty { try store.setWorldlineSessionTokens(sessionID: sessionID, tokens: known) }
         }
         return .sessionCreated(sessionID: sessionID, customerID: customerID, clientAPIURL: clientAPIURL, assetURL: assetURL,
                                invalidTokens: invalidTokens)
@@ -103,7 +109,8 @@ public final class WorldlineFront: Sendable {
     /// challenge is answered on.
     public func createPayment(merchantID: String, body: [UInt8], challengeURL: (String) -> String) throws(WorldlineError) -> WorldlineResult {
         let request = try WorldlineCreatePayment.parse(WorldlineJSON.parse(body))
-        let card = try self.card(of: request, merchantID: merchantID)
+        let source = try self.source(of: request, merchantID: merchantID)
+        let card = source.card
         if let product = request.paymentProductID, product != WorldlineStatus.productID(card.brand) {
             throw .invalid("cardPaymentMethodSpecificInput.paymentProductId",
                            "\(product) is not the product of this card number (\(WorldlineStatus.productID(card.brand)))")
@@ -113,8 +120,24 @@ public final class WorldlineFront: Sendable {
                                        authorizationMode: request.authorizationMode.rawValue, merchantReference: request.merchantReference,
                                        paymentProductID: WorldlineStatus.productID(card.brand), maskedCardNumber: card.masked,
                                        bin: card.bin, expiryDate: card.expiryDate, createdAt: now)
+        payment.cardOnFile = request.cardOnFile
+        payment.initialSchemeTransactionID = source.initialSchemeTransactionID
+        if let token = source.token {
+            payment.token = token.token
+        } else if source.tokenize {
+            // Stored before the issuer is asked, so the payment's record and webhooks carry it;
+            // a decline takes a token it made back.
+            let (token, status) = try stored("store the token") {
+                try store.storeWorldlineToken(merchantID: merchantID, card: WorldlineVaultedCard(pan: card.pan, expiryDate: card.expiryDate,
+                                                                                                 cardholderName: card.cardholderName),
+                                              paymentProductID: WorldlineStatus.productID(card.brand), at: now)
+            }
+            payment.token = token.token
+            payment.isNewToken = status == .created
+        }
         let testCard = WorldlineTestCards.table[card.pan]
-        if let t = request.threeDSecure, !t.skipAuthentication, let returnURL = t.returnURL {
+        // A merchant-initiated payment has no cardholder to authenticate: it is exempt.
+        if let t = request.threeDSecure, !t.skipAuthentication, !request.isMerchantInitiated, let returnURL = t.returnURL {
             // The platform's test cards decide as the platform does; another card is challenged
             // unless the merchant asks for no challenge.
             let threeDS = testCard?.threeDS ?? (t.challengeIndicator == "no-challenge-requested" ? .frictionless : .challenge)
@@ -145,11 +168,8 @@ public final class WorldlineFront: Sendable {
                                      rule: "platform test card", message: decline.message, delayMilliseconds: 0)
     }
 
-    /// The card of a request: its plain card, or its encrypted input opened and checked
-    /// (the key, the session, the nonce).
-    func card(of request: WorldlineCreatePayment, merchantID: String) throws(WorldlineError) -> WorldlineCard {
-        if let card = request.card { return card }
-        guard let jwe = request.encryptedCustomerInput else { throw .missing("encryptedCustomerInput") }
+    /// The encrypted input of a request opened and checked (the key, the session, the nonce).
+    func customerInput(_ jwe: String, merchantID: String) throws(WorldlineError) -> WorldlineCustomerInput {
         let opened: WorldlineJWE.Opened
         do throws(WorldlineJWE.Failure) { opened = try WorldlineJWE.decrypt(jwe, privateKey: privateKey) } catch {
             throw .invalid("encryptedCustomerInput", error.reason)
@@ -163,10 +183,7 @@ public final class WorldlineFront: Sendable {
         guard try stored("record the nonce", { try store.useWorldlineNonce(sessionID: input.clientSessionID, nonce: input.nonce, at: now) }) else {
             throw .invalid("encryptedCustomerInput", "its nonce was used before: encrypted input is good for one payment")
         }
-        if let product = input.paymentProductID, request.paymentProductID == nil, product != WorldlineStatus.productID(input.card.brand) {
-            throw .invalid("encryptedCustomerInput.paymentProductId", "\(product) is not the product of this card number")
-        }
-        return input.card
+        return input
     }
 
     /// Asks the issuer and records the outcome with the payment (inserted, or moved on from
@@ -189,6 +206,7 @@ public final class WorldlineFront: Sendable {
                                  createdAt: createdAt, pan: card.pan)
         let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: merchant.terminalName,
                              amountTable: sale ? settings.amountTable : AmountTable.none, approveUnknownCards: settings.approveUnknownCards, clock: context.clock)
+        let schemeTransactionID = PlatformText.digits(15)
         let done: (started: Started, answer: AuthoriseAndRecord.Answer, recorded: (WorldlinePayment, StoredTransaction))
         do throws(AuthoriseAndRecord.Failure) {
             done = try AuthoriseAndRecord.cardNotPresent(context, store, new, request: auth, host: host,
@@ -201,8 +219,14 @@ public final class WorldlineFront: Sendable {
                 p.status = transition.status
                 if answer.approved {
                     p.authorisationCode = response?.authorisationCode
+                    p.schemeTransactionID = schemeTransactionID
                     if sale { p.capturedAmount = p.amount }
                 } else {
+                    // A declined payment stores no card: a token it made is taken back below.
+                    if p.isNewToken != nil {
+                        p.token = nil
+                        p.isNewToken = nil
+                    }
                     p.responseCode = failedChallenge ? "3DS" : (response?.responseCode.code ?? "91")
                     p.message = response?.message ?? answer.failure
                 }
@@ -219,6 +243,7 @@ public final class WorldlineFront: Sendable {
             throw .internalError("the payment could not be recorded: \(error)")
         }
         let (started, answer, result) = done
+        tokenAfterwards(payment, result.0, request: request)
         context.publish(.outcome(stan: started.stan, status: result.1.status, responseCode: answer.response?.responseCode.code ?? "",
                                  message: answer.response?.message ?? answer.failure ?? "", microseconds: now - createdAt), terminal: merchant.terminalName)
         context.publish(.recorded(stan: started.stan, status: result.1.status, action: result.1.action), terminal: merchant.terminalName)

@@ -13,4 +13,9 @@ public enum WorldlineResult: Sendable {
     case captured(WorldlineOperation, WorldlinePayment)
     case cancelled(WorldlinePayment)
     case refunded(WorldlineOperation, WorldlinePayment)
+    /// `POST …/tokens`: the merchant's token for the card, and whether it is new.
+    case tokenCreated(WorldlineToken, WorldlineTokenStatus)
+    case token(WorldlineToken)
+    /// `DELETE …/tokens/{id}`: 204, no body.
+    case tokenDeleted
 }
