@@ -28,7 +28,7 @@ struct ScenarioTests {
         ("name: x\nsteps:\n  - open: a\n    expect:\n      callback:\n        status: {matches: \"(\"}\n", 6, "not a regular expression"),
         ("name: [x\n", 2, "not valid YAML"),
         ("name: x\nsteps:\n  - worldline: {pay: {amount: 1}, cancel: a}\n", 3, "exactly one of session, pay"),
-        ("name: x\nsteps:\n  - worldline: {pay: {amount: 1}}\n", 3, "card: <profile> or number"),
+        ("name: x\nsteps:\n  - worldline: {pay: {amount: 1}}\n", 3, "card: <profile>, number: <card number> or token"),
         ("name: x\nsteps:\n  - worldline: {pay: {amount: 1, card: no-such-card}}\n", 3, "pay.card: no profile"),
         ("name: x\nsteps:\n  - worldline: {challenge: a, result: maybe}\n", 3, "result: pass or fail"),
         ("name: x\nsteps:\n  - worldline: {host: {respond: \"05\", unavailable: true}}\n", 3, "exactly one of respond"),
