@@ -1,6 +1,6 @@
 // The ledger: a filtered list, and one transaction with its callback, deliveries, cryptograms,
 // bit strings explained and the APDU trace decoded (all PAN-masked, as the ledger keeps them).
-import { get } from "/console/api.js";
+import { get, post } from "/console/api.js";
 import { announce, badge, fill, h, money, when } from "/console/dom.js";
 import { onEvent } from "/console/hub.js";
 
@@ -81,6 +81,32 @@ function tlvTree(nodes) {
     n.children ? tlvTree(n.children) : null)));
 }
 
+function notificationSection(n, resend) {
+  const title = n.kind === "webhook" ? `Webhook ${n.event ?? ""}` : "Callback";
+  const status = h("p", { class: "muted", role: "status" });
+  const button = h("button", { type: "button", class: "resend", "aria-label": `Send notification ${n.id} again`,
+    onclick: async () => {
+      button.disabled = true;
+      try {
+        const r = await resend(n.id);
+        announce(`Notification ${n.id} sent again: ${r.attempt.outcome}, ${r.attempt.answer}`);
+      } catch (e) {
+        status.textContent = e.message;
+        button.disabled = false;
+      }
+    } }, "Send again");
+  return h("section", { class: "card notification", "data-notification": String(n.id) }, h("h3", {}, `${title} #${n.id}`),
+    h("p", { class: "url" }, h("code", {}, n.payload)),
+    n.kind === "callback" ? fieldsTable(callbackFields(n.payload), "The callback's fields") : null,
+    dl([["Delivery", `${n.kind} to ${n.target}`], ["Status", badge(n.status)], ["Event id", n.eventId ? h("code", {}, n.eventId) : ""],
+      ["Transaction", n.transactionId !== undefined ? h("a", { href: `#/transactions/${n.transactionId}` }, `#${n.transactionId}`) : ""],
+      ["Created", n.createdAt], ["Delivered", n.deliveredAt], ["Last error", n.lastError]]),
+    n.history.length
+      ? h("ol", { class: "attempts" }, n.history.map((a) => h("li", {}, `${a.at} `, badge(a.outcome), a.resend ? " (resend) " : " ", a.answer)))
+      : h("p", { class: "muted" }, n.status === "delivered" ? "No attempt: it went in the app's reply." : "Not tried yet."),
+    h("div", { class: "buttons" }, button), status);
+}
+
 export class TransactionView {
   constructor(id) {
     this.id = id;
@@ -103,12 +129,10 @@ export class TransactionView {
         ["Entry path", t.entry?.path?.join(" → ")], ["CVM", t.cvm], ["Installments", t.installments],
         ["Client reference", t.clientReference], ["Original", t.originalId ? h("a", { href: `#/transactions/${t.originalId}` }, `#${t.originalId}`) : ""],
         ["Started", when(t.createdAt)], ["Completed", when(t.completedAt)], ["transactionId", h("code", {}, t.transactionId)]])));
-    for (const c of t.callbacks ?? []) {
-      sections.push(h("section", { class: "card" }, h("h3", {}, "Callback"),
-        h("p", { class: "url" }, h("code", {}, c.payload)),
-        fieldsTable(callbackFields(c.payload), "The callback's fields"),
-        dl([["Delivery", `${c.kind} to ${c.target}`], ["Status", badge(c.status)], ["Attempts", String(c.attempts)], ["Last error", c.lastError]])));
-    }
+    // Every notification of the transaction and of the operations on it, each with its
+    // attempts and a button that sends it again now (docs/daemon.md, "Notifications").
+    const notifications = await get(`/v1/notifications?transaction=${encodeURIComponent(t.id)}`);
+    for (const n of notifications) sections.push(this.notification(n));
     if (d?.cryptograms) {
       const c = d.cryptograms;
       sections.push(h("section", { class: "card" }, h("h3", {}, "Cryptograms"),
@@ -151,5 +175,14 @@ export class TransactionView {
                 f.tlv ? h("ul", {}, f.tlv.map((x) => h("li", {}, h("code", {}, x.tag), ` ${x.name}: `, h("code", {}, x.value)))) : null)))))))))));
     }
     fill(this.body, sections);
+  }
+
+  notification(n) {
+    return notificationSection(n, async (id) => {
+      const r = await post(`/v1/notifications/${id}/resend`);
+      const old = this.body.querySelector(`[data-notification="${id}"]`);
+      if (old) old.replaceWith(this.notification(r.notification));
+      return r;
+    });
   }
 }

@@ -26,6 +26,8 @@ public final class Bench: @unchecked Sendable {
     public var manualClock: ManualClock? { benchClock.isManual ? benchClock.manual : nil }
     public let events = EventHub()
     public let metrics = BenchMetrics()
+    /// The outbox rows being delivered, shared by the delivery loop and resends.
+    let deliveryFlights = Flights()
     /// The terminals: the configured ones in configuration order, then those made through the API.
     public var terminals: [TerminalRuntime] { terminalList.all }
     let terminalList: TerminalList

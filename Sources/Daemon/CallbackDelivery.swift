@@ -40,7 +40,7 @@ struct CallbackDelivery: Service {
     func run() async throws {
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: Self.clientConfiguration)
         let settings = bench.configuration.callbacks
-        let flights = Flights()
+        let flights = bench.deliveryFlights
         await withDiscardingTaskGroup { group in
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
                 let due = (try? bench.ledger.pendingOutbox(now: bench.clock.nowMicroseconds(), limit: Self.scanLimit)) ?? []
@@ -67,27 +67,65 @@ struct CallbackDelivery: Service {
     /// them again (at least once). The rows are released only after the commit, so no look at
     /// the outbox in between starts them again.
     private func flush(_ flights: Flights) {
-        let delivered = flights.takeDelivered()
+        let (delivered, answers) = flights.takeDelivered()
         guard !delivered.isEmpty else { return }
-        if (try? bench.ledger.markDelivered(ids: delivered, at: bench.clock.nowMicroseconds())) == nil {
-            for id in delivered { _ = try? bench.ledger.markDelivered(id: id, at: bench.clock.nowMicroseconds()) }
+        if (try? bench.ledger.markDelivered(ids: delivered, at: bench.clock.nowMicroseconds(), answers: answers)) == nil {
+            for id in delivered { _ = try? bench.ledger.markDelivered(id: id, at: bench.clock.nowMicroseconds(), answer: answers[id] ?? "delivered") }
         }
         flights.release(delivered)
     }
 
-    private func record(_ entry: OutboxEntry, _ outcome: Result<Void, DeliveryError>, _ settings: CallbackSettings, flights: Flights) {
+    private func record(_ entry: OutboxEntry, _ outcome: Result<String, DeliveryError>, _ settings: CallbackSettings, flights: Flights) {
         switch outcome {
-        case .success:
-            flights.delivered(entry.id)
+        case .success(let answer):
+            flights.delivered(entry.id, answer: answer)
             bench.metrics.recordDelivery(kind: entry.kind.rawValue, delivered: true)
         case .failure(let error):
             let backoff = Self.backoff(attempt: entry.attempts + 1, settings)
-            let updated = try? bench.ledger.markAttemptFailed(id: entry.id, error: error.description, nextAttemptAt: bench.clock.nowMicroseconds() + backoff)
+            let now = bench.clock.nowMicroseconds()
+            let updated = try? bench.ledger.markAttemptFailed(id: entry.id, error: error.description, nextAttemptAt: now + backoff, at: now)
             bench.metrics.recordDelivery(kind: entry.kind.rawValue, delivered: false)
             if updated?.status == .failed {
                 logger.warning("callback \(entry.id) of transaction \(entry.transactionID) given up after \(entry.attempts + 1) attempts: \(error)",
                                metadata: ["callback": "\(entry.id)", "transaction": "\(entry.transactionID)", "attempts": "\(entry.attempts + 1)"])
             }
+        }
+    }
+
+    /// What a resend came to.
+    enum Resent {
+        /// The attempt, recorded.
+        case attempted(OutboxAttempt)
+        /// The delivery loop has the message in hand at this moment.
+        case busy
+        /// Made, but the ledger could not record it.
+        case unrecorded(String)
+    }
+
+    /// Sends outbox message `entry` again now, as the delivery loop would (the same payload, so
+    /// the same event id; a webhook signed with the merchant's current key), and records the
+    /// attempt as a resend.
+    static func resend(_ entry: OutboxEntry, bench: Bench) async -> Resent {
+        guard bench.deliveryFlights.claim(entry.id) else { return .busy }
+        defer { bench.deliveryFlights.unclaim(entry.id) }
+        let settings = bench.configuration.callbacks
+        let outcome: Result<String, DeliveryError>
+        if entry.kind == .callback, !Callback.isHTTP(entry.payload), settings.command == nil, !settings.xdgOpen {
+            // An app's callback that went only into its reply: there is nothing to send it to.
+            outcome = .failure(DeliveryError(description: "nothing is configured to hand an app's callback on (callbacks.command or callbacks.xdg_open): it went only in the app's reply"))
+        } else {
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
+            outcome = await CallbackDelivery(bench: bench, logger: Logger(label: "cardbench.resend")).deliver(entry, settings, client: client)
+            try? await client.shutdown()
+        }
+        let now = bench.clock.nowMicroseconds()
+        do {
+            switch outcome {
+            case .success(let answer): return .attempted(try bench.ledger.recordResend(id: entry.id, at: now, delivered: true, answer: answer))
+            case .failure(let error): return .attempted(try bench.ledger.recordResend(id: entry.id, at: now, delivered: false, answer: error.description))
+            }
+        } catch {
+            return .unrecorded("\(error)")
         }
     }
 
@@ -101,7 +139,7 @@ struct CallbackDelivery: Service {
         let description: String
     }
 
-    func deliver(_ entry: OutboxEntry, _ settings: CallbackSettings, client: HTTPClient) async -> Result<Void, DeliveryError> {
+    func deliver(_ entry: OutboxEntry, _ settings: CallbackSettings, client: HTTPClient) async -> Result<String, DeliveryError> {
         if entry.kind == .webhook { return await deliverWebhook(entry, settings, client: client) }
         let url = entry.payload
         // The same rule the workflows record by: a callback that is not http(s) and that nothing
@@ -127,18 +165,21 @@ struct CallbackDelivery: Service {
                 guard (200..<300).contains(code) else {
                     return .failure(DeliveryError(description: "HTTP \(code) from \(host)"))
                 }
-                return .success(())
+                return .success("HTTP \(code) from \(host)")
             } catch {
                 return .failure(DeliveryError(description: "\(error)"))
             }
         }
+        var handed: [String] = []
         if let command = settings.command {
             if let error = await Self.runProgram(command[0], CallbackSettings.commandArguments(command, url: url)) { return .failure(error) }
+            handed.append("\(command[0]) exited with status 0")
         }
         if settings.xdgOpen {
             if let error = await Self.runProgram("xdg-open", [url]) { return .failure(error) }
+            handed.append("xdg-open exited with status 0")
         }
-        return .success(())
+        return .success(handed.isEmpty ? "in the reply (nothing is configured to hand app callbacks on)" : handed.joined(separator: "; "))
     }
 
     /// A platform webhook: the payload POSTed as JSON to the endpoint its merchant registered
@@ -147,7 +188,7 @@ struct CallbackDelivery: Service {
     /// HMAC-SHA256 of the body under the merchant's webhook secret, `X-GCS-KeyId` names the key.
     /// The key is read at delivery, so a webhook waiting through a key rotation goes out signed
     /// with the new key.
-    func deliverWebhook(_ entry: OutboxEntry, _ settings: CallbackSettings, client: HTTPClient) async -> Result<Void, DeliveryError> {
+    func deliverWebhook(_ entry: OutboxEntry, _ settings: CallbackSettings, client: HTTPClient) async -> Result<String, DeliveryError> {
         guard let object = try? JSONSerialization.jsonObject(with: Data(entry.payload.utf8)) as? [String: Any] else {
             return .failure(DeliveryError(description: "the webhook's payload is not a JSON object"))
         }
@@ -175,7 +216,7 @@ struct CallbackDelivery: Service {
     }
 
     /// POSTs the payload as JSON to the entry's target; a 2xx answer delivers it.
-    func post(_ entry: OutboxEntry, headers: [(String, String)], client: HTTPClient) async -> Result<Void, DeliveryError> {
+    func post(_ entry: OutboxEntry, headers: [(String, String)], client: HTTPClient) async -> Result<String, DeliveryError> {
         do {
             var request = HTTPClientRequest(url: entry.target)
             request.method = .POST
@@ -188,7 +229,7 @@ struct CallbackDelivery: Service {
             guard (200..<300).contains(code) else {
                 return .failure(DeliveryError(description: "HTTP \(code) from the webhook endpoint \(entry.target.prefix(120))"))
             }
-            return .success(())
+            return .success("HTTP \(code) from the webhook endpoint")
         } catch {
             return .failure(DeliveryError(description: "\(error)"))
         }
@@ -246,6 +287,8 @@ final class Flights: @unchecked Sendable {
     private var running = 0
     private var perTarget: [String: Int] = [:]
     private var succeeded: [Int64] = []
+    /// What each delivered row's endpoint answered, for its attempt's record.
+    private var answers: [Int64: String] = [:]
     /// Delivered rows held until their commit (`succeeded` is emptied by `takeDelivered`
     /// before the commit, perhaps before `finish`).
     private var held: Set<Int64> = []
@@ -264,11 +307,23 @@ final class Flights: @unchecked Sendable {
     }
 
     /// Row `id` was delivered: it stays held until `release`, after its commit.
-    func delivered(_ id: Int64) {
+    func delivered(_ id: Int64, answer: String) {
         lock.withLock {
             succeeded.append(id)
+            answers[id] = answer
             held.insert(id)
         }
+    }
+
+    /// Takes row `id` for a resend, whatever the limits (someone asked for it now); false while
+    /// the delivery loop has it (being delivered, or delivered and not yet committed).
+    func claim(_ id: Int64) -> Bool {
+        lock.withLock { rows.insert(id).inserted }
+    }
+
+    /// Lets go of a row a resend claimed.
+    func unclaim(_ id: Int64) {
+        _ = lock.withLock { rows.remove(id) }
     }
 
     /// Row `id`'s delivery ended: its target's slot is free. A failed row (its attempt already
@@ -282,11 +337,15 @@ final class Flights: @unchecked Sendable {
         }
     }
 
-    /// The delivered rows not yet committed, for one commit; they stay held until `release`.
-    func takeDelivered() -> [Int64] {
+    /// The delivered rows not yet committed and their answers, for one commit; they stay held
+    /// until `release`.
+    func takeDelivered() -> ([Int64], [Int64: String]) {
         lock.withLock {
-            defer { succeeded = [] }
-            return succeeded
+            defer {
+                succeeded = []
+                answers = [:]
+            }
+            return (succeeded, answers)
         }
     }
 

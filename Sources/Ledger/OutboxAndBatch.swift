@@ -25,36 +25,83 @@ extension Ledger {
     /// Records a delivery. Only a pending message can be delivered: a message another worker
     /// already marked is an error rather than a second delivery silently recorded.
     @discardableResult
-    public func markDelivered(id: Int64, at micros: Int64) throws -> OutboxEntry {
+    public func markDelivered(id: Int64, at micros: Int64, answer: String = "delivered") throws -> OutboxEntry {
         try write("mark outbox message \(id) delivered") { db in
             try Self.pendingOutbox(db, id: id)
             try db.executeCached(sql: "UPDATE outbox SET status = 'delivered', attempts = attempts + 1, delivered_at = ?, last_error = NULL WHERE id = ?",
                            arguments: [micros, id])
+            try Self.addAttempt(db, id: id, at: micros, outcome: .delivered, answer: answer, resend: false)
             return try Self.outboxEntry(db, id: id)
         }
     }
 
     /// Records several deliveries in one transaction (one sync for a whole batch of callbacks);
-    /// each message must be pending, as for `markDelivered(id:at:)`, or none is recorded.
-    public func markDelivered(ids: [Int64], at micros: Int64) throws {
+    /// each message must be pending, as for `markDelivered(id:at:)`, or none is recorded. Each
+    /// delivery's attempt is recorded with what the endpoint answered (`answers`, by id).
+    public func markDelivered(ids: [Int64], at micros: Int64, answers: [Int64: String] = [:]) throws {
         guard !ids.isEmpty else { return }
         try write("mark \(ids.count) outbox messages delivered") { db in
             for id in ids {
                 try Self.pendingOutbox(db, id: id)
                 try db.executeCached(sql: "UPDATE outbox SET status = 'delivered', attempts = attempts + 1, delivered_at = ?, last_error = NULL WHERE id = ?",
                                arguments: [micros, id])
+                try Self.addAttempt(db, id: id, at: micros, outcome: .delivered, answer: answers[id] ?? "delivered", resend: false)
             }
         }
+    }
+
+    /// The attempts to deliver message `id`, in order.
+    public func outboxAttempts(id: Int64) throws -> [OutboxAttempt] {
+        try read("read the attempts of outbox message \(id)") { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM outbox_attempt WHERE outbox_id = ? ORDER BY seq", arguments: [id]).map {
+                OutboxAttempt(outboxID: $0["outbox_id"], seq: $0["seq"], at: $0["at"],
+                              outcome: OutboxAttempt.Outcome(rawValue: $0["outcome"]) ?? .failed, answer: $0["answer"], resend: ($0["resend"] as Int) == 1)
+            }
+        }
+    }
+
+    /// Outbox message `id`.
+    public func outboxEntry(id: Int64) throws -> OutboxEntry? {
+        try read("read outbox message \(id)") { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM outbox WHERE id = ?", arguments: [id]).map(Self.outboxEntry)
+        }
+    }
+
+    /// Records a delivery someone asked for again (a resend): a new attempt of the same message.
+    /// Delivered, a message still pending or given up is delivered from now on; failed, the
+    /// message is left as it was (the delivery loop's retries and limit are its own).
+    @discardableResult
+    public func recordResend(id: Int64, at micros: Int64, delivered: Bool, answer: String) throws -> OutboxAttempt {
+        try write("record a resend of outbox message \(id)") { db in
+            _ = try Self.outboxEntry(db, id: id)
+            if delivered {
+                try db.execute(sql: """
+                    UPDATE outbox SET status = 'delivered', delivered_at = coalesce(delivered_at, ?), last_error = NULL
+                    WHERE id = ? AND status != 'delivered'
+                    """, arguments: [micros, id])
+            }
+            return try Self.addAttempt(db, id: id, at: micros, outcome: delivered ? .delivered : .failed, answer: answer, resend: true)
+        }
+    }
+
+    @discardableResult
+    static func addAttempt(_ db: Database, id: Int64, at micros: Int64, outcome: OutboxAttempt.Outcome, answer: String, resend: Bool) throws -> OutboxAttempt {
+        let seq = (try Int.fetchOne(db.cachedStatement(sql: "SELECT max(seq) FROM outbox_attempt WHERE outbox_id = ?"), arguments: [id]) ?? 0) + 1
+        let text = String(answer.prefix(1000))
+        try db.executeCached(sql: "INSERT INTO outbox_attempt (outbox_id, seq, at, outcome, answer, resend) VALUES (?, ?, ?, ?, ?, ?)",
+                             arguments: [id, seq, micros, outcome.rawValue, text, resend ? 1 : 0])
+        return OutboxAttempt(outboxID: id, seq: seq, at: micros, outcome: outcome, answer: text, resend: resend)
     }
 
     /// Records a failed attempt and when to try again; after `outboxMaxAttempts` attempts the
     /// message is `failed` and no longer offered by `pendingOutbox`.
     @discardableResult
-    public func markAttemptFailed(id: Int64, error: String, nextAttemptAt: Int64) throws -> OutboxEntry {
+    public func markAttemptFailed(id: Int64, error: String, nextAttemptAt: Int64, at micros: Int64? = nil) throws -> OutboxEntry {
         // A whole HTML error page is not a useful last error.
         let error = String(error.prefix(1000))
         return try write("mark outbox message \(id) failed") { db in
             try Self.pendingOutbox(db, id: id)
+            try Self.addAttempt(db, id: id, at: micros ?? Self.nowMicros(), outcome: .failed, answer: error, resend: false)
             try db.execute(sql: """
                 UPDATE outbox SET attempts = attempts + 1, last_error = ?, next_attempt_at = ?,
                     status = CASE WHEN attempts + 1 >= ? THEN 'failed' ELSE 'pending' END

@@ -40,6 +40,9 @@ enum Schema {
         migrator.registerMigration("v10-worldline-tokens") { db in
             try db.execute(sql: v10)
         }
+        migrator.registerMigration("v11-outbox-attempts") { db in
+            try db.execute(sql: v11)
+        }
         return migrator
     }
 
@@ -276,6 +279,21 @@ enum Schema {
             position     INTEGER NOT NULL,
             sealed       TEXT NOT NULL,
             PRIMARY KEY (session_hash, position)
+        ) WITHOUT ROWID;
+        """
+
+    /// Every attempt to deliver an outbox message, in order: when, what came of it (the endpoint's
+    /// answer or why it failed), and whether someone asked for it (a resend) rather than the
+    /// delivery loop. A message's `attempts` still counts the loop's tries only (its retry limit).
+    static let v11 = """
+        CREATE TABLE outbox_attempt (
+            outbox_id INTEGER NOT NULL REFERENCES outbox(id),
+            seq       INTEGER NOT NULL CHECK (seq >= 1),
+            at        INTEGER NOT NULL,
+            outcome   TEXT NOT NULL CHECK (outcome IN ('delivered', 'failed')),
+            answer    TEXT NOT NULL,
+            resend    INTEGER NOT NULL DEFAULT 0 CHECK (resend IN (0, 1)),
+            PRIMARY KEY (outbox_id, seq)
         ) WITHOUT ROWID;
         """
 

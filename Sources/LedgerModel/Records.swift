@@ -279,6 +279,32 @@ public struct OutboxMessage: Sendable, Equatable {
     }
 }
 
+/// One attempt to deliver an outbox message.
+public struct OutboxAttempt: Sendable, Equatable {
+    public enum Outcome: String, Sendable, Codable { case delivered, failed }
+
+    /// Every stored property, for the ledger that reads them back.
+    package init(outboxID: Int64, seq: Int, at: Int64, outcome: Outcome, answer: String, resend: Bool) {
+        self.outboxID = outboxID
+        self.seq = seq
+        self.at = at
+        self.outcome = outcome
+        self.answer = answer
+        self.resend = resend
+    }
+
+    public let outboxID: Int64
+    /// 1, 2, … in the order they were made.
+    public let seq: Int
+    /// Microseconds since 1970, on the bench clock.
+    public let at: Int64
+    public let outcome: Outcome
+    /// What the endpoint answered (`HTTP 200`), or why the attempt failed.
+    public let answer: String
+    /// Asked for (`notifications resend`), not made by the delivery loop.
+    public let resend: Bool
+}
+
 /// An outbox row.
 public struct OutboxEntry: Sendable, Equatable {
     /// Every stored property, for the ledger that reads them back.

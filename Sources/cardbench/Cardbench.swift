@@ -25,7 +25,7 @@ struct Cardbench: AsyncParsableCommand {
         commandName: "cardbench",
         abstract: "A payment-terminal test bench: EMV tools, virtual cards, in-process sales, the ledger and a client of the cardbench daemon (cardbenchd).",
         version: CardbenchVersion.string,
-        subcommands: [EMVCommand.self, ISO8583Command.self, CardCommand.self, SaleCommand.self, OpenCommand.self, TxCommand.self, TerminalsCommand.self, BillpocketCommand.self, WorldlineCommand.self, CitconCommand.self, ScenarioCommand.self,
+        subcommands: [EMVCommand.self, ISO8583Command.self, CardCommand.self, SaleCommand.self, OpenCommand.self, TxCommand.self, NotificationsCommand.self, TerminalsCommand.self, BillpocketCommand.self, WorldlineCommand.self, CitconCommand.self, ScenarioCommand.self,
                       ReadersCommand.self, PCSCCommand.self, KeypadCommand.self, AbortCommand.self, HostCommand.self, EventsCommand.self, ClockCommand.self,
                       LedgerCommand.self, BenchCommand.self, ConsoleCommand.self]
     )

@@ -265,7 +265,13 @@ def main():
                          "verified the ARQC", "ARPC", "Normal processing"]:
             check(expected in body, f"the decoded trace shows {expected!r}")
         check("4761739001010010" not in driver.page_source, "the full PAN appears nowhere in the page")
+        check("No attempt: it went in the app's reply." in body, "the callback is listed as a notification carried by the reply")
         shot("05-transaction")
+        # Send the callback again: the attempt is recorded as a resend, saying why it went nowhere.
+        driver.find_element(By.CSS_SELECTOR, "section.notification button.resend").click()
+        check(wait_text("(resend)") and "callbacks.command" in text(), "Send again records a resend attempt with why it was not taken")
+        driver.execute_script("document.querySelector('section.notification ol.attempts').scrollIntoView({block: 'center'})")
+        shot("05b-notification-resent")
 
         # The list, filtered.
         driver.get(base + "/console/#/transactions")

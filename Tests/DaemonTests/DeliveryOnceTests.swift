@@ -19,6 +19,9 @@ final class CountingReceiver: @unchecked Sendable {
     private let received = Mutex<[String]>([])
     private let lines = Mutex<[String]>([])
     private let stopped = Atomic<Bool>(false)
+    private let heads = Mutex<[String]>([])
+    /// The HTTP status every request is answered with from now on (200 unless a test says otherwise).
+    let answerStatus = Atomic<Int>(200)
 
     init() throws {
         let s = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -42,6 +45,8 @@ final class CountingReceiver: @unchecked Sendable {
     var bodies: [String] { received.withLock { $0 } }
     /// The request lines received (`GET /cb?… HTTP/1.1`), in order.
     var requestLines: [String] { lines.withLock { $0 } }
+    /// Each request's head (request line and headers, lower-cased), in order.
+    var requestHeads: [String] { heads.withLock { $0 } }
 
     func stop() {
         stopped.store(true, ordering: .relaxed)
@@ -84,7 +89,9 @@ final class CountingReceiver: @unchecked Sendable {
             pending = Array(pending[(bodyStart + length)...])
             received.withLock { $0.append(body) }
             lines.withLock { $0.append(String(head.split(separator: "\r\n").first ?? "")) }
-            let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".utf8)
+            heads.withLock { $0.append(head) }
+            let status = answerStatus.load(ordering: .relaxed)
+            let answer = Array("HTTP/1.1 \(status) \(status == 200 ? "OK" : "Refused")\r\nContent-Length: 0\r\n\r\n".utf8)
             _ = answer.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if head.contains("connection: close") { return }
         }

@@ -105,11 +105,11 @@ struct CallbackTargetTests {
     func deliveredOnce() {
         let flights = Flights()
         #expect(flights.admit(1, key: "a"))
-        flights.delivered(1)
+        flights.delivered(1, answer: "HTTP 200")
         // The commit takes the row before its task has finished, and after it: either way the
         // row (still pending in the outbox until the commit) is not admitted again.
-        let taken = flights.takeDelivered()
-        #expect(taken == [1])
+        let (taken, answers) = flights.takeDelivered()
+        #expect(taken == [1] && answers == [1: "HTTP 200"])
         flights.finish(1, key: "a")
         #expect(!flights.admit(1, key: "a"), "delivered, not yet committed: a second delivery would be a duplicate")
         #expect(flights.admit(2, key: "a") && flights.admit(3, key: "a"), "its target's slot is free again")
@@ -119,6 +119,12 @@ struct CallbackTargetTests {
         // A failed row (its attempt committed before finish) may be started again at once.
         flights.finish(1, key: "a")
         #expect(flights.admit(1, key: "a"))
+        // A resend claims only a row the loop does not have in hand.
+        #expect(!flights.claim(1), "the loop has it")
+        #expect(flights.claim(4))
+        #expect(!flights.admit(4, key: "a"), "the resend has it")
+        flights.unclaim(4)
+        #expect(flights.admit(4, key: "b"))
     }
 }
 

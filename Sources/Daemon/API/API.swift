@@ -25,6 +25,7 @@ public struct API: Sendable {
         router.add(middleware: RequestMetricsMiddleware(metrics: bench.metrics))
         router.addRoutes(ServiceRoutes(bench: bench).collection)
         router.addRoutes(TransactionRoutes(bench: bench, requests: requests).collection)
+        router.addRoutes(NotificationRoutes(bench: bench).collection)
         router.addRoutes(TerminalRoutes(bench: bench).collection)
         router.addRoutes(HostRoutes(bench: bench).collection)
         router.addRoutes(EventRoutes(bench: bench).collection)

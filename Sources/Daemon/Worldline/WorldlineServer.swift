@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Crypto
 import EMV
 import Foundation
@@ -5,6 +6,7 @@ import Fronts
 import HTTPTypes
 import Hummingbird
 import Ledger
+import Logging
 import NIOCore
 import Workflows
 
@@ -107,6 +109,18 @@ struct WorldlineServer: Sendable {
             let m = try context.merchant, id = context.parameters.get("id") ?? ""
             return try await reply { try front.deleteToken(merchantID: m, id: id) }.response
         }
+        v2.post("webhooks/validateCredentials") { request, context in
+            let m = try context.merchant, json = try WorldlineJSON.parse(try await Self.body(request))
+            let key = try json.requiredString("key", maxLength: 100), secret = try json.requiredString("secret", maxLength: 200)
+            let stored = try bench.ledger.worldlineWebhookKey(merchantID: m)
+            // Compared in constant time, as a signature is.
+            let valid = stored.map { $0.keyID == key && WorldlineAuth.matches($0.secret, secret) } ?? false
+            return Self.json(200, ["result": valid ? "Valid" : "Invalid"]).response
+        }
+        v2.post("webhooks/sendtest") { request, context in
+            let m = try context.merchant, json = try WorldlineJSON.parse(try await Self.body(request))
+            return try await sendTestWebhook(merchantID: m, url: try json.requiredString("url", maxLength: 512)).response
+        }
         v2.get("services/testconnection") { _, _ in Self.json(200, ["result": "OK"]).response }
         v2.post("services/getIINdetails") { request, _ in try iin(try await Self.body(request)).response }
         v2.get("products") { request, _ in try products([], query: request).response }
@@ -149,7 +163,7 @@ struct WorldlineServer: Sendable {
         ("payments/:id/captures", .get), ("payments/:id/refunds", .get), ("payments/:id/capture", .post),
         ("payments/:id/cancel", .post), ("payments/:id/refund", .post), ("services/testconnection", .get),
         ("services/getIINdetails", .post), ("products", .get), ("products/:id", .get), ("products/:id/networks", .get),
-        ("tokens", .post),
+        ("tokens", .post), ("webhooks/validateCredentials", .post), ("webhooks/sendtest", .post),
     ]
     static let methods: [HTTPRequest.Method] = [.get, .post, .put, .delete, .patch]
 
@@ -237,6 +251,39 @@ struct WorldlineServer: Sendable {
                                    message: "idempotence key \(shownValue(key, 64)) was used for a different request")
             return Replied(status: e.httpStatus, text: WorldlineRender.errorText(e, errorID: UUID().uuidString.lowercased()), timestamp: at)
         }
+    }
+
+    /// `POST …/webhooks/sendtest`: a test webhook (`type: webhook.test`), signed with the
+    /// merchant's webhook key as every webhook is, POSTed to `url` now; 204 when the endpoint
+    /// took it. The URL must be on the merchant's webhook host or `callbacks.allowed_hosts`:
+    /// whoever holds an API key must not make the platform call anywhere it likes.
+    func sendTestWebhook(merchantID: String, url: String) async throws -> Replied {
+        guard let (_, host, _) = CallbackTarget.parse(url) else { throw WorldlineError.invalid("url", "must be an absolute http(s) URL") }
+        let merchant = try bench.ledger.worldlineMerchant(merchantID)
+        let webhookHost = merchant?.webhookURL.flatMap(CallbackTarget.parse)?.host
+        guard host == webhookHost || CallbackTarget.isAllowed(host: host, bench.configuration.callbacks.allowedHosts) else {
+            throw WorldlineError.invalid("url", "host \(shownValue(host, 60)) is neither the merchant's webhook host nor in callbacks.allowed_hosts")
+        }
+        guard try bench.ledger.worldlineWebhookKey(merchantID: merchantID) != nil else {
+            throw WorldlineError.invalid("url", "the merchant has no webhook key to sign with: set its webhook first (cardbench worldline webhook set)")
+        }
+        let body = WorldlineRender.webhookText(type: "webhook.test", id: UUID().uuidString.lowercased(),
+                                               created: Self.isoNow(), merchantID: merchantID, payment: nil, refund: nil)
+        let entry = OutboxEntry(id: 0, transactionID: 0, kind: .webhook, target: url, payload: body, status: .pending, attempts: 0,
+                                nextAttemptAt: 0, lastError: nil, createdAt: 0, deliveredAt: nil)
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: CallbackDelivery.clientConfiguration)
+        let outcome = await CallbackDelivery(bench: bench, logger: Logger(label: "cardbench.worldline")).deliverWebhook(entry, bench.configuration.callbacks, client: client)
+        try? await client.shutdown()
+        switch outcome {
+        case .success: return Replied(status: 204, text: "")
+        case .failure(let error): throw WorldlineError.invalid("url", "the test webhook was not taken: \(error.description)")
+        }
+    }
+
+    static func isoNow() -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date())
     }
 
     // MARK: Client API
