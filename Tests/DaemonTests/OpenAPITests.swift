@@ -290,6 +290,9 @@ let schemaBindings: [String: SchemaBinding] = [
     "ODAReport": .of(ODAReport.self),
     "EntryReport": .of(EntryReport.self),
     "OutboxView": .of(OutboxView.self),
+    "NotificationView": .of(NotificationView.self),
+    "AttemptView": .of(AttemptView.self),
+    "ResendView": .of(ResendView.self),
     "TerminalView": .of(TerminalView.self),
     "ReaderView": .of(ReaderView.self),
     "KeypadBody": .of(KeypadBody.self),
@@ -345,7 +348,7 @@ struct OpenAPITests {
     /// `routes.get("/v1/terminals/:name")` (or `admin.get`, the admin routes' group) →
     /// "GET /v1/terminals/{name}", from the route collections' text.
     static func routesInSource() throws -> Set<String> {
-        let source = try ["API/Routes.swift", "API/CardRoutes.swift", "API/ScenarioRuns.swift", "API/ConsoleRoutes.swift", "BillpocketAPI.swift",
+        let source = try ["API/Routes.swift", "API/CardRoutes.swift", "API/ScenarioRuns.swift", "API/ConsoleRoutes.swift", "API/NotificationRoutes.swift", "BillpocketAPI.swift",
                           "Worldline/WorldlineAdmin.swift", "Citcon/CitconAdmin.swift"].map {
             try String(contentsOf: Locations.file("Sources/Daemon/\($0)"), encoding: .utf8)
         }.joined(separator: "\n")
