@@ -29,11 +29,16 @@ struct CallbackDelivery: Service {
     static let scanLimit = 1000
 
     /// The callbacks' own HTTP client: no redirects (an allowed host must not be able to send a
-    /// callback on to a host that is not allowed), short connect timeout, 10 s for an answer.
+    /// callback on to a host that is not allowed), short connect timeout, no retried connection
+    /// (the outbox retries), 10 s for an answer.
     static let clientConfiguration: HTTPClient.Configuration = {
         var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow,
                                                      timeout: .init(connect: .seconds(5), read: .seconds(10)))
         configuration.decompression = .disabled
+        // A refused connection is this attempt's failure at once: the outbox retries with its own
+        // backoff, so the client's retrying until the connect timeout would only hold a
+        // delivery slot (and a resend's answer) for 5 s.
+        configuration.connectionPool.retryConnectionEstablishment = false
         return configuration
     }()
 

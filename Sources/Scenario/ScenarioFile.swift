@@ -75,6 +75,34 @@ public struct Scenario: Sendable {
         case citcon(CitconStep)
         /// An 0800 from the terminal to its external ISO 8583 host: an echo test, or a sign-on.
         case iso8583Echo(signOn: Bool)
+        /// A transaction's notifications listed, and some sent again (docs/scenarios.md, "Notifications").
+        case notifications(NotificationsStep)
+    }
+
+    /// Whose notifications a `notifications:` step reads, and which it sends again.
+    public struct NotificationsStep: Sendable {
+        public enum Subject: Sendable {
+            /// A ledger id or transactionId.
+            case transaction(String)
+            /// A Worldline payment's id: its authorisation's row.
+            case worldlinePayment(String)
+        }
+        public let subject: Subject
+        /// An event name (`payment.captured`, `success`), or `all`; nil sends nothing.
+        public let resend: String?
+    }
+
+    /// What a `notifications:` step must find.
+    public struct NotificationsExpectation: Sendable {
+        /// The notifications' events, in order.
+        public var events: [String]?
+        /// Every notification's status.
+        public var status: String?
+        /// The outcome of each resend this step made.
+        public var resent: String?
+        public var count: Int?
+        /// How many resend attempts the notifications' histories hold in all.
+        public var resends: Int?
     }
 
     /// A Citcon platform step, made through the control API as merchant `merchant`'s backend
@@ -193,6 +221,8 @@ public struct Scenario: Sendable {
         public var hostMessages: [String]?
         /// An `iso8583_echo` step's outcome: answered, responseCode, function (equals).
         public var echo: [(field: String, value: String)]?
+        /// A `notifications` step's checks.
+        public var notifications: NotificationsExpectation?
     }
 
     /// One message the scripted ISO 8583 host received: its MTI, and fields as the trace shows
@@ -412,7 +442,7 @@ extension Scenario {
 
     static func parseStep(_ node: Node, file: String, cards: inout [String: String], cardsDirectory: String) throws(ScenarioError) -> Step {
         let m = try Mapping(node, file: file, what: "a step")
-        let actions = ["open", "card", "keypad", "host", "clock", "wait", "billpocket", "worldline", "citcon", "iso8583_echo"]
+        let actions = ["open", "card", "keypad", "host", "clock", "wait", "billpocket", "worldline", "citcon", "iso8583_echo", "notifications"]
         let present = actions.filter { m.node($0) != nil }
         guard present.count == 1 else {
             throw m.error(present.isEmpty ? "a step needs one of \(actions.joined(separator: ", "))" : "a step has one action, this one has \(present.joined(separator: " and "))")
@@ -477,6 +507,13 @@ extension Scenario {
             } else {
                 throw c.error("clock: advance: <seconds> or set: <ISO 8601 instant>")
             }
+        case "notifications":
+            let n = try m.mapping("notifications")!
+            try n.allow(["transaction", "worldline_payment", "resend"])
+            let transaction = try n.string("transaction"), payment = try n.string("worldline_payment")
+            guard (transaction == nil) != (payment == nil) else { throw n.error("notifications: transaction: <id> or worldline_payment: <id>, one of them") }
+            action = .notifications(NotificationsStep(subject: transaction.map { .transaction($0) } ?? .worldlinePayment(payment!),
+                                                      resend: try n.string("resend")))
         case "worldline":
             action = .worldline(try parseWorldline(try m.mapping("worldline")!, cards: &cards, cardsDirectory: cardsDirectory))
         case "citcon":
@@ -528,6 +565,23 @@ extension Scenario {
             } else if case .citcon = action {
                 var x = Expectation(line: e.line)
                 x.citcon = try parseCitconExpectation(e)
+                expectation = x
+            } else if case .notifications = action {
+                try e.allow(["notifications"])
+                var x = Expectation(line: e.line)
+                var n = NotificationsExpectation()
+                if let o = try e.mapping("notifications") {
+                    try o.allow(["events", "status", "resent", "count", "resends"])
+                    if let node = o.node("events") {
+                        guard case .sequence(let seq) = node else { throw o.error("events: a list of event names") }
+                        n.events = seq.compactMap { $0.scalar?.string }
+                    }
+                    n.status = try o.string("status")
+                    n.resent = try o.string("resent")
+                    n.count = try o.int("count")
+                    n.resends = try o.int("resends")
+                }
+                x.notifications = n
                 expectation = x
             } else if case .iso8583Echo = action {
                 try e.allow(["iso8583", "echo"])

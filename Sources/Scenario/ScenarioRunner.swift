@@ -551,6 +551,8 @@ struct Execution {
             try save(step, data)
         case .worldline(let w):
             try await worldline(w, step)
+        case .notifications(let n):
+            try await notifications(n, step)
         case .citcon(let c):
             try await citcon(c, step)
         case .iso8583Echo(let signOn):
@@ -874,6 +876,62 @@ struct Execution {
                 for (field, value) in wanted where "\(last[field] ?? "(none)")" != value {
                     throw failure("ledger.\(field): expected \"\(value)\", got \"\(last[field] ?? "(none)")\"")
                 }
+            }
+        }
+    }
+
+    /// A `notifications:` step: the transaction's notifications, some sent again, then checked.
+    mutating func notifications(_ n: Scenario.NotificationsStep, _ step: Scenario.Step) async throws {
+        let transaction: String
+        switch n.subject {
+        case .transaction(let key): transaction = try fill(key, step)
+        case .worldlinePayment(let payment):
+            let data = try await call("GET", "/v1/worldline/payments/\(try fill(payment, step))/record", line: step.line)
+            let record = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+            guard let id = ((record["transactions"] as? [[String: Any]])?.first)?["id"] as? Int else {
+                throw fail(step, "notifications: the Worldline payment has no ledger transaction")
+            }
+            transaction = String(id)
+        }
+        func list() async throws -> [[String: Any]] {
+            let query = transaction.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? transaction
+            let data = try await call("GET", "/v1/notifications?transaction=\(query)", line: step.line)
+            return (try? JSONSerialization.jsonObject(with: data)) as? [[String: Any]] ?? []
+        }
+        var found = try await list()
+        var outcomes: [String] = []
+        if let given = n.resend {
+            let wanted = try fill(given, step)
+            let chosen = found.filter { wanted == "all" || $0["event"] as? String == wanted }
+            guard !chosen.isEmpty else {
+                throw fail(step, "notifications.resend: no notification \(wanted == "all" ? "" : "of event \(wanted) ")among \(found.compactMap { $0["event"] as? String })")
+            }
+            for notification in chosen {
+                guard let id = notification["id"] as? Int else { continue }
+                let data = try await call("POST", "/v1/notifications/\(id)/resend", line: step.line)
+                let answer = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+                outcomes.append(((answer["attempt"] as? [String: Any])?["outcome"] as? String) ?? "(none)")
+            }
+            found = try await list()
+        }
+        guard let x = step.expect?.notifications else { return }
+        let events = found.map { ($0["event"] as? String) ?? "(none)" }
+        let shown = "\(found.count) notification(s): " + found.map { n in
+            "#\(n["id"] ?? "?") \(n["event"] ?? "") \(n["status"] ?? "") \((n["history"] as? [[String: Any]] ?? []).map { "\($0["outcome"] ?? "")\(($0["resend"] as? Bool) == true ? "(resend)" : "")" })"
+        }.joined(separator: "; ")
+        if let wanted = x.count, wanted != found.count { throw fail(step, "notifications.count: expected \(wanted), got \(found.count)\n    \(shown)") }
+        if let wanted = x.events, wanted != events { throw fail(step, "notifications.events: expected \(wanted), got \(events)\n    \(shown)") }
+        if let wanted = x.status, let other = found.first(where: { $0["status"] as? String != wanted }) {
+            throw fail(step, "notifications.status: expected every one \(wanted), #\(other["id"] ?? "?") is \(other["status"] ?? "?")\n    \(shown)")
+        }
+        if let wanted = x.resends {
+            let made = found.reduce(0) { $0 + ($1["history"] as? [[String: Any]] ?? []).filter { ($0["resend"] as? Bool) == true }.count }
+            if made != wanted { throw fail(step, "notifications.resends: expected \(wanted) resend attempt(s), the histories hold \(made)\n    \(shown)") }
+        }
+        if let wanted = x.resent {
+            guard !outcomes.isEmpty else { throw fail(step, "notifications.resent: the step sent nothing again (resend: <event> or all)") }
+            if let other = outcomes.first(where: { $0 != wanted }) {
+                throw fail(step, "notifications.resent: expected every resend \(wanted), one was \(other)\n    \(shown)")
             }
         }
     }

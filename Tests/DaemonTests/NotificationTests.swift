@@ -88,6 +88,34 @@ struct NotificationTests {
         #expect(cliResend.status == 1 && cliResend.stdout.contains("HTTP 503"), "\(cliResend.stdout)\(cliResend.stderr)")
     }
 
+    @Test("a Citcon IPN sent again is the same IPN, its sign and all")
+    func ipnResend() async throws {
+        let receiver = try CountingReceiver()
+        defer { receiver.stop() }
+        let daemon = try await DaemonProcess(["--citcon-port", "0"], config: "callbacks:\n  allowed_hosts: [127.0.0.1]\n")
+        defer { daemon.stop(); daemon.remove() }
+        _ = try await daemon.client.send(method: "POST", "/v1/citcon/merchants", json: ["merchantId": "ipns"])
+        let body = #"{"transaction":{"reference":"ipn-resend","amount":700,"currency":"USD","country":"US","auto_capture":true},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}},"urls":{"ipn":"http://127.0.0.1:\#(receiver.port)/ipn"}}"#
+        let reply = try await daemon.client.send(method: "POST", "/v1/citcon/requests",
+                                                 json: CitconRequestBody(merchantId: "ipns", method: "POST", path: "/v1/charges", body: body))
+        #expect(reply.status == 200)
+        let deadline = Date().addingTimeInterval(30)
+        while receiver.bodies.isEmpty, Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        let rows = try JSONDecoder().decode([TransactionView].self, from: try await daemon.client.send(method: "GET", "/v1/transactions?provider=citcon").body)
+        let row = try #require(rows.first)
+        var list: [NotificationView] = []
+        repeat {
+            list = try JSONDecoder().decode([NotificationView].self, from: try await daemon.client.send(method: "GET", "/v1/notifications?transaction=\(row.id)").body)
+            try await Task.sleep(for: .milliseconds(50))
+        } while list.first?.status != "delivered" && Date() < deadline
+        let ipn = try #require(list.first)
+        #expect(ipn.kind == "webhook" && ipn.event?.hasPrefix("ipn.") == true && ipn.history.count == 1 && ipn.history[0].outcome == "delivered")
+        let resent = try JSONDecoder().decode(ResendView.self, from: try await daemon.client.send(method: "POST", "/v1/notifications/\(ipn.id)/resend").body)
+        #expect(resent.attempt.outcome == "delivered" && resent.notification.history.count == 2)
+        #expect(receiver.bodies.count == 2 && receiver.bodies[0] == receiver.bodies[1] && receiver.bodies[1].contains("\"sign\""),
+                "\(receiver.bodies)")
+    }
+
     @Test("Worldline's webhook admin: sendtest signs a test event to an allowed endpoint; validateCredentials says whether a key pair is the merchant's")
     func worldlineWebhookAdmin() async throws {
         let receiver = try CountingReceiver()
