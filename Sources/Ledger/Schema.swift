@@ -43,6 +43,9 @@ enum Schema {
         migrator.registerMigration("v11-outbox-attempts") { db in
             try db.execute(sql: v11)
         }
+        migrator.registerMigration("v12-worldline-hosted-checkouts") { db in
+            try db.execute(sql: v12)
+        }
         return migrator
     }
 
@@ -295,6 +298,18 @@ enum Schema {
             resend    INTEGER NOT NULL DEFAULT 0 CHECK (resend IN (0, 1)),
             PRIMARY KEY (outbox_id, seq)
         ) WITHOUT ROWID;
+        """
+
+    /// Worldline hosted checkouts: their state as JSON (the merchant's tokens in it sealed), the
+    /// page reached by a token stored as its hash.
+    static let v12 = """
+        CREATE TABLE worldline_hosted_checkout (
+            seq         INTEGER PRIMARY KEY,
+            id          TEXT NOT NULL UNIQUE,
+            merchant_id TEXT NOT NULL REFERENCES worldline_merchant(merchant_id),
+            state       TEXT NOT NULL CHECK (json_valid(state)),
+            updated_at  INTEGER NOT NULL
+        );
         """
 
     /// Rebuilds `txn` with its CREATE statement changed by `change` (SQLite cannot alter a CHECK):

@@ -112,3 +112,54 @@ extension Ledger {
         return (record, WorldlineVaultedCard(pan: opened.pan, expiryDate: opened.expiryDate, cardholderName: opened.cardholderName))
     }
 }
+
+extension Ledger {
+    // MARK: Hosted checkouts
+
+    public func insertWorldlineHostedCheckout(_ checkout: WorldlineHostedCheckout) throws -> WorldlineHostedCheckout {
+        _ = try ensureWorldlineMerchant(checkout.merchantID, at: checkout.createdAt)
+        return try write("record a Worldline hosted checkout") { db in
+            let seq = (try Int64.fetchOne(db, sql: "SELECT max(seq) FROM worldline_hosted_checkout") ?? 0) + 1
+            var c = checkout
+            // Hosted checkout ids are numbers on the platform.
+            c.id = String(8_000_000_000 + seq)
+            try db.execute(sql: "INSERT INTO worldline_hosted_checkout (seq, id, merchant_id, state, updated_at) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [seq, c.id, c.merchantID, try encodeCheckout(c), c.createdAt])
+            return c
+        }
+    }
+
+    public func updateWorldlineHostedCheckout(_ checkout: WorldlineHostedCheckout) throws {
+        try write("update Worldline hosted checkout \(checkout.id)") { db in
+            try db.execute(sql: "UPDATE worldline_hosted_checkout SET state = ?, updated_at = ? WHERE id = ?",
+                           arguments: [try encodeCheckout(checkout), Self.nowMicros(), checkout.id])
+            guard db.changesCount == 1 else { throw LedgerError.invalid(field: "hostedCheckoutId", rule: "no hosted checkout \(checkout.id)") }
+        }
+    }
+
+    public func worldlineHostedCheckout(id: String, merchantID: String?) throws -> WorldlineHostedCheckout? {
+        let state = try read("read Worldline hosted checkout \(id)") { db in
+            try String.fetchOne(db, sql: "SELECT state FROM worldline_hosted_checkout WHERE id = ? AND (?2 IS NULL OR merchant_id = ?2)",
+                                arguments: [id, merchantID])
+        }
+        guard let state else { return nil }
+        var c: WorldlineHostedCheckout
+        do { c = try JSONDecoder().decode(WorldlineHostedCheckout.self, from: Data(state.utf8)) } catch {
+            throw LedgerError.database(operation: "read a Worldline hosted checkout", message: "\(error)")
+        }
+        if let sealed = c.sealedTokens {
+            c.tokens = (try? JSONDecoder().decode([String].self, from: Data(try unseal(sealed)))) ?? []
+        }
+        c.sealedTokens = nil
+        return c
+    }
+
+    /// A hosted checkout's state as stored: the merchant's tokens sealed, never in clear.
+    private func encodeCheckout(_ checkout: WorldlineHostedCheckout) throws -> String {
+        var c = checkout
+        c.sealedTokens = c.tokens.isEmpty ? nil : try seal(Array(try JSONEncoder().encode(c.tokens)))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return String(decoding: try encoder.encode(c), as: UTF8.self)
+    }
+}

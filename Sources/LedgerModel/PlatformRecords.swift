@@ -475,3 +475,66 @@ public struct WorldlineVaultedCard: Sendable {
         self.cardholderName = cardholderName
     }
 }
+
+/// A hosted checkout's status, as `GET …/hostedcheckouts/{id}` names it.
+public enum WorldlineHostedCheckoutStatus: String, Sendable, Codable, CaseIterable {
+    case inProgress = "IN_PROGRESS"
+    case paymentCreated = "PAYMENT_CREATED"
+    case cancelledByConsumer = "CANCELLED_BY_CONSUMER"
+    case clientNotEligible = "CLIENT_NOT_ELIGIBLE_FOR_SELECTED_PAYMENT_PRODUCT"
+}
+
+/// A hosted checkout of the emulated Worldline platform: what the merchant asked for, the page
+/// the consumer pays on (reached by a token stored as its hash), and the payment it created.
+public struct WorldlineHostedCheckout: Sendable, Equatable, Codable {
+    /// Set by the ledger when it is stored.
+    public var id: String = ""
+    public var merchantID: String
+    public var status: WorldlineHostedCheckoutStatus = .inProgress
+    public var amount: Int64
+    public var currency: String
+    public var merchantReference: String?
+    public var returnURL: String?
+    public var returnMAC: String
+    /// `en_GB`; the page's language.
+    public var locale: String?
+    public var variant: String?
+    /// Show the platform's result page before sending the consumer back (the default).
+    public var showResultPage: Bool = true
+    /// SALE, FINAL_AUTHORIZATION or PRE_AUTHORIZATION, for the payment it creates.
+    public var authorizationMode: String
+    public var tokenize: Bool = false
+    public var isRecurring: Bool = false
+    /// The payment products the page offers (empty: every card product).
+    public var products: [Int] = []
+    /// The merchant's tokens offered as saved cards. In memory only: stored sealed (`sealedTokens`).
+    public var tokens: [String] = []
+    public var sealedTokens: String? = nil
+    /// The SHA-256 of the page's token.
+    public var pageTokenHash: String
+    /// The payments it created, the latest last.
+    public var paymentIDs: [String] = []
+    /// How many payments the consumer may try.
+    public var allowedAttempts: Int = 10
+    public var createdAt: Int64
+    public var expiresAt: Int64
+
+    enum CodingKeys: String, CodingKey {
+        case id, merchantID, status, amount, currency, merchantReference, returnURL, returnMAC, locale, variant, showResultPage,
+             authorizationMode, tokenize, isRecurring, products, sealedTokens, pageTokenHash, paymentIDs, allowedAttempts, createdAt, expiresAt
+    }
+
+    public init(merchantID: String, amount: Int64, currency: String, merchantReference: String?, returnURL: String?, returnMAC: String,
+                authorizationMode: String, pageTokenHash: String, createdAt: Int64, expiresAt: Int64) {
+        self.merchantID = merchantID
+        self.amount = amount
+        self.currency = currency
+        self.merchantReference = merchantReference
+        self.returnURL = returnURL
+        self.returnMAC = returnMAC
+        self.authorizationMode = authorizationMode
+        self.pageTokenHash = pageTokenHash
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}

@@ -63,6 +63,12 @@ public protocol WorldlineStore: TransactionStore {
     func worldlineSessionTokens(sessionID: String) throws -> [String]
     /// Records the tokens a client session may show.
     func setWorldlineSessionTokens(sessionID: String, tokens: [String]) throws
+    /// Stores a new hosted checkout, giving it its id.
+    func insertWorldlineHostedCheckout(_ checkout: WorldlineHostedCheckout) throws -> WorldlineHostedCheckout
+    /// Records a hosted checkout's new state.
+    func updateWorldlineHostedCheckout(_ checkout: WorldlineHostedCheckout) throws
+    /// Hosted checkout `id` (of `merchantID` when given).
+    func worldlineHostedCheckout(id: String, merchantID: String?) throws -> WorldlineHostedCheckout?
 }
 
 /// What the Citcon platform keeps beyond the transactions. `Ledger` is one.

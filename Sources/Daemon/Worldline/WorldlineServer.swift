@@ -35,6 +35,7 @@ struct WorldlineServer: Sendable {
         router.addRoutes(clientAPI(), atPath: "client/v1/:customerId")
         router.addRoutes(clientAPI(), atPath: "v1/:customerId")
         router.addRoutes(challengePages())
+        router.addRoutes(checkoutPages())
         return router
     }
 
@@ -96,6 +97,14 @@ struct WorldlineServer: Sendable {
                 let body = method == .post ? try await Self.body(request) : []
                 return try await reply { try call(front, m, id, body) }.response
             }
+        }
+        v2.post("hostedcheckouts") { request, context in
+            let m = try context.merchant, base = publicURL(), body = try await Self.body(request)
+            return try await reply { try front.createHostedCheckout(merchantID: m, body: body) { base + "/hostedcheckout/" + $0 + "/" + $1 } }.response
+        }
+        v2.get("hostedcheckouts/:id") { _, context in
+            let m = try context.merchant, id = context.parameters.get("id") ?? ""
+            return try await reply { try front.getHostedCheckout(merchantID: m, id: id) }.response
         }
         v2.post("tokens") { request, context in
             let m = try context.merchant, body = try await Self.body(request)
@@ -163,7 +172,8 @@ struct WorldlineServer: Sendable {
         ("payments/:id/captures", .get), ("payments/:id/refunds", .get), ("payments/:id/capture", .post),
         ("payments/:id/cancel", .post), ("payments/:id/refund", .post), ("services/testconnection", .get),
         ("services/getIINdetails", .post), ("products", .get), ("products/:id", .get), ("products/:id/networks", .get),
-        ("tokens", .post), ("webhooks/validateCredentials", .post), ("webhooks/sendtest", .post),
+        ("tokens", .post), ("webhooks/validateCredentials", .post), ("webhooks/sendtest", .post), ("hostedcheckouts", .post),
+        ("hostedcheckouts/:id", .get),
     ]
     static let methods: [HTTPRequest.Method] = [.get, .post, .put, .delete, .patch]
 
@@ -437,6 +447,9 @@ struct WorldlineServer: Sendable {
         case .tokenCreated(let t, let status): Replied(status: status == .created ? 201 : 200, text: WorldlineRender.createdTokenText(t, status: status))
         case .token(let t): Replied(status: 200, text: WorldlineRender.tokenText(t))
         case .tokenDeleted: Replied(status: 204, text: "")
+        case .hostedCheckoutCreated(let c, let url, let invalid):
+            Replied(status: 201, text: WorldlineRender.hostedCheckoutCreatedText(c, redirectURL: url, invalidTokens: invalid))
+        case .hostedCheckout(let c, let p): Replied(status: 200, text: WorldlineRender.hostedCheckoutText(c, payment: p))
         }
     }
 

@@ -184,6 +184,19 @@ public struct WorldlineJSON: @unchecked Sendable {
         return out
     }
 
+    /// The array of integers at `key` (numbers, or digits as the Objective-C SDK sends them), nil when absent.
+    public func ints(_ key: String, in range: ClosedRange<Int64>) throws(WorldlineError) -> [Int64]? {
+        guard has(key) else { return nil }
+        guard let items = object[key] as? [Any] else { throw .invalid(name(key), "must be an array") }
+        var out: [Int64] = []
+        for (i, item) in items.enumerated() {
+            let n: Int64? = (item as? NSNumber).flatMap { Self.isBool($0) ? nil : Int64(exactly: $0.doubleValue) } ?? (item as? String).flatMap { Int64($0) }
+            guard let n, range.contains(n) else { throw .invalid("\(name(key))[\(i)]", "must be a whole number in \(range.lowerBound)…\(range.upperBound)") }
+            out.append(n)
+        }
+        return out
+    }
+
     /// The array of strings at `key`, nil when absent, each at most `maxLength`.
     public func strings(_ key: String, maxLength: Int = 1000) throws(WorldlineError) -> [String]? {
         guard has(key) else { return nil }

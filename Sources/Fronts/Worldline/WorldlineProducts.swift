@@ -24,6 +24,9 @@ public enum WorldlineProducts {
         ]
     }
 
+    /// The ids of the card products the platform offers, in its display order.
+    public static var offeredIDs: [Int] { offered.map(\.id) }
+
     /// `GET products`: every card product (the bench offers them in every country and currency).
     public static func products(assetURL: String) -> [String: Any] {
         ["paymentProducts": offered.compactMap { product($0.id, assetURL: assetURL) }]

@@ -133,6 +133,35 @@ public enum WorldlineRender {
         return text(body)
     }
 
+    /// `CreateHostedCheckoutResponse`.
+    public static func hostedCheckoutCreatedText(_ c: WorldlineHostedCheckout, redirectURL: String, invalidTokens: [String]) -> String {
+        var body: [String: Any] = ["hostedCheckoutId": c.id, "RETURNMAC": c.returnMAC, "redirectUrl": redirectURL,
+                                   "partialRedirectUrl": partialURL(redirectURL), "invalidTokens": invalidTokens]
+        if let r = c.merchantReference { body["merchantReference"] = r }
+        return text(body)
+    }
+
+    /// `GetHostedCheckoutResponse`: its status and, once a payment was made, the latest one.
+    public static func hostedCheckoutText(_ c: WorldlineHostedCheckout, payment p: WorldlinePayment?) -> String {
+        var body: [String: Any] = ["status": c.status.rawValue]
+        if let p {
+            let category = switch p.status {
+            case .rejected: "REJECTED"
+            case .cancelled where p.transactionID == nil: "REJECTED"
+            case .redirected, .created: "STATUS_UNKNOWN"
+            default: "SUCCESSFUL"
+            }
+            body["createdPaymentOutput"] = ["payment": payment(p), "paymentStatusCategory": category]
+        }
+        return text(body)
+    }
+
+    /// A redirect URL without its scheme, as the platform gives `partialRedirectUrl`.
+    static func partialURL(_ url: String) -> String {
+        guard let range = url.range(of: "://") else { return url }
+        return String(url[range.upperBound...])
+    }
+
     /// `CreatedTokenResponse`.
     public static func createdTokenText(_ t: WorldlineToken, status: WorldlineTokenStatus) -> String {
         text(["token": t.token, "tokenStatus": status.rawValue, "isNewToken": status == .created, "card": cardWithoutCVV(t)])

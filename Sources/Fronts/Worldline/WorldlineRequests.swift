@@ -370,3 +370,74 @@ public struct WorldlineCreateToken: Sendable {
         return WorldlineCreateToken(card: card, encryptedCustomerInput: encrypted, paymentProductID: product)
     }
 }
+
+/// `POST /v2/{merchantId}/hostedcheckouts`, the parts the platform acts on: the order, the
+/// page's settings (`hostedCheckoutSpecificInput`) and the card input the payment will have.
+public struct WorldlineHostedCheckoutRequest: Sendable {
+    public let amount: Int64
+    public let currency: String
+    public let merchantReference: String?
+    public let returnURL: String?
+    public let locale: String?
+    public let variant: String?
+    public let showResultPage: Bool
+    /// The merchant's tokens, offered as saved cards (the platform takes them comma-separated).
+    public let tokens: [String]
+    public let isRecurring: Bool
+    /// Card products the page may offer; empty for every one.
+    public let restrictTo: [Int]
+    public let exclude: [Int]
+    public let authorizationMode: WorldlineCreatePayment.AuthorizationMode
+    public let tokenize: Bool
+    public let sessionTimeoutMinutes: Int
+    public let allowedAttempts: Int
+
+    public static func parse(_ json: WorldlineJSON) throws(WorldlineError) -> WorldlineHostedCheckoutRequest {
+        guard let order = try json.object("order") else { throw .missing("order") }
+        guard let money = try order.object("amountOfMoney") else { throw .missing("order.amountOfMoney") }
+        guard let amount = try money.int("amount", in: 1...999_999_999_999) else { throw .missing("order.amountOfMoney.amount") }
+        let (currency, _) = try WorldlineCreatePayment.currency(money.requiredString("currencyCode", maxLength: 3), property: "order.amountOfMoney.currencyCode")
+        let reference = try order.object("references")?.string("merchantReference", maxLength: 50)
+        let h = try json.object("hostedCheckoutSpecificInput")
+        let p = "hostedCheckoutSpecificInput."
+        let returnURL = try h?.string("returnUrl", maxLength: 512)
+        if let returnURL { try WorldlineCreatePayment.checkURL(returnURL, property: p + "returnUrl") }
+        let locale = try h?.string("locale", maxLength: 10)
+        if let locale, locale.wholeMatch(of: /[a-z]{2}_[A-Z]{2}/) == nil {
+            throw .invalid(p + "locale", "must be a language and a country, as en_GB, got \(shownValue(locale, 10))")
+        }
+        let variant = try h?.string("variant", maxLength: 50)
+        let tokenText = try h?.string("tokens", maxLength: 1000) ?? ""
+        let tokens = tokenText.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard tokens.count <= 10 else { throw .invalid(p + "tokens", "at most 10 tokens, got \(tokens.count)") }
+        func products(_ filter: WorldlineJSON?) throws(WorldlineError) -> [Int] {
+            guard let filter else { return [] }
+            return try filter.ints("products", in: 1...99_999)?.map { Int($0) } ?? []
+        }
+        let filters = try h?.object("paymentProductFilters")
+        let restrictTo = try products(try filters?.object("restrictTo")), exclude = try products(try filters?.object("exclude"))
+        for id in restrictTo + exclude where WorldlineProducts.product(id, assetURL: "") == nil {
+            throw .invalid(p + "paymentProductFilters", "\(id) is not a payment product this platform offers")
+        }
+        let card = try json.object("cardPaymentMethodSpecificInput")
+        var mode = WorldlineCreatePayment.AuthorizationMode.finalAuthorization
+        if let text = try card?.string("authorizationMode") {
+            guard let m = WorldlineCreatePayment.AuthorizationMode(rawValue: text) else {
+                throw .invalid("cardPaymentMethodSpecificInput.authorizationMode", "must be SALE, FINAL_AUTHORIZATION or PRE_AUTHORIZATION, got \(shownValue(text, 40))")
+            }
+            mode = m
+        }
+        let timeout = try h?.int("sessionTimeout", in: 1...1440).map(Int.init) ?? 180
+        let attempts = try h?.int("allowedNumberOfPaymentAttempts", in: 1...10).map(Int.init) ?? 10
+        return WorldlineHostedCheckoutRequest(amount: amount, currency: currency, merchantReference: reference, returnURL: returnURL, locale: locale,
+                                              variant: variant, showResultPage: try h?.bool("showResultPage") ?? true, tokens: tokens,
+                                              isRecurring: try h?.bool("isRecurring") ?? false, restrictTo: restrictTo, exclude: exclude,
+                                              authorizationMode: mode, tokenize: try card?.bool("tokenize") ?? false,
+                                              sessionTimeoutMinutes: timeout, allowedAttempts: attempts)
+    }
+
+    /// The card products the page offers: every one, less the filters'.
+    public var offeredProducts: [Int] {
+        WorldlineProducts.offeredIDs.filter { (restrictTo.isEmpty || restrictTo.contains($0)) && !exclude.contains($0) }
+    }
+}

@@ -18,4 +18,8 @@ public enum WorldlineResult: Sendable {
     case token(WorldlineToken)
     /// `DELETE …/tokens/{id}`: 204, no body.
     case tokenDeleted
+    /// `POST …/hostedcheckouts`: the checkout, its page's URL and the tokens it does not know.
+    case hostedCheckoutCreated(WorldlineHostedCheckout, redirectURL: String, invalidTokens: [String])
+    /// `GET …/hostedcheckouts/{id}`, with its latest payment.
+    case hostedCheckout(WorldlineHostedCheckout, WorldlinePayment?)
 }
