@@ -46,6 +46,9 @@ enum Schema {
         migrator.registerMigration("v12-worldline-hosted-checkouts") { db in
             try db.execute(sql: v12)
         }
+        migrator.registerMigration("v13-worldline-hosted-tokenizations") { db in
+            try db.execute(sql: v13)
+        }
         return migrator
     }
 
@@ -304,6 +307,17 @@ enum Schema {
     /// page reached by a token stored as its hash.
     static let v12 = """
         CREATE TABLE worldline_hosted_checkout (
+            seq         INTEGER PRIMARY KEY,
+            id          TEXT NOT NULL UNIQUE,
+            merchant_id TEXT NOT NULL REFERENCES worldline_merchant(merchant_id),
+            state       TEXT NOT NULL CHECK (json_valid(state)),
+            updated_at  INTEGER NOT NULL
+        );
+        """
+
+    /// Worldline hosted tokenization sessions: their state as JSON, the token they made sealed.
+    static let v13 = """
+        CREATE TABLE worldline_hosted_tokenization (
             seq         INTEGER PRIMARY KEY,
             id          TEXT NOT NULL UNIQUE,
             merchant_id TEXT NOT NULL REFERENCES worldline_merchant(merchant_id),

@@ -163,3 +163,50 @@ extension Ledger {
         return String(decoding: try encoder.encode(c), as: UTF8.self)
     }
 }
+
+extension Ledger {
+    // MARK: Hosted tokenization
+
+    public func insertWorldlineHostedTokenization(_ session: WorldlineHostedTokenization) throws -> WorldlineHostedTokenization {
+        _ = try ensureWorldlineMerchant(session.merchantID, at: session.createdAt)
+        return try write("record a Worldline hosted tokenization") { db in
+            let seq = (try Int64.fetchOne(db, sql: "SELECT max(seq) FROM worldline_hosted_tokenization") ?? 0) + 1
+            var s = session
+            s.id = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+            try db.execute(sql: "INSERT INTO worldline_hosted_tokenization (seq, id, merchant_id, state, updated_at) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [seq, s.id, s.merchantID, try encodeTokenization(s), s.createdAt])
+            return s
+        }
+    }
+
+    public func updateWorldlineHostedTokenization(_ session: WorldlineHostedTokenization) throws {
+        try write("update Worldline hosted tokenization \(session.id)") { db in
+            try db.execute(sql: "UPDATE worldline_hosted_tokenization SET state = ?, updated_at = ? WHERE id = ?",
+                           arguments: [try encodeTokenization(session), Self.nowMicros(), session.id])
+            guard db.changesCount == 1 else { throw LedgerError.invalid(field: "hostedTokenizationId", rule: "no hosted tokenization \(session.id)") }
+        }
+    }
+
+    public func worldlineHostedTokenization(id: String, merchantID: String?) throws -> WorldlineHostedTokenization? {
+        let state = try read("read Worldline hosted tokenization \(id)") { db in
+            try String.fetchOne(db, sql: "SELECT state FROM worldline_hosted_tokenization WHERE id = ? AND (?2 IS NULL OR merchant_id = ?2)",
+                                arguments: [id, merchantID])
+        }
+        guard let state else { return nil }
+        var s: WorldlineHostedTokenization
+        do { s = try JSONDecoder().decode(WorldlineHostedTokenization.self, from: Data(state.utf8)) } catch {
+            throw LedgerError.database(operation: "read a Worldline hosted tokenization", message: "\(error)")
+        }
+        s.token = try s.sealedToken.map { String(decoding: try unseal($0), as: UTF8.self) }
+        s.sealedToken = nil
+        return s
+    }
+
+    private func encodeTokenization(_ session: WorldlineHostedTokenization) throws -> String {
+        var s = session
+        s.sealedToken = try s.token.map { try seal(Array($0.utf8)) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return String(decoding: try encoder.encode(s), as: UTF8.self)
+    }
+}

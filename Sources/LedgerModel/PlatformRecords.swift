@@ -538,3 +538,38 @@ public struct WorldlineHostedCheckout: Sendable, Equatable, Codable {
         self.expiresAt = expiresAt
     }
 }
+
+/// A hosted tokenization session of the emulated Worldline platform: the card form a merchant
+/// puts in an iframe, and the token the consumer's card became.
+public struct WorldlineHostedTokenization: Sendable, Equatable, Codable {
+    /// Set by the ledger when it is stored.
+    public var id: String = ""
+    public var merchantID: String
+    public var locale: String?
+    public var variant: String?
+    /// The payment products the form takes.
+    public var products: [Int]
+    /// The SHA-256 of the form page's token.
+    public var pageTokenHash: String
+    /// The token the form made or found. In memory only: stored sealed (`sealedToken`).
+    public var token: String? = nil
+    public var sealedToken: String? = nil
+    /// CREATED, UNCHANGED or UPDATED, once the form was sent.
+    public var tokenStatus: String? = nil
+    /// A payment used the session already.
+    public var used: Bool = false
+    public var createdAt: Int64
+    public var expiresAt: Int64
+
+    enum CodingKeys: String, CodingKey {
+        case id, merchantID, locale, variant, products, pageTokenHash, sealedToken, tokenStatus, used, createdAt, expiresAt
+    }
+
+    public init(merchantID: String, products: [Int], pageTokenHash: String, createdAt: Int64, expiresAt: Int64) {
+        self.merchantID = merchantID
+        self.products = products
+        self.pageTokenHash = pageTokenHash
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}

@@ -69,6 +69,11 @@ public protocol WorldlineStore: TransactionStore {
     func updateWorldlineHostedCheckout(_ checkout: WorldlineHostedCheckout) throws
     /// Hosted checkout `id` (of `merchantID` when given).
     func worldlineHostedCheckout(id: String, merchantID: String?) throws -> WorldlineHostedCheckout?
+    /// Stores a new hosted tokenization session, giving it its id.
+    func insertWorldlineHostedTokenization(_ session: WorldlineHostedTokenization) throws -> WorldlineHostedTokenization
+    func updateWorldlineHostedTokenization(_ session: WorldlineHostedTokenization) throws
+    /// Hosted tokenization `id` (of `merchantID` when given).
+    func worldlineHostedTokenization(id: String, merchantID: String?) throws -> WorldlineHostedTokenization?
 }
 
 /// What the Citcon platform keeps beyond the transactions. `Ledger` is one.

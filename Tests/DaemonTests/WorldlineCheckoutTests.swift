@@ -176,4 +176,38 @@ struct WorldlineCheckoutTests {
         let made2 = ((try Self.status(p, tID).1?["payment"] as? [String: Any])?["paymentOutput"] as? [String: Any])?["cardPaymentMethodSpecificOutput"] as? [String: Any]
         #expect((made2?["token"] as? String)?.isEmpty == false)
     }
+
+    @Test("hosted tokenization: the form stores the card as a token the merchant reads and pays with once, its CVV checked; refusals on the form")
+    func hostedTokenization() async throws {
+        let p = try await Platform()
+        defer { p.daemon.stop(); p.daemon.remove() }
+        let made = try p.send("POST", "/v2/m1/hostedtokenizations", body: #"{"locale":"en_GB","tokens":"nope","paymentProductFilters":{"exclude":{"products":[3]}}}"#)
+        #expect(made.status == 201, "\(made.json)")
+        let id = try #require(made.json["hostedTokenizationId"] as? String), url = try #require(made.json["hostedTokenizationUrl"] as? String)
+        #expect(made.json["invalidTokens"] as? [String] == ["nope"])
+        #expect(try p.send("GET", "/v2/m1/hostedtokenizations/\(id)").json["token"] == nil, "nothing before the form is sent")
+        let browser = Browser()
+        let form = try await browser.get(url)
+        #expect(form.status == 200 && form.html.contains(#"name="cardNumber""#))
+        #expect(try await browser.post(url, Self.card("5413330089604004", expiry: "09/29")).html.contains("MasterCard is not accepted"))
+        #expect(try await browser.post(url, Self.card("4761739001010011")).html.contains("Card number:"))
+        let saved = try await browser.post(url, Self.card("4761739001010010", cvv: "999"))
+        #expect(saved.html.contains("The card is saved"), "\(saved.html)")
+        let got = try p.send("GET", "/v2/m1/hostedtokenizations/\(id)")
+        let token = try #require((got.json["token"] as? [String: Any])?["id"] as? String)
+        #expect(got.json["tokenStatus"] as? String == "CREATED")
+        // The CVV typed on the form (999, not the card's) goes with the payment made with the session: declined.
+        let pay = #"{"order":{"amountOfMoney":{"amount":800,"currencyCode":"EUR"}},"hostedTokenizationId":"\#(id)","cardPaymentMethodSpecificInput":{"authorizationMode":"SALE"}}"#
+        let declined = try p.send("POST", "/v2/m1/payments", body: pay)
+        #expect(declined.status == 402, "\(declined.json)")
+        #expect(try p.send("POST", "/v2/m1/payments", body: pay).property == "hostedTokenizationId", "good for one payment")
+        // The token itself pays on (no CVV).
+        let paid = try p.send("POST", "/v2/m1/payments", body: #"{"order":{"amountOfMoney":{"amount":800,"currencyCode":"EUR"}},"cardPaymentMethodSpecificInput":{"authorizationMode":"SALE","token":"\#(token)"}}"#)
+        #expect(paid.status == 201)
+        #expect(try p.send("POST", "/v2/m1/payments", body: pay.replacingOccurrences(of: id, with: "0" + id)).property == "hostedTokenizationId")
+        #expect(try p.send("GET", "/v2/m1/hostedtokenizations/x\(id)").errorID == "UNKNOWN_HOSTED_TOKENIZATION_ID")
+        #expect(try await browser.get(url + "0").status == 404)
+        let dump = try Data(contentsOf: URL(fileURLWithPath: p.daemon.state + "/ledger.sqlite"))
+        #expect(dump.range(of: Data("4761739001010010".utf8)) == nil && dump.range(of: Data(token.utf8)) == nil)
+    }
 }

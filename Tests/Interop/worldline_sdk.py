@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -47,6 +48,11 @@ try:
     from onlinepayments.sdk.domain.card_without_cvv import CardWithoutCvv
     from onlinepayments.sdk.domain.create_payment_request import CreatePaymentRequest
     from onlinepayments.sdk.domain.create_token_request import CreateTokenRequest
+    from onlinepayments.sdk.domain.create_hosted_checkout_request import CreateHostedCheckoutRequest
+    from onlinepayments.sdk.domain.create_hosted_tokenization_request import CreateHostedTokenizationRequest
+    from onlinepayments.sdk.domain.hosted_checkout_specific_input import HostedCheckoutSpecificInput
+    from onlinepayments.sdk.domain.card_payment_method_specific_input_base import CardPaymentMethodSpecificInputBase
+    from onlinepayments.sdk.domain.order_references import OrderReferences
     from onlinepayments.sdk.domain.token_card_specific_input import TokenCardSpecificInput
     from onlinepayments.sdk.domain.token_data import TokenData
     from onlinepayments.sdk.domain.get_iin_details_request import GetIINDetailsRequest
@@ -584,6 +590,66 @@ def main():
         except ValidationException as e:
             expect(e.status_code == 400 and e.errors[0].property_name == "cardPaymentMethodSpecificInput.token",
                    f"HTTP {e.status_code} {[(x.id, x.property_name) for x in e.errors]}")
+
+    # --- hosted checkout (docs/worldline.md, "Hosted Checkout"): the page posted as a browser would
+
+    def post_form(url, fields):
+        """A form POST that does not follow the redirect it gets: (status, Location, body)."""
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *a, **k):
+                return None
+        opener = urllib.request.build_opener(NoRedirect)
+        data = urllib.parse.urlencode(fields).encode()
+        try:
+            with opener.open(urllib.request.Request(url, data=data, method="POST"), timeout=args.timeout) as r:
+                return r.status, r.headers.get("Location"), r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers.get("Location"), e.read().decode()
+
+    @check("hosted-checkout")
+    def _():
+        request, order, hosted = CreateHostedCheckoutRequest(), Order(), HostedCheckoutSpecificInput()
+        order.amount_of_money = money(AMOUNT)
+        order.references = OrderReferences()
+        order.references.merchant_reference = "sdk-hosted-1"
+        hosted.return_url, hosted.locale, hosted.show_result_page = "https://shop.example/back", "en_GB", False
+        request.order, request.hosted_checkout_specific_input = order, hosted
+        request.card_payment_method_specific_input = CardPaymentMethodSpecificInputBase()
+        request.card_payment_method_specific_input.authorization_mode = "SALE"
+        created = merchant.hosted_checkout().create_hosted_checkout(request)
+        expect(created.hosted_checkout_id and created.returnmac and created.redirect_url and created.partial_redirect_url,
+               f"created {created.to_dictionary()}")
+        got = merchant.hosted_checkout().get_hosted_checkout(created.hosted_checkout_id)
+        expect(got.status == "IN_PROGRESS", f"status {got.status} before the page")
+        # The platform's frictionless test card: no challenge, straight back to returnUrl.
+        status, location, _ = post_form(created.redirect_url, {"cardNumber": "4330264936344675", "expiryDate": "12/31", "cvv": "123"})
+        expect(status == 303 and location and f"hostedCheckoutId={created.hosted_checkout_id}" in location
+               and f"RETURNMAC={created.returnmac}" in location, f"the page answered {status} {location}")
+        got = merchant.hosted_checkout().get_hosted_checkout(created.hosted_checkout_id)
+        expect(got.status == "PAYMENT_CREATED" and got.created_payment_output.payment_status_category == "SUCCESSFUL"
+               and status_of(got.created_payment_output.payment) == ("CAPTURED", 9),
+               f"after the page: {got.to_dictionary()}")
+
+    @check("hosted-tokenization")
+    def _():
+        request = CreateHostedTokenizationRequest()
+        request.locale = "en_GB"
+        created = merchant.hosted_tokenization().create_hosted_tokenization(request)
+        expect(created.hosted_tokenization_id and created.hosted_tokenization_url, f"created {created.to_dictionary()}")
+        status, _, body = post_form(created.hosted_tokenization_url,
+                                    {"cardNumber": args.pan, "expiryDate": args.expiry[:2] + "/" + args.expiry[2:], "cvv": args.cvv})
+        expect(status == 200 and "The card is saved" in body, f"the form answered {status}")
+        got = merchant.hosted_tokenization().get_hosted_tokenization(created.hosted_tokenization_id)
+        expect(got.token and got.token.id and got.token_status in ("CREATED", "UNCHANGED", "UPDATED"), f"get {got.to_dictionary()}")
+        pay, order, card_input = CreatePaymentRequest(), Order(), CardPaymentMethodSpecificInput()
+        order.amount_of_money = money(AMOUNT)
+        card_input.authorization_mode = "SALE"
+        pay.order, pay.card_payment_method_specific_input = order, card_input
+        pay.hosted_tokenization_id = created.hosted_tokenization_id
+        paid = payments.create_payment(pay)
+        expect(status_of(paid.payment) == ("CAPTURED", 9)
+               and paid.payment.payment_output.card_payment_method_specific_output.token == got.token.id,
+               f"payment {status_of(paid.payment)}")
 
     client.close()
     server.shutdown()

@@ -42,6 +42,55 @@ extension WorldlineServer {
         return routes
     }
 
+    /// `GET /hostedtokenization/{id}/{token}`: the card form (to sit in the merchant's iframe);
+    /// `POST` the same: the card stored as a token, or the form again with what is wrong.
+    func tokenizationPages() -> RouteCollection<PlatformContext> {
+        let routes = RouteCollection(context: PlatformContext.self)
+        routes.get("hostedtokenization/:id/:token") { _, context in
+            let s = try front.tokenizationPage(id: context.parameters.get("id") ?? "", token: context.parameters.get("token") ?? "")
+            return Self.styledPage(s.token == nil ? Self.tokenizationForm(s, message: nil) : Self.tokenizationDone(s), lang: s.locale, framed: true)
+        }
+        routes.post("hostedtokenization/:id/:token") { request, context in
+            let id = context.parameters.get("id") ?? "", token = context.parameters.get("token") ?? ""
+            _ = try front.tokenizationPage(id: id, token: token)
+            if let refused = PagePost.refusal(request) { throw WorldlineError.forbidden(refused) }
+            let body = try await Self.body(request)
+            var fields: [String: String] = [:]
+            for field in RenderedCallback.fields(of: "x:?" + String(decoding: body, as: UTF8.self)) where fields[field.name] == nil { fields[field.name] = field.value }
+            let form = fields
+            let outcome = try await offPool { try front.submitTokenization(id: id, token: token, form: form) }
+            let s = try front.tokenizationPage(id: id, token: token)
+            switch outcome {
+            case .success(let done): return Self.styledPage(Self.tokenizationDone(done), lang: s.locale, framed: true)
+            case .failure(let e): return Self.styledPage(Self.tokenizationForm(s, message: WorldlineFront.pageMessage(e)), lang: s.locale, framed: true)
+            }
+        }
+        return routes
+    }
+
+    static func tokenizationForm(_ s: WorldlineHostedTokenization, message: String?) -> String {
+        let products = s.products.compactMap { id in WorldlineProducts.offered.first { $0.id == id }?.label }.joined(separator: ", ")
+        return """
+            \(message.map { "<p class=\"error\" role=\"alert\" id=\"message\">\(escape($0))</p>" } ?? "")
+            <form method="post" id="tokenize">
+            <p class="muted">Accepted: \(escape(products))</p>
+            <label for="cardNumber">Card number</label>
+            <input id="cardNumber" name="cardNumber" inputmode="numeric" autocomplete="cc-number" maxlength="23">
+            <label for="expiryDate">Expiry date (MM/YY)</label>
+            <input id="expiryDate" name="expiryDate" inputmode="numeric" autocomplete="cc-exp" maxlength="5" placeholder="MM/YY">
+            <label for="cvv">Security code</label>
+            <input id="cvv" name="cvv" inputmode="numeric" autocomplete="cc-csc" maxlength="4">
+            <label for="cardholderName">Name on the card</label>
+            <input id="cardholderName" name="cardholderName" autocomplete="cc-name" maxlength="51">
+            <div class="buttons"><button type="submit" id="submit" class="primary">Save the card</button></div>
+            </form>
+            """
+    }
+
+    static func tokenizationDone(_ s: WorldlineHostedTokenization) -> String {
+        "<p id=\"saved\">The card is saved: the shop can now pay with it.</p>"
+    }
+
     static func checkoutResponse(_ step: WorldlineFront.CheckoutStep, _ c: WorldlineHostedCheckout, _ saved: [WorldlineToken]) throws -> Response {
         switch step {
         case .page(let message): return styledPage(checkoutForm(c, saved, message: message), lang: c.locale)
@@ -125,7 +174,9 @@ extension WorldlineServer {
         """
 
     /// A page with the platform's style; the style is allowed by its hash and nothing else runs.
-    static func styledPage(_ body: String, lang: String?) -> Response {
+    /// `framed`: the page may sit in another site's iframe (the tokenization form); any other
+    /// page may not be framed at all.
+    static func styledPage(_ body: String, lang: String?, framed: Bool = false) -> Response {
         let hash = Data(SHA256.hash(data: Array(pageStyle.utf8))).base64EncodedString()
         let html = """
             <!doctype html>
@@ -134,7 +185,7 @@ extension WorldlineServer {
             <body>\(body)</body></html>
             """
         return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8",
-                                               .contentSecurityPolicy: "default-src 'none'; style-src 'sha256-\(hash)'; form-action 'self' http: https:"],
+                                               .contentSecurityPolicy: "default-src 'none'; style-src 'sha256-\(hash)'; form-action 'self' http: https:; frame-ancestors \(framed ? "*" : "'none'")"],
                         body: .init(byteBuffer: ByteBuffer(string: html)))
     }
 }

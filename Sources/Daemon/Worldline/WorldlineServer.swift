@@ -36,6 +36,7 @@ struct WorldlineServer: Sendable {
         router.addRoutes(clientAPI(), atPath: "v1/:customerId")
         router.addRoutes(challengePages())
         router.addRoutes(checkoutPages())
+        router.addRoutes(tokenizationPages())
         return router
     }
 
@@ -106,6 +107,14 @@ struct WorldlineServer: Sendable {
             let m = try context.merchant, id = context.parameters.get("id") ?? ""
             return try await reply { try front.getHostedCheckout(merchantID: m, id: id) }.response
         }
+        v2.post("hostedtokenizations") { request, context in
+            let m = try context.merchant, base = publicURL(), body = try await Self.body(request)
+            return try await reply { try front.createHostedTokenization(merchantID: m, body: body) { base + "/hostedtokenization/" + $0 + "/" + $1 } }.response
+        }
+        v2.get("hostedtokenizations/:id") { _, context in
+            let m = try context.merchant, id = context.parameters.get("id") ?? ""
+            return try await reply { try front.getHostedTokenization(merchantID: m, id: id) }.response
+        }
         v2.post("tokens") { request, context in
             let m = try context.merchant, body = try await Self.body(request)
             return try await reply { try front.createToken(merchantID: m, body: body) }.response
@@ -173,7 +182,7 @@ struct WorldlineServer: Sendable {
         ("payments/:id/cancel", .post), ("payments/:id/refund", .post), ("services/testconnection", .get),
         ("services/getIINdetails", .post), ("products", .get), ("products/:id", .get), ("products/:id/networks", .get),
         ("tokens", .post), ("webhooks/validateCredentials", .post), ("webhooks/sendtest", .post), ("hostedcheckouts", .post),
-        ("hostedcheckouts/:id", .get),
+        ("hostedcheckouts/:id", .get), ("hostedtokenizations", .post), ("hostedtokenizations/:id", .get),
     ]
     static let methods: [HTTPRequest.Method] = [.get, .post, .put, .delete, .patch]
 
@@ -450,6 +459,9 @@ struct WorldlineServer: Sendable {
         case .hostedCheckoutCreated(let c, let url, let invalid):
             Replied(status: 201, text: WorldlineRender.hostedCheckoutCreatedText(c, redirectURL: url, invalidTokens: invalid))
         case .hostedCheckout(let c, let p): Replied(status: 200, text: WorldlineRender.hostedCheckoutText(c, payment: p))
+        case .hostedTokenizationCreated(let t, let url, let invalid):
+            Replied(status: 201, text: WorldlineRender.hostedTokenizationCreatedText(t, url: url, invalidTokens: invalid))
+        case .hostedTokenization(let t, let token): Replied(status: 200, text: WorldlineRender.hostedTokenizationText(t, token: token))
         }
     }
 

@@ -156,6 +156,22 @@ public enum WorldlineRender {
         return text(body)
     }
 
+    /// `CreateHostedTokenizationResponse`.
+    public static func hostedTokenizationCreatedText(_ s: WorldlineHostedTokenization, url: String, invalidTokens: [String]) -> String {
+        text(["hostedTokenizationId": s.id, "hostedTokenizationUrl": url, "partialRedirectUrl": partialURL(url),
+              "invalidTokens": invalidTokens, "expiredCardTokens": [String]()])
+    }
+
+    /// `GetHostedTokenizationResponse`: the token the form made, once it was sent.
+    public static func hostedTokenizationText(_ s: WorldlineHostedTokenization, token: WorldlineToken?) -> String {
+        var body: [String: Any] = [:]
+        if let token, let status = s.tokenStatus {
+            body["token"] = (try? JSONSerialization.jsonObject(with: Data(tokenText(token).utf8))) ?? [:]
+            body["tokenStatus"] = status
+        }
+        return text(body)
+    }
+
     /// A redirect URL without its scheme, as the platform gives `partialRedirectUrl`.
     static func partialURL(_ url: String) -> String {
         guard let range = url.range(of: "://") else { return url }

@@ -91,6 +91,8 @@ public struct WorldlineCreatePayment: Sendable {
     public typealias ThreeDS = ThreeDSecure
     /// A card-on-file token to pay with (`cardPaymentMethodSpecificInput.token`).
     public var token: String? = nil
+    /// A hosted tokenization session whose form made the token to pay with.
+    public var hostedTokenizationID: String? = nil
     /// Store the card as a token when the payment is approved.
     public var tokenize = false
     public var cardOnFileRequestor: CardOnFileRequestor? = nil
@@ -137,12 +139,13 @@ public struct WorldlineCreatePayment: Sendable {
                                      cvv: c.string("cvv", maxLength: 4), cardholderName: c.string("cardholderName", maxLength: 51), path: path)
         }
         let token = try input?.string("token", maxLength: 40)
-        let sources = [card != nil, encrypted != nil, token != nil].filter { $0 }.count
+        let hosted = try json.string("hostedTokenizationId", maxLength: 64)
+        let sources = [card != nil, encrypted != nil, token != nil, hosted != nil].filter { $0 }.count
         guard sources == 1 else {
             throw sources == 0
                 ? .missing("encryptedCustomerInput")
-                : .invalid(token != nil ? "cardPaymentMethodSpecificInput.token" : "encryptedCustomerInput",
-                           "give one of encryptedCustomerInput, cardPaymentMethodSpecificInput.card and cardPaymentMethodSpecificInput.token")
+                : .invalid(hosted != nil ? "hostedTokenizationId" : token != nil ? "cardPaymentMethodSpecificInput.token" : "encryptedCustomerInput",
+                           "give one of encryptedCustomerInput, hostedTokenizationId, cardPaymentMethodSpecificInput.card and cardPaymentMethodSpecificInput.token")
         }
         var threeDS: ThreeDSecure? = nil
         if let t = try input?.object("threeDSecure") {
@@ -160,6 +163,7 @@ public struct WorldlineCreatePayment: Sendable {
                                              merchantReference: reference, paymentProductID: product, card: card, encryptedCustomerInput: encrypted,
                                              threeDSecure: threeDS)
         request.token = token
+        request.hostedTokenizationID = hosted
         try request.readCardOnFile(input)
         return request
     }
@@ -437,6 +441,38 @@ public struct WorldlineHostedCheckoutRequest: Sendable {
     }
 
     /// The card products the page offers: every one, less the filters'.
+    public var offeredProducts: [Int] {
+        WorldlineProducts.offeredIDs.filter { (restrictTo.isEmpty || restrictTo.contains($0)) && !exclude.contains($0) }
+    }
+}
+
+/// `POST /v2/{merchantId}/hostedtokenizations`: the form's settings.
+public struct WorldlineHostedTokenizationRequest: Sendable {
+    public let locale: String?
+    public let variant: String?
+    public let tokens: [String]
+    public let restrictTo: [Int]
+    public let exclude: [Int]
+
+    public static func parse(_ json: WorldlineJSON) throws(WorldlineError) -> WorldlineHostedTokenizationRequest {
+        let locale = try json.string("locale", maxLength: 10)
+        if let locale, locale.wholeMatch(of: /[a-z]{2}_[A-Z]{2}/) == nil {
+            throw .invalid("locale", "must be a language and a country, as en_GB, got \(shownValue(locale, 10))")
+        }
+        let tokens = (try json.string("tokens", maxLength: 1000) ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }
+        guard tokens.count <= 10 else { throw .invalid("tokens", "at most 10 tokens, got \(tokens.count)") }
+        let filters = try json.object("paymentProductFilters")
+        let restrictTo = try filters?.object("restrictTo")?.ints("products", in: 1...99_999)?.map { Int($0) } ?? []
+        let exclude = try filters?.object("exclude")?.ints("products", in: 1...99_999)?.map { Int($0) } ?? []
+        for id in restrictTo + exclude where WorldlineProducts.product(id, assetURL: "") == nil {
+            throw .invalid("paymentProductFilters", "\(id) is not a payment product this platform offers")
+        }
+        return WorldlineHostedTokenizationRequest(locale: locale, variant: try json.string("variant", maxLength: 50), tokens: tokens,
+                                                  restrictTo: restrictTo, exclude: exclude)
+    }
+
+    /// The card products the form takes.
     public var offeredProducts: [Int] {
         WorldlineProducts.offeredIDs.filter { (restrictTo.isEmpty || restrictTo.contains($0)) && !exclude.contains($0) }
     }

@@ -37,6 +37,9 @@ public final class WorldlineFront: Sendable {
     let privateKey: @Sendable (String) -> _RSA.Encryption.PrivateKey?
     /// Card data of payments waiting for their 3-D Secure challenge, by payment id.
     private let pending = Mutex<[String: PendingChallenge]>([:])
+    /// The CVV typed into a hosted tokenization form, by session id, kept in memory for the one
+    /// payment that uses the session (a CVV is stored nowhere).
+    let tokenizationCVVs = Mutex<[String: String]>([:])
 
     struct PendingChallenge: Sendable {
         let card: WorldlineCard

@@ -175,7 +175,7 @@ extension WorldlineFront {
     }
 
     /// A platform refusal as the page words it: the field as the consumer knows it, and the rule.
-    static func pageMessage(_ e: WorldlineError) -> String {
+    public static func pageMessage(_ e: WorldlineError) -> String {
         let field = e.propertyName.map { p -> String in
             switch p.split(separator: ".").last.map(String.init) ?? p {
             case "cardNumber": "Card number"

@@ -22,4 +22,7 @@ public enum WorldlineResult: Sendable {
     case hostedCheckoutCreated(WorldlineHostedCheckout, redirectURL: String, invalidTokens: [String])
     /// `GET …/hostedcheckouts/{id}`, with its latest payment.
     case hostedCheckout(WorldlineHostedCheckout, WorldlinePayment?)
+    case hostedTokenizationCreated(WorldlineHostedTokenization, url: String, invalidTokens: [String])
+    /// `GET …/hostedtokenizations/{id}`, with the token its form made (nil until it was sent).
+    case hostedTokenization(WorldlineHostedTokenization, WorldlineToken?)
 }

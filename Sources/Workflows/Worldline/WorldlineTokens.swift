@@ -27,6 +27,20 @@ extension WorldlineFront {
         } else if let token = request.token {
             let (record, card) = try liveToken(token, merchantID: merchantID, property: p + "token")
             source = PaymentSource(card: card, token: record, tokenize: false, initialSchemeTransactionID: record.initialSchemeTransactionID)
+        } else if let hosted = request.hostedTokenizationID {
+            guard var session = try stored("read the hosted tokenization", { try store.worldlineHostedTokenization(id: hosted, merchantID: merchantID) }) else {
+                throw .invalid("hostedTokenizationId", "this merchant has no hosted tokenization \(shownValue(hosted, 64))")
+            }
+            guard let token = session.token else { throw .invalid("hostedTokenizationId", "its card form was not sent yet") }
+            guard !session.used else { throw .invalid("hostedTokenizationId", "it paid once already: a hosted tokenization is good for one payment (pay again with its token)") }
+            let (record, stored) = try liveToken(token, merchantID: merchantID, property: "hostedTokenizationId")
+            let cvv = tokenizationCVVs.withLock { $0.removeValue(forKey: hosted) }
+            session.used = true
+            let used = session
+            try self.stored("record the hosted tokenization") { try store.updateWorldlineHostedTokenization(used) }
+            let card = try WorldlineCard(pan: stored.pan, expiryDate: stored.expiryDate, cvv: request.isMerchantInitiated ? nil : cvv,
+                                         cardholderName: stored.cardholderName, path: "hostedTokenizationId.")
+            source = PaymentSource(card: card, token: record, tokenize: false, initialSchemeTransactionID: record.initialSchemeTransactionID)
         } else if let jwe = request.encryptedCustomerInput {
             if request.isMerchantInitiated {
                 throw .invalid("encryptedCustomerInput", "a merchant-initiated payment is made without the cardholder, so without their input")
