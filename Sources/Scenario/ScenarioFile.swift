@@ -156,6 +156,13 @@ public struct Scenario: Sendable {
             case token(card: String?, number: String?, expiry: String?, name: String?)
             case getToken(String)
             case deleteToken(String)
+            /// `POST hostedcheckouts`: amount, currency, mode, reference, return_url, show_result_page,
+            /// tokens, products, exclude, tokenize, is_recurring, attempts.
+            case hostedCheckout(fields: [String: String])
+            /// The checkout's page filled in: a profile's `card` (or number, expiry, cvv), a saved
+            /// card (`saved_card`: its token), or `action: cancel`; `three_ds: pass|fail` answers 3-D Secure.
+            case checkoutPage(checkout: String, fields: [String: String])
+            case getHostedCheckout(String)
             case capture(payment: String, amount: String?)
             case cancel(payment: String, amount: String?)
             case refund(payment: String, amount: String?)
@@ -611,10 +618,11 @@ extension Scenario {
 
     static func parseWorldline(_ w: Mapping, cards: inout [String: String], cardsDirectory: String) throws(ScenarioError) -> WorldlineStep {
         let kinds = ["session", "pay", "capture", "cancel", "refund", "get", "challenge", "webhook", "request", "host", "token", "get_token",
-                     "delete_token"]
+                     "delete_token", "hosted_checkout", "checkout_page", "get_hosted_checkout"]
         let which = kinds.filter { w.node($0) != nil }
         guard which.count == 1 else { throw w.error("worldline: exactly one of \(kinds.joined(separator: ", "))") }
-        try w.allow(Set(which + ["merchant", "idempotence_key", "amount", "result", "final"]))
+        try w.allow(Set(which + ["merchant", "idempotence_key", "amount", "result", "final"]
+                        + (which == ["checkout_page"] ? ["card", "number", "expiry", "cvv", "name", "saved_card", "action", "three_ds"] : [])))
         let merchant = try w.string("merchant") ?? "scenario-merchant"
         let kind: WorldlineStep.Kind
         switch which[0] {
@@ -646,6 +654,28 @@ extension Scenario {
                 guard FileManager.default.fileExists(atPath: cards[card]!) else { throw t.error("token.card: no profile \(cards[card]!)") }
             }
             kind = .token(card: card, number: number, expiry: try t.string("expiry"), name: try t.string("name"))
+        case "hosted_checkout":
+            let h = try w.mapping("hosted_checkout")!
+            let allowed = ["amount", "currency", "mode", "reference", "return_url", "show_result_page", "tokens", "products", "exclude", "tokenize",
+                           "is_recurring", "attempts", "locale"]
+            try h.allow(Set(allowed))
+            var fields: [String: String] = [:]
+            for key in allowed { if let v = try h.string(key) { fields[key] = v } }
+            guard fields["amount"] != nil else { throw h.error("hosted_checkout.amount: is required") }
+            kind = .hostedCheckout(fields: fields)
+        case "checkout_page":
+            let allowed = ["card", "number", "expiry", "cvv", "name", "saved_card", "action", "three_ds"]
+            var fields: [String: String] = [:]
+            for key in allowed { if let v = try w.string(key) { fields[key] = v } }
+            if let card = fields["card"] {
+                if cards[card] == nil { cards[card] = Self.resolve(card, in: cardsDirectory) }
+                guard FileManager.default.fileExists(atPath: cards[card]!) else { throw w.error("checkout_page.card: no profile \(cards[card]!)") }
+            }
+            guard [fields["card"], fields["number"], fields["saved_card"], fields["action"]].compactMap({ $0 }).count == 1 else {
+                throw w.error("checkout_page: card: <profile>, number: <card number>, saved_card: <token> or action: cancel, one of them")
+            }
+            kind = .checkoutPage(checkout: try w.string("checkout_page", required: true)!, fields: fields)
+        case "get_hosted_checkout": kind = .getHostedCheckout(try w.string("get_hosted_checkout", required: true)!)
         case "get_token": kind = .getToken(try w.string("get_token", required: true)!)
         case "delete_token": kind = .deleteToken(try w.string("delete_token", required: true)!)
         case "capture": kind = .capture(payment: try w.string("capture", required: true)!, amount: try w.string("amount"))

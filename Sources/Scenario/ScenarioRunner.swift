@@ -729,6 +729,22 @@ struct Execution {
             try await call("POST", "/v1/worldline/merchants/\(m)/host-queue",
                            HostOutcomeBody(code: code, unavailable: unavailable ? true : nil, delayMs: delay), line: step.line)
             return
+        case .checkoutPage(let checkout, let f):
+            var form: [String: String] = [:]
+            if let card = f["card"] {
+                let v = try Self.cardValues(scenario.cards[card]!)
+                form = ["cardNumber": v.number, "expiryDate": String(v.expiry.prefix(2)) + "/" + String(v.expiry.suffix(2))]
+                if let c = v.cvv { form["cvv"] = c }
+            }
+            if let n = f["number"] { form["cardNumber"] = try fill(n, step) }
+            if let e = f["expiry"] { form["expiryDate"] = try fill(e, step) }
+            if let c = f["cvv"] { form["cvv"] = try fill(c, step) }
+            if let n = f["name"] { form["cardholderName"] = try fill(n, step) }
+            if let t = f["saved_card"] { form["token"] = try fill(t, step) }
+            if let a = f["action"] { form["action"] = try fill(a, step) }
+            let data = try await call("POST", "/v1/worldline/hostedcheckouts/\(try fill(checkout, step))/page",
+                                      WorldlineCheckoutPageBody(form: form, challenge: f["three_ds"]), line: step.line)
+            answer = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
         case .challenge(let payment, let result):
             paymentID = try fill(payment, step)
             let reply = try await client.send(method: "POST", "/v1/worldline/payments/\(paymentID!)/challenge", json: ["result": result])
@@ -803,6 +819,29 @@ struct Execution {
                 if let name { cardJSON["cardholderName"] = try fill(name, step) }
                 body = Self.jsonText(["card": ["data": ["card": cardJSON]]])
                 path += "tokens"
+            case .hostedCheckout(let f):
+                var order: [String: Any] = ["amountOfMoney": ["amount": try money(f["amount"]!, "hosted_checkout.amount"),
+                                                              "currencyCode": try fill(f["currency"] ?? "EUR", step)]]
+                if let r = f["reference"] { order["references"] = ["merchantReference": try fill(r, step)] }
+                var hosted: [String: Any] = [:]
+                if let v = f["return_url"] { hosted["returnUrl"] = try fill(v, step) }
+                if let v = f["show_result_page"] { hosted["showResultPage"] = v == "true" }
+                if let v = f["tokens"] { hosted["tokens"] = try fill(v, step) }
+                if let v = f["is_recurring"] { hosted["isRecurring"] = v == "true" }
+                if let v = f["locale"] { hosted["locale"] = v }
+                if let v = f["attempts"] { hosted["allowedNumberOfPaymentAttempts"] = Int(v) ?? 0 }
+                var filters: [String: Any] = [:]
+                if let v = f["products"] { filters["restrictTo"] = ["products": v.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }] }
+                if let v = f["exclude"] { filters["exclude"] = ["products": v.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }] }
+                if !filters.isEmpty { hosted["paymentProductFilters"] = filters }
+                var card: [String: Any] = [:]
+                if let v = f["mode"] { card["authorizationMode"] = try fill(v, step) }
+                if let v = f["tokenize"] { card["tokenize"] = v == "true" }
+                body = Self.jsonText(["order": order, "hostedCheckoutSpecificInput": hosted, "cardPaymentMethodSpecificInput": card])
+                path += "hostedcheckouts"
+            case .getHostedCheckout(let id):
+                method = "GET"
+                path += "hostedcheckouts/\(try fill(id, step))"
             case .getToken(let token):
                 method = "GET"
                 path += "tokens/\(try fill(token, step))"
@@ -834,7 +873,9 @@ struct Execution {
             if let paymentID { values["id"] = paymentID }
             if let status { values["status"] = status }
             if let statusCode { values["statusCode"] = String(statusCode) }
-            for key in ["clientSessionId", "customerId", "tokenStatus"] { if let v = body[key] as? String { values[key] = v } }
+            for key in ["clientSessionId", "customerId", "tokenStatus", "hostedCheckoutId", "RETURNMAC", "redirectUrl", "step", "location"] {
+                if let v = body[key] as? String { values[key] = v }
+            }
             // A token: the one a token request made or read, or the one a payment made or paid with.
             let cardOutput = ((payment?["paymentOutput"] as? [String: Any])?["cardPaymentMethodSpecificOutput"] as? [String: Any]) ?? [:]
             if let token = (body["token"] as? String) ?? ((body["creationOutput"] as? [String: Any])?["token"] as? String)

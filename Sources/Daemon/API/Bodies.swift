@@ -272,3 +272,17 @@ extension TerminalBody {
         return h
     }
 }
+
+/// `POST /v1/worldline/hostedcheckouts/{id}/page`: the page's form as the consumer fills it, and
+/// the 3-D Secure challenge's answer when one is asked.
+public struct WorldlineCheckoutPageBody: Codable, Sendable, Equatable {
+    /// `cardNumber`, `expiryDate` (MM/YY), `cvv`, `cardholderName`; or `token`; or `action: cancel`.
+    public var form: [String: String]
+    /// `pass` or `fail`.
+    public var challenge: String?
+
+    public init(form: [String: String], challenge: String? = nil) {
+        self.form = form
+        self.challenge = challenge
+    }
+}

@@ -111,6 +111,42 @@ struct WorldlineAdminRoutes {
             return Response(status: .ok, headers: [.contentType: "application/json"],
                             body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.paymentText(answered.payment, adding: ["returnUrl": answered.returnURL]))))
         }
+        // A hosted checkout's page filled in as the consumer would (a scenario's way, trusted as
+        // an admin is: no page token): the form's fields, and the 3-D Secure challenge's answer
+        // if one is asked.
+        routes.post("/v1/worldline/hostedcheckouts/:id/page") { request, context in
+            let body = try await decode(WorldlineCheckoutPageBody.self, request, context)
+            let id = context.parameters.get("id") ?? ""
+            if let c = body.challenge, c != "pass", c != "fail" { throw DaemonError.badRequest(field: "challenge", rule: "must be pass or fail") }
+            let front = bench.worldline
+            let base = bench.worldlinePublicURL + "/hostedcheckout/\(id)"
+            let form = body.form
+            var step = try await Self.offload { () throws(WorldlineError) in
+                try front.submitCheckout(id: id, token: nil, form: form, returnPage: base + "/return") { bench.worldlinePublicURL + "/threeds/" + $0 }
+            }
+            var challenged = false
+            if case .redirect(let url) = step, url.contains("/threeds/") {
+                challenged = true
+                guard let answer = body.challenge else {
+                    throw DaemonError.badRequest(field: "challenge", rule: "the payment asks for 3-D Secure: give challenge: pass or fail")
+                }
+                let (c, _, latest) = try await Self.offload { () throws(WorldlineError) in try front.checkoutPage(id: id, token: nil) }
+                guard let paymentID = latest?.id ?? c.paymentIDs.last else { throw DaemonError.failure("the challenged payment is missing") }
+                _ = try await Self.offload { () throws(WorldlineError) in try front.answerChallenge(paymentID: paymentID, passed: answer == "pass") }
+                step = try await Self.offload { () throws(WorldlineError) in try front.checkoutReturned(id: id, token: nil) }
+            }
+            let (c, _, latest) = try await Self.offload { () throws(WorldlineError) in try front.checkoutPage(id: id, token: nil) }
+            var answer: [String: Any] = ["challenged": challenged]
+            switch step {
+            case .page(let message): answer["step"] = "page"; answer["message"] = message
+            case .redirect(let url): answer["step"] = "redirect"; answer["location"] = url
+            case .result(_, _, let back): answer["step"] = "result"; if let back { answer["location"] = back }
+            }
+            answer["hostedCheckout"] = (try? JSONSerialization.jsonObject(with: Data(WorldlineRender.hostedCheckoutText(c, payment: latest).utf8))) ?? [:]
+            if let latest { answer["payment"] = (try? JSONSerialization.jsonObject(with: Data(WorldlineRender.paymentOnlyText(latest).utf8))) ?? [:] }
+            return Response(status: .ok, headers: [.contentType: "application/json"],
+                            body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.text(["status": 200, "body": answer]))))
+        }
         // The issuer's one-shot answers for a merchant's payments (the queue the front asks
         // through: its ledger terminal's name), as a terminal's host queue.
         routes.post("/v1/worldline/merchants/:id/host-queue") { request, context in

@@ -61,9 +61,10 @@ extension WorldlineFront {
 
     /// The checkout a page's token opens, the saved cards it offers and its latest payment. An
     /// unknown checkout and a wrong token are the same 404.
-    public func checkoutPage(id: String, token: String) throws(WorldlineError) -> (WorldlineHostedCheckout, [WorldlineToken], WorldlinePayment?) {
+    /// A nil `token` is the control API's trusted way in (a scenario filling the page).
+    public func checkoutPage(id: String, token: String?) throws(WorldlineError) -> (WorldlineHostedCheckout, [WorldlineToken], WorldlinePayment?) {
         guard let c = try stored("read the hosted checkout", { try store.worldlineHostedCheckout(id: id, merchantID: nil) }),
-              PageToken.matches(token, c.pageTokenHash) else {
+              token.map({ PageToken.matches($0, c.pageTokenHash) }) ?? true else {
             throw .notFound("UNKNOWN_RESOURCE", "no such checkout page")
         }
         var saved: [WorldlineToken] = []
@@ -80,7 +81,7 @@ extension WorldlineFront {
     /// The page's form, answered: `action=cancel`, or a card (`cardNumber`, `expiryDate` MM/YY,
     /// `cvv`, `cardholderName`) or a saved card (`token`, `cvv`). `returnPage` is where the
     /// 3-D Secure challenge sends the consumer back to; `challengeURL` the challenge page's.
-    public func submitCheckout(id: String, token: String, form: [String: String], returnPage: String,
+    public func submitCheckout(id: String, token: String?, form: [String: String], returnPage: String,
                                challengeURL: (String) -> String) throws(WorldlineError) -> CheckoutStep {
         let (checkout, saved, latest) = try checkoutPage(id: id, token: token)
         return try context.payments.run("worldline-checkout:" + id) { () throws(WorldlineError) -> CheckoutStep in
@@ -138,7 +139,7 @@ extension WorldlineFront {
     }
 
     /// Back from the 3-D Secure challenge: the payment's outcome decides the next page.
-    public func checkoutReturned(id: String, token: String) throws(WorldlineError) -> CheckoutStep {
+    public func checkoutReturned(id: String, token: String?) throws(WorldlineError) -> CheckoutStep {
         let (c, _, latest) = try checkoutPage(id: id, token: token)
         guard let latest else { return .page(message: "") }
         return try afterPayment(c, latest)
