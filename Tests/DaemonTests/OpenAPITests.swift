@@ -313,6 +313,7 @@ let schemaBindings: [String: SchemaBinding] = [
     "WorldlineWebhookView": .of(WorldlineWebhookView.self),
     "WorldlineChallengeBody": .of(WorldlineChallengeBody.self),
     "WorldlineRequestBody": .of(WorldlineRequestBody.self),
+    "WorldlineCheckoutPageBody": .of(WorldlineCheckoutPageBody.self),
     "CitconMerchantBody": .of(CitconMerchantBody.self),
     "CitconMerchantView": .of(CitconMerchantView.self),
     "CitconAnswerBody": .of(CitconAnswerBody.self),
