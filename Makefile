@@ -127,6 +127,8 @@ console: deps venv
 	$(SWIFT) build --product cardbenchd
 	$(VENV)/bin/python Tests/Console/console_test.py --cardbenchd "$$($(SWIFT) build --show-bin-path)/cardbenchd" \
 		--scenarios Scenarios --screenshots $(CI_ARTIFACTS)/console
+	$(VENV)/bin/python Tests/Console/pages_test.py --cardbenchd "$$($(SWIFT) build --show-bin-path)/cardbenchd" \
+		--screenshots $(CI_ARTIFACTS)/console
 
 ## interop: a virtual card behind real pcscd + vpcd, driven by pyscard, its ARQC checked by pyemv
 interop: deps

@@ -26,7 +26,7 @@ extension WorldlineServer {
             if let refused = PagePost.refusal(request) { throw WorldlineError.forbidden(refused) }
             let body = try await Self.body(request)
             var fields: [String: String] = [:]
-            for field in RenderedCallback.fields(of: "x:?" + String(decoding: body, as: UTF8.self)) where fields[field.name] == nil { fields[field.name] = field.value }
+            for field in RenderedCallback.fields(of: "x:?" + Self.formText(body)) where fields[field.name] == nil { fields[field.name] = field.value }
             let form = fields
             let page = publicURL() + "/hostedcheckout/\(id)/\(token)"
             let step = try await offPool {
@@ -56,7 +56,7 @@ extension WorldlineServer {
             if let refused = PagePost.refusal(request) { throw WorldlineError.forbidden(refused) }
             let body = try await Self.body(request)
             var fields: [String: String] = [:]
-            for field in RenderedCallback.fields(of: "x:?" + String(decoding: body, as: UTF8.self)) where fields[field.name] == nil { fields[field.name] = field.value }
+            for field in RenderedCallback.fields(of: "x:?" + Self.formText(body)) where fields[field.name] == nil { fields[field.name] = field.value }
             let form = fields
             let outcome = try await offPool { try front.submitTokenization(id: id, token: token, form: form) }
             let s = try front.tokenizationPage(id: id, token: token)
@@ -99,6 +99,11 @@ extension WorldlineServer {
                             body: .init(byteBuffer: ByteBuffer(string: "See \(url)\n")))
         case .result(let c, let p, let back): return styledPage(resultPage(c, p, back: back), lang: c.locale)
         }
+    }
+
+    /// A form body (`application/x-www-form-urlencoded`) as query text: a `+` is a space there.
+    static func formText(_ body: [UInt8]) -> String {
+        String(decoding: body, as: UTF8.self).replacingOccurrences(of: "+", with: "%20")
     }
 
     static func escape(_ s: String) -> String {
