@@ -317,3 +317,57 @@ public struct CryptogramKeys: Sendable {
         }
     }
 }
+
+/// A network token's payment cryptogram, as a mobile wallet (Apple Pay, Google Pay) hands it to
+/// the merchant with the device PAN and the ECI — in cardbench's own format, since the schemes'
+/// are not public (docs/worldline.md, "Mobile wallets"): 20 bytes, base64 in the payment data.
+/// Byte 0 is 0xCB (the format), bytes 1–2 a counter, bytes 3–10 an ISO 9797-1 algorithm 3 MAC
+/// (method 2 padding) under the card's ICC master key over the DPAN, its expiry, the amount, the
+/// currency, the ECI and the counter; the rest zero. The issuer checks it as it checks an ARQC:
+/// with the keys it derives for the card, so a cryptogram for another card, amount or currency
+/// fails.
+public enum NetworkTokenCryptogram {
+    public static let length = 20
+    public static let format: UInt8 = 0xCB
+
+    /// The MACed data: the DPAN (BCD, F-padded to 10 bytes), expiry YYMM, amount (6 bytes BCD),
+    /// currency (2 bytes BCD), the ECI's two digits and the counter.
+    static func input(pan: String, expiry: (year: Int, month: Int), amount: Int, currency: Int, eci: String, counter: [UInt8]) -> [UInt8] {
+        func bcd(_ digits: String, bytes: Int) -> [UInt8] {
+            let padded = digits.count % 2 == 0 ? digits : "0" + digits
+            let packed = stride(from: 0, to: padded.count, by: 2).map { i -> UInt8 in
+                let s = padded.utf8.dropFirst(i).prefix(2).map { $0 - 0x30 }
+                return (s[s.startIndex] << 4) | s[s.index(after: s.startIndex)]
+            }
+            return [UInt8](repeating: 0, count: max(0, bytes - packed.count)) + packed.suffix(bytes)
+        }
+        var panBytes = Array(pan.utf8).map { $0 - 0x30 }
+        if panBytes.count % 2 == 1 { panBytes.append(0x0F) }
+        var packedPAN = stride(from: 0, to: panBytes.count, by: 2).map { (panBytes[$0] << 4) | panBytes[$0 + 1] }
+        while packedPAN.count < 10 { packedPAN.append(0xFF) }
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        let yymm = two(expiry.year % 100) + two(expiry.month)
+        return packedPAN + bcd(yymm, bytes: 2) + bcd(String(amount), bytes: 6) + bcd(String(currency), bytes: 2)
+            + bcd(String(eci.suffix(2)), bytes: 1) + counter
+    }
+
+    /// A cryptogram for a payment of `amount` in `currency` with the card `keys` belong to.
+    public static func make(keys: CryptogramKeys, pan: String, expiry: (year: Int, month: Int), amount: Int, currency: Int, eci: String,
+                            counter: UInt16) -> [UInt8] {
+        let c = [UInt8(counter >> 8), UInt8(counter & 0xFF)]
+        let mac = ISO9797.algorithm3(key: keys.iccMasterKey, data: input(pan: pan, expiry: expiry, amount: amount, currency: currency, eci: eci, counter: c),
+                                     padding: .method2)
+        return [format] + c + mac + [UInt8](repeating: 0, count: length - 3 - mac.count)
+    }
+
+    /// Whether `cryptogram` is this card's for this payment.
+    public static func verify(_ cryptogram: [UInt8], keys: CryptogramKeys, pan: String, expiry: (year: Int, month: Int), amount: Int, currency: Int,
+                              eci: String) -> Bool {
+        guard cryptogram.count == length, cryptogram[0] == format, eci.count == 2, eci.allSatisfy(\.isNumber) else { return false }
+        let counter = UInt16(cryptogram[1]) << 8 | UInt16(cryptogram[2])
+        let expected = make(keys: keys, pan: pan, expiry: expiry, amount: amount, currency: currency, eci: eci, counter: counter)
+        var difference: UInt8 = 0
+        for (a, b) in zip(expected, cryptogram) { difference |= a ^ b }
+        return difference == 0
+    }
+}

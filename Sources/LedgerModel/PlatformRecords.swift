@@ -364,13 +364,17 @@ public struct WorldlinePayment: Sendable, Equatable, Codable {
     /// Card on file: who started the payment and where it is in its series
     /// (`cardholderInitiated/first`, `merchantInitiated/subsequent`, `recurring/first`, …).
     public var cardOnFile: String? = nil
+    /// `mobile` for a wallet's payment (Apple Pay 302, Google Pay 320); nil: `card`.
+    public var paymentMethod: String? = nil
+    /// A wallet payment's card network (`VISA`, `MASTERCARD`).
+    public var network: String? = nil
 
     /// Every property but `token`, which is never stored in clear.
     enum CodingKeys: String, CodingKey {
         case id, merchantID, status, amount, currency, authorizationMode, merchantReference, paymentProductID, maskedCardNumber, bin,
              expiryDate, authorisationCode, responseCode, message, transactionID, capturedAmount, refundedAmount, cancelledAmount,
              captureClosed, returnURL, returnMAC, threeDSecure, challengeTokenHash, operations, createdAt, updatedAt, sealedToken,
-             isNewToken, schemeTransactionID, initialSchemeTransactionID, cardOnFile
+             isNewToken, schemeTransactionID, initialSchemeTransactionID, cardOnFile, paymentMethod, network
     }
 
     public init(merchantID: String, status: WorldlinePaymentStatus, amount: Int64, currency: String, authorizationMode: String,

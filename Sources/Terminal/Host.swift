@@ -106,6 +106,9 @@ public struct AuthorisationRequest: Sendable {
     /// A swiped card's track 2 (`PAN=YYMM…`, no sentinels), for an ISO 8583 host's field 35. Held
     /// for the request only, never stored.
     public var track2: String? = nil
+    /// A mobile wallet's network token cryptogram and ECI (`NetworkTokenCryptogram`): the PAN is
+    /// then the device PAN, and the issuer checks the cryptogram with the card's keys.
+    public var networkTokenCryptogram: (cryptogram: [UInt8], eci: String)? = nil
 
     public init(pan: String, aid: [UInt8], kind: Kind = .purchase, amount: Int, currency: Int, arqc: [UInt8]?,
                 cryptogramData: CryptogramData?, pinBlock: [UInt8]? = nil, date: UTCDateParts) {
@@ -333,7 +336,9 @@ public final class EmulatedHost: Sendable {
             finish(&s, r, code, rule: rule, message: message ?? code.meaning, delay: delay)
         }
         guard var account = s.accounts[r.pan] else {
-            guard approveUnknownCards else { return decline("14", "issuer", "no such card at this issuer") }
+            guard approveUnknownCards, r.networkTokenCryptogram == nil else {
+                return decline("14", "issuer", r.networkTokenCryptogram == nil ? "no such card at this issuer" : "no such token at this issuer: its cryptogram cannot be checked")
+            }
             if let expiry = r.cardExpiry, (r.date.year, r.date.month) > expiry { return decline("54", "issuer") }
             if let code = amountTable.code(for: tableAmount ?? r.amount) { return decline(code, "amount table") }
             return finish(&s, r, .approved, rule: "approve", message: "approved: a card this issuer does not know, as the sandbox approves any valid number",
@@ -365,6 +370,15 @@ public final class EmulatedHost: Sendable {
             s.accounts[r.pan] = account
         }
         if r.kind != .refund, account.balance < r.amount { return decline("51", "issuer") }
+        if let (cryptogram, eci) = r.networkTokenCryptogram {
+            // The card's contact keys (its first application's): the wallet's cryptogram is the card's, not a tap's.
+            guard let keys = account.keys.filter({ !$0.key.hasSuffix("/contactless") }).sorted(by: { $0.key < $1.key }).first?.value else {
+                return decline("05", "cryptogram", "the issuer holds no keys for this token, so its cryptogram cannot be checked")
+            }
+            guard NetworkTokenCryptogram.verify(cryptogram, keys: keys, pan: r.pan, expiry: account.expiry, amount: r.amount, currency: r.currency, eci: eci) else {
+                return decline("82", "cryptogram", "network token cryptogram verification failed")
+            }
+        }
         if let arqc = r.arqc, let data = r.cryptogramData, let keys = account.keys(for: r) {
             let valid = (try? keys.verify(arqc, data)) ?? false
             if !valid { return decline("82", "cryptogram", "ARQC verification failed") }

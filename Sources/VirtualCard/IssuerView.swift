@@ -35,3 +35,22 @@ public struct ProfileDirectory: CardDirectory {
         profiles[pan].map { CardFacts(installmentsMaximum: $0.installmentsMaximum, issuerName: $0.issuerName, debit: $0.accountType == .debit) }
     }
 }
+
+extension CardProfile {
+    /// The keys a mobile wallet's network token cryptogram for this card is made with, the ones
+    /// the issuer checks it with: its first application's by AID (contact keys).
+    public func walletKeys() throws(EMVError) -> CryptogramKeys? {
+        guard let app = applications.sorted(by: { Hex.encode($0.aid) < Hex.encode($1.aid) }).first else { return nil }
+        return try app.cryptogramKeys(pan: pan, psn: psn)
+    }
+
+    /// A wallet's payment data for this card as its device PAN: the DPAN, expiry MMYY, the
+    /// cryptogram for `amount` in `currency` (base64) and the ECI.
+    public func walletPaymentData(amount: Int, currency: Int, eci: String, counter: UInt16) throws(EMVError) -> (dpan: String, expiryDate: String, cryptogram: String, eci: String)? {
+        guard let keys = try walletKeys() else { return nil }
+        let e = (year: expiry.year, month: expiry.month)
+        let bytes = NetworkTokenCryptogram.make(keys: keys, pan: pan, expiry: e, amount: amount, currency: currency, eci: eci, counter: counter)
+        let mm = e.month < 10 ? "0\(e.month)" : "\(e.month)", yy = e.year % 100 < 10 ? "0\(e.year % 100)" : "\(e.year % 100)"
+        return (pan, mm + yy, Data(bytes).base64EncodedString(), eci)
+    }
+}

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Daemon
 import Foundation
 import NIOCore
 import Testing
@@ -210,4 +211,62 @@ struct WorldlineCheckoutTests {
         let dump = try Data(contentsOf: URL(fileURLWithPath: p.daemon.state + "/ledger.sqlite"))
         #expect(dump.range(of: Data("4761739001010010".utf8)) == nil && dump.range(of: Data(token.utf8)) == nil)
     }
+
+    @Test("mobile wallets: Apple Pay and Google Pay pay with the device card's cryptogram, decrypted or sealed; the issuer refuses a cryptogram for another amount")
+    func wallets() async throws {
+        let p = try await Platform()
+        defer { p.daemon.stop(); p.daemon.remove() }
+        func data(amount: Int, profile: String = "visa-credit-cvn10") async throws -> WorldlineWalletDataView {
+            let reply = try await p.daemon.client.send(method: "POST", "/v1/worldline/wallet-data",
+                                                       json: WorldlineWalletDataBody(profile: profile, amount: amount, currency: "EUR"))
+            #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
+            return try JSONDecoder().decode(WorldlineWalletDataView.self, from: reply.body)
+        }
+        func pay(product: Int, amount: Int, _ mobile: String) throws -> WorldlineHTTPTests.Answer {
+            try p.send("POST", "/v2/m1/payments", body: #"{"order":{"amountOfMoney":{"amount":\#(amount),"currencyCode":"EUR"}},"mobilePaymentMethodSpecificInput":{"paymentProductId":\#(product),"authorizationMode":"SALE",\#(mobile)}}"#)
+        }
+        func decrypted(_ d: WorldlineWalletDataView.Decrypted) -> String {
+            #""decryptedPaymentData":{"dpan":"\#(d.dpan)","expiryDate":"\#(d.expiryDate)","cryptogram":"\#(d.cryptogram)","eci":"\#(d.eci)"}"#
+        }
+        let apple = try await data(amount: 1250)
+        #expect(apple.decryptedPaymentData.eci == "05" && apple.decryptedPaymentData.dpan == "4761739001010010")
+        let paid = try pay(product: 302, amount: 1250, decrypted(apple.decryptedPaymentData))
+        #expect(paid.status == 201, "\(paid.json)")
+        let payment = paid.json["payment"] as? [String: Any] ?? [:]
+        let output = payment["paymentOutput"] as? [String: Any] ?? [:]
+        let mobile = output["mobilePaymentMethodSpecificOutput"] as? [String: Any] ?? [:]
+        #expect(payment["status"] as? String == "CAPTURED" && output["paymentMethod"] as? String == "mobile")
+        #expect(mobile["paymentProductId"] as? Int == 302 && mobile["network"] as? String == "VISA"
+                && (mobile["paymentData"] as? [String: Any])?["dpan"] as? String == "************0010")
+        // The same cryptogram for another amount, and a changed byte: the issuer's 82.
+        let other = try pay(product: 302, amount: 1300, decrypted(apple.decryptedPaymentData))
+        #expect(other.status == 402 && Self.message(other).contains("82"), "\(other.json)")
+        var bytes = Array(Data(base64Encoded: apple.decryptedPaymentData.cryptogram)!)
+        bytes[5] ^= 1
+        let tampered = WorldlineWalletDataView.Decrypted(dpan: apple.decryptedPaymentData.dpan, expiryDate: apple.decryptedPaymentData.expiryDate,
+                                                         cryptogram: Data(bytes).base64EncodedString(), eci: "05")
+        #expect(try pay(product: 302, amount: 1250, decrypted(tampered)).status == 402)
+        // Google Pay with the payment data sealed for the platform, a Mastercard (ECI 02).
+        let google = try await data(amount: 990, profile: "mastercard-credit-cvn16")
+        #expect(google.decryptedPaymentData.eci == "02")
+        let sealed = try pay(product: 320, amount: 990, #""encryptedPaymentData":"\#(google.encryptedPaymentData)""#)
+        #expect(sealed.status == 201 && ((sealed.json["payment"] as? [String: Any])?["paymentOutput"] as? [String: Any]).map {
+            ($0["mobilePaymentMethodSpecificOutput"] as? [String: Any])?["network"] as? String } == "MASTERCARD", "\(sealed.json)")
+        // A number no issuer knows: its cryptogram cannot be checked.
+        let unknown = WorldlineWalletDataView.Decrypted(dpan: "4111111111111111", expiryDate: "1230", cryptogram: apple.decryptedPaymentData.cryptogram, eci: "05")
+        #expect(try pay(product: 302, amount: 1250, decrypted(unknown)).status == 402)
+        // Refusals name the property.
+        #expect(try pay(product: 999, amount: 1, decrypted(apple.decryptedPaymentData)).property == "mobilePaymentMethodSpecificInput.paymentProductId")
+        #expect(try pay(product: 302, amount: 1, #""decryptedPaymentData":{"dpan":"4761739001010010","expiryDate":"1231","cryptogram":"AAAA","eci":"05"}"#)
+            .property == "mobilePaymentMethodSpecificInput.decryptedPaymentData.cryptogram")
+        #expect(try pay(product: 302, amount: 1, #""encryptedPaymentData":"a.b.c.d.e""#).property == "mobilePaymentMethodSpecificInput.encryptedPaymentData")
+        // The Client API lists the wallets.
+        let products = try p.send("GET", "/v2/m1/products?countryCode=NL&currencyCode=EUR")
+        let ids = (products.json["paymentProducts"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? Int }
+        #expect(ids.contains(302) && ids.contains(320))
+        let dump = try Data(contentsOf: URL(fileURLWithPath: p.daemon.state + "/ledger.sqlite"))
+        #expect(dump.range(of: Data("5413330089604004".utf8)) == nil)
+    }
+
+    static func message(_ a: WorldlineHTTPTests.Answer) -> String { ((a.json["errors"] as? [[String: Any]])?.first?["message"] as? String) ?? "" }
 }

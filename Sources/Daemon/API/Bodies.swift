@@ -286,3 +286,45 @@ public struct WorldlineCheckoutPageBody: Codable, Sendable, Equatable {
         self.challenge = challenge
     }
 }
+
+/// `POST /v1/worldline/wallet-data`: a card profile as a mobile wallet's device card, and the
+/// payment its cryptogram is for.
+public struct WorldlineWalletDataBody: Codable, Sendable, Equatable {
+    /// A profile's name, or `profileYAML`.
+    public var profile: String?
+    public var profileYAML: String?
+    /// Minor units.
+    public var amount: Int
+    /// ISO 4217 alphabetic (EUR).
+    public var currency: String
+    /// Two digits; 05 (Visa) or 02 (Mastercard) when absent, by the card's brand.
+    public var eci: String?
+
+    public init(profile: String? = nil, profileYAML: String? = nil, amount: Int, currency: String, eci: String? = nil) {
+        self.profile = profile
+        self.profileYAML = profileYAML
+        self.amount = amount
+        self.currency = currency
+        self.eci = eci
+    }
+}
+
+/// What `POST /v1/worldline/wallet-data` answers: `decryptedPaymentData`, and the same sealed for
+/// the platform as `encryptedPaymentData` (cardbench's format: docs/worldline.md).
+public struct WorldlineWalletDataView: Codable, Sendable, Equatable {
+    public struct Decrypted: Codable, Sendable, Equatable {
+        public let dpan: String
+        public let expiryDate: String
+        public let cryptogram: String
+        public let eci: String
+
+        public init(dpan: String, expiryDate: String, cryptogram: String, eci: String) {
+            self.dpan = dpan
+            self.expiryDate = expiryDate
+            self.cryptogram = cryptogram
+            self.eci = eci
+        }
+    }
+    public let decryptedPaymentData: Decrypted
+    public let encryptedPaymentData: String
+}

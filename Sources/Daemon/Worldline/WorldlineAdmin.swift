@@ -1,3 +1,4 @@
+import EMV
 import Foundation
 import Fronts
 import Hummingbird
@@ -110,6 +111,28 @@ struct WorldlineAdminRoutes {
             let answered = try await Self.offload { () throws(WorldlineError) in try bench.worldline.answerChallenge(paymentID: id, passed: passed) }
             return Response(status: .ok, headers: [.contentType: "application/json"],
                             body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.paymentText(answered.payment, adding: ["returnUrl": answered.returnURL]))))
+        }
+        // A card profile as a wallet's device card: the payment data Apple Pay or Google Pay would
+        // give the merchant for this payment, made with the card's keys (docs/worldline.md).
+        routes.post("/v1/worldline/wallet-data") { request, context in
+            let body = try await decode(WorldlineWalletDataBody.self, request, context)
+            guard (1...999_999_999_999).contains(body.amount) else { throw DaemonError.badRequest(field: "amount", rule: "must be 1 or more, in minor units") }
+            guard let currency = ISO4217.numbers[body.currency] else {
+                throw DaemonError.badRequest(field: "currency", rule: "must be an ISO 4217 code the bench knows, got \(shownValue(body.currency, 8))")
+            }
+            let profile = try bench.profile(from: try ProfileSource(name: body.profile, yaml: body.profileYAML))
+            let eci = body.eci ?? (CardBrand.detect(pan: profile.pan) == .mastercard ? "02" : "05")
+            guard eci.count == 2, eci.allSatisfy({ $0.isASCII && $0.isNumber }) else { throw DaemonError.badRequest(field: "eci", rule: "must be two digits") }
+            let data: (dpan: String, expiryDate: String, cryptogram: String, eci: String)?
+            do { data = try profile.walletPaymentData(amount: body.amount, currency: currency, eci: eci, counter: UInt16.random(in: 1...UInt16.max)) } catch {
+                throw DaemonError.badRequest(field: "profile", rule: "its keys cannot be derived: \(error)")
+            }
+            guard let data else { throw DaemonError.badRequest(field: "profile", rule: "the card has no application to make a cryptogram with") }
+            let decrypted = WorldlineWalletDataView.Decrypted(dpan: data.dpan, expiryDate: data.expiryDate, cryptogram: data.cryptogram, eci: data.eci)
+            let (keyID, der) = try bench.worldlineKeys.currentPublicKey()
+            let payload = try JSONEncoder().encode(decrypted)
+            return json(WorldlineWalletDataView(decryptedPaymentData: decrypted,
+                                                encryptedPaymentData: try WorldlineJWE.encrypt(Array(payload), keyID: keyID, publicKeyDER: der)))
         }
         // A hosted checkout's page filled in as the consumer would (a scenario's way, trusted as
         // an admin is: no page token): the form's fields, and the 3-D Secure challenge's answer

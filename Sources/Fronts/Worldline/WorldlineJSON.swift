@@ -126,7 +126,7 @@ public struct WorldlineJSON: @unchecked Sendable {
     /// The properties of the platforms' requests that carry a card number by their definition:
     /// a Worldline payment's card and a Citcon charge's card data.
     public static let cardNumberProperties: Set<String> = ["cardPaymentMethodSpecificInput.card.cardNumber", "payment.data.pan",
-                                                            "card.data.card.cardNumber"]
+                                                            "card.data.card.cardNumber", "mobilePaymentMethodSpecificInput.decryptedPaymentData.dpan"]
 
     /// Parses a body whose every value is read by its own rules (an encrypted customer input,
     /// which is all card data), with the same reader as `parse` and no card number scan.

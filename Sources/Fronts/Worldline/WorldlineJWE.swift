@@ -20,6 +20,23 @@ public enum WorldlineJWE {
         public let plaintext: [UInt8]
     }
 
+    /// Seals `plaintext` for the platform's public key `keyID`, as the client SDKs do (a fresh
+    /// content key and IV each time): the bench's own encrypted wallet data uses it.
+    public static func encrypt(_ plaintext: [UInt8], keyID: String, publicKeyDER: [UInt8]) throws -> String {
+        let key = try _RSA.Encryption.PublicKey(derRepresentation: publicKeyDER)
+        let header = base64URLEncode(Array(#"{"alg":"RSA-OAEP","enc":"A256CBC-HS512","kid":"\#(keyID)"}"#.utf8))
+        let cek = SymmetricKey(size: SymmetricKeySize(bitCount: 512)).withUnsafeBytes { Array($0) }
+        let iv = SymmetricKey(size: .bits128).withUnsafeBytes { Array($0) }
+        let wrapped = Array(try key.encrypt(cek, padding: .PKCS1_OAEP))
+        let ciphertext = Array(try AES._CBC.encrypt(plaintext, using: SymmetricKey(data: cek[32..<64]), iv: try AES._CBC.IV(ivBytes: iv)))
+        let aad = Array(header.utf8)
+        var input = aad + iv + ciphertext
+        let bits = UInt64(aad.count) * 8
+        for shift in stride(from: 56, through: 0, by: -8) { input.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
+        let tag = Array(HMAC<SHA512>.authenticationCode(for: input, using: SymmetricKey(data: cek[0..<32])).prefix(32))
+        return [header, base64URLEncode(wrapped), base64URLEncode(iv), base64URLEncode(ciphertext), base64URLEncode(tag)].joined(separator: ".")
+    }
+
     /// Opens `compact` with the private key its header's `kid` names (`privateKey(kid)` gives nil for a key the platform does not have).
     public static func decrypt(_ compact: String, privateKey: (String) -> _RSA.Encryption.PrivateKey?) throws(Failure) -> Opened {
         let parts = compact.split(separator: ".", omittingEmptySubsequences: false).map(String.init)

@@ -16,6 +16,17 @@ public enum WorldlineProducts {
 
     /// A product as `GET products/{id}` gives it.
     public static func product(_ id: Int, assetURL: String) -> [String: Any]? {
+        if let wallet = mobile.first(where: { $0.id == id }) {
+            let hints: [String: Any] = ["displayOrder": offered.count + (id == 302 ? 0 : 1), "label": wallet.label,
+                                        "logo": "\(assetURL)templates/master/global/css/img/ppimages/pp_logo_\(id)_v1.png"]
+            var p: [String: Any] = ["id": id, "paymentMethod": "mobile", "paymentProductGroup": "Mobile", "allowsRecurring": false,
+                                    "allowsTokenization": false, "usesRedirectionTo3rdParty": false, "displayHints": hints,
+                                    "displayHintsList": [hints], "fields": [[String: Any]]()]
+            // The networks the wallet may carry, in each SDK's words.
+            if id == 302 { p["paymentProduct302SpecificData"] = ["networks": ["Visa", "MasterCard", "Amex", "Discover", "JCB"]] }
+            if id == 320 { p["paymentProduct320SpecificData"] = ["gateway": "worldlinedirect", "networks": ["VISA", "MASTERCARD", "AMEX", "DISCOVER", "JCB"]] }
+            return p
+        }
         guard let (index, entry) = offered.enumerated().first(where: { $0.element.id == id }).map({ ($0.offset, $0.element) }) else { return nil }
         let hints: [String: Any] = ["displayOrder": index, "label": entry.label, "logo": "\(assetURL)templates/master/global/css/img/ppimages/pp_logo_\(id)_v1.png"]
         return [
@@ -24,12 +35,16 @@ public enum WorldlineProducts {
         ]
     }
 
+    /// The mobile wallets the platform takes: Apple Pay and Google Pay, each carrying a card
+    /// network's token (`mobilePaymentMethodSpecificInput`).
+    public static let mobile: [(id: Int, label: String)] = [(302, "Apple Pay"), (320, "Google Pay")]
+
     /// The ids of the card products the platform offers, in its display order.
     public static var offeredIDs: [Int] { offered.map(\.id) }
 
     /// `GET products`: every card product (the bench offers them in every country and currency).
     public static func products(assetURL: String) -> [String: Any] {
-        ["paymentProducts": offered.compactMap { product($0.id, assetURL: assetURL) }]
+        ["paymentProducts": offered.compactMap { product($0.id, assetURL: assetURL) } + mobile.compactMap { product($0.id, assetURL: assetURL) }]
     }
 
     /// A token as the Client API shows an account on file: its id, product, read-only

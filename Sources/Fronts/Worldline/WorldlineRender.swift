@@ -259,10 +259,19 @@ public enum WorldlineRender {
         cardOutput["fraudResults"] = ["fraudServiceResult": "no-advice", "cvvResult": p.status == .rejected && p.responseCode == "N7" ? "N" : "M"]
         var references: [String: Any] = [:]
         if let r = p.merchantReference { references["merchantReference"] = r }
-        var output: [String: Any] = [
-            "amountOfMoney": money(p.amount, p.currency), "references": references, "paymentMethod": "card",
-            "cardPaymentMethodSpecificOutput": cardOutput,
-        ]
+        var output: [String: Any] = ["amountOfMoney": money(p.amount, p.currency), "references": references]
+        if p.paymentMethod == "mobile" {
+            // A wallet's payment: the device PAN masked, as the platform shows it.
+            var mobile: [String: Any] = ["paymentProductId": p.paymentProductID, "network": p.network ?? "",
+                                         "paymentData": ["dpan": p.maskedCardNumber ?? "", "expiryDate": p.expiryDate ?? ""],
+                                         "fraudResults": ["fraudServiceResult": "no-advice"]]
+            if let a = p.authorisationCode { mobile["authorisationCode"] = a }
+            output["paymentMethod"] = "mobile"
+            output["mobilePaymentMethodSpecificOutput"] = mobile
+        } else {
+            output["paymentMethod"] = "card"
+            output["cardPaymentMethodSpecificOutput"] = cardOutput
+        }
         if p.capturedAmount > 0 { output["acquiredAmount"] = money(p.capturedAmount - p.refundedAmount, p.currency) }
         return ["id": p.id, "status": p.status.rawValue, "statusOutput": statusOutput, "paymentOutput": output]
     }

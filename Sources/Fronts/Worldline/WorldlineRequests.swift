@@ -93,6 +93,36 @@ public struct WorldlineCreatePayment: Sendable {
     public var token: String? = nil
     /// A hosted tokenization session whose form made the token to pay with.
     public var hostedTokenizationID: String? = nil
+    /// A mobile wallet's payment (`mobilePaymentMethodSpecificInput`).
+    public var mobile: Mobile? = nil
+
+    /// `mobilePaymentMethodSpecificInput`: Apple Pay (302) or Google Pay (320), with the wallet's
+    /// payment data decrypted by the merchant, or encrypted for the platform.
+    public struct Mobile: Sendable {
+        public let productID: Int
+        public let decrypted: WalletData?
+        public let encrypted: String?
+    }
+
+    /// A wallet's payment data: the device PAN, its expiry, the network token cryptogram and the ECI.
+    public struct WalletData: Sendable {
+        public let card: WorldlineCard
+        public let cryptogram: [UInt8]
+        public let eci: String
+
+        /// Reads `decryptedPaymentData` (or the same members inside `encryptedPaymentData`), naming each property under `path`.
+        public static func parse(_ d: WorldlineJSON, path: String) throws(WorldlineError) -> WalletData {
+            let card = try WorldlineCard(pan: d.requiredString("dpan", maxLength: 19), expiryDate: d.requiredString("expiryDate", maxLength: 4), cvv: nil,
+                                         cardholderName: d.string("cardholderName", maxLength: 51), path: path)
+            let text = try d.requiredString("cryptogram", maxLength: 64)
+            guard let bytes = Data(base64Encoded: text), bytes.count == NetworkTokenCryptogram.length else {
+                throw .invalid(path + "cryptogram", "must be the network token cryptogram in base64 (\(NetworkTokenCryptogram.length) bytes)")
+            }
+            let eci = try d.requiredString("eci", maxLength: 2)
+            guard eci.count == 2, eci.allSatisfy({ $0.isASCII && $0.isNumber }) else { throw .invalid(path + "eci", "must be two digits (05, 07, …)") }
+            return WalletData(card: card, cryptogram: Array(bytes), eci: eci)
+        }
+    }
     /// Store the card as a token when the payment is approved.
     public var tokenize = false
     public var cardOnFileRequestor: CardOnFileRequestor? = nil
@@ -140,12 +170,30 @@ public struct WorldlineCreatePayment: Sendable {
         }
         let token = try input?.string("token", maxLength: 40)
         let hosted = try json.string("hostedTokenizationId", maxLength: 64)
-        let sources = [card != nil, encrypted != nil, token != nil, hosted != nil].filter { $0 }.count
+        var mobile: Mobile? = nil
+        if let m = try json.object("mobilePaymentMethodSpecificInput") {
+            let mp = "mobilePaymentMethodSpecificInput."
+            guard let product = try m.int("paymentProductId", in: 1...99_999) else { throw .missing(mp + "paymentProductId") }
+            guard product == 302 || product == 320 else { throw .invalid(mp + "paymentProductId", "must be 302 (Apple Pay) or 320 (Google Pay), got \(product)") }
+            let decrypted = try m.object("decryptedPaymentData").map { d throws(WorldlineError) in try WalletData.parse(d, path: mp + "decryptedPaymentData.") }
+            let sealed = try m.string("encryptedPaymentData", maxLength: 16 << 10)
+            guard (decrypted == nil) != (sealed == nil) else {
+                throw decrypted == nil ? .missing(mp + "decryptedPaymentData") : .invalid(mp + "encryptedPaymentData", "give either decryptedPaymentData or encryptedPaymentData, not both")
+            }
+            if let text = try m.string("authorizationMode") {
+                guard let mm = AuthorizationMode(rawValue: text) else {
+                    throw .invalid(mp + "authorizationMode", "must be SALE, FINAL_AUTHORIZATION or PRE_AUTHORIZATION, got \(shownValue(text, 40))")
+                }
+                mode = mm
+            }
+            mobile = Mobile(productID: Int(product), decrypted: decrypted, encrypted: sealed)
+        }
+        let sources = [card != nil, encrypted != nil, token != nil, hosted != nil, mobile != nil].filter { $0 }.count
         guard sources == 1 else {
             throw sources == 0
                 ? .missing("encryptedCustomerInput")
-                : .invalid(hosted != nil ? "hostedTokenizationId" : token != nil ? "cardPaymentMethodSpecificInput.token" : "encryptedCustomerInput",
-                           "give one of encryptedCustomerInput, hostedTokenizationId, cardPaymentMethodSpecificInput.card and cardPaymentMethodSpecificInput.token")
+                : .invalid(mobile != nil ? "mobilePaymentMethodSpecificInput" : hosted != nil ? "hostedTokenizationId" : token != nil ? "cardPaymentMethodSpecificInput.token" : "encryptedCustomerInput",
+                           "give one of encryptedCustomerInput, hostedTokenizationId, mobilePaymentMethodSpecificInput, cardPaymentMethodSpecificInput.card and cardPaymentMethodSpecificInput.token")
         }
         var threeDS: ThreeDSecure? = nil
         if let t = try input?.object("threeDSecure") {
@@ -164,6 +212,7 @@ public struct WorldlineCreatePayment: Sendable {
                                              threeDSecure: threeDS)
         request.token = token
         request.hostedTokenizationID = hosted
+        request.mobile = mobile
         try request.readCardOnFile(input)
         return request
     }

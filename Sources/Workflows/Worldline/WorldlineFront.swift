@@ -121,8 +121,14 @@ public final class WorldlineFront: Sendable {
         _ = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
         var payment = WorldlinePayment(merchantID: merchantID, status: .created, amount: request.amount, currency: request.currency,
                                        authorizationMode: request.authorizationMode.rawValue, merchantReference: request.merchantReference,
-                                       paymentProductID: WorldlineStatus.productID(card.brand), maskedCardNumber: card.masked,
+                                       paymentProductID: request.mobile?.productID ?? WorldlineStatus.productID(card.brand), maskedCardNumber: card.masked,
                                        bin: card.bin, expiryDate: card.expiryDate, createdAt: now)
+        if request.mobile != nil {
+            payment.paymentMethod = "mobile"
+            payment.network = card.brand?.displayName.uppercased()
+            // A wallet's payment is authenticated on the device: no 3-D Secure, no token of its card.
+            return .paymentCreated(try authorise(payment, card: card, request: request, networkToken: source.networkToken), redirectURL: nil)
+        }
         payment.cardOnFile = request.cardOnFile
         payment.initialSchemeTransactionID = source.initialSchemeTransactionID
         if let token = source.token {
@@ -192,7 +198,7 @@ public final class WorldlineFront: Sendable {
     /// Asks the issuer and records the outcome with the payment (inserted, or moved on from
     /// REDIRECTED) and its webhook, in one commit: the one path (`AuthoriseAndRecord`).
     func authorise(_ payment: WorldlinePayment, card: WorldlineCard, request: WorldlineCreatePayment,
-                   failedChallenge: Bool = false) throws(WorldlineError) -> WorldlinePayment {
+                   failedChallenge: Bool = false, networkToken: (cryptogram: [UInt8], eci: String)? = nil) throws(WorldlineError) -> WorldlinePayment {
         let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(payment.merchantID, at: now) }
         let sale = request.authorizationMode == .sale
         // Whatever the issuer says must be a move this payment may make: asked before the STAN.
@@ -203,6 +209,7 @@ public final class WorldlineFront: Sendable {
                                         date: UTCDateParts(secondsSince1970: createdAt / 1_000_000))
         auth.cvv = card.cvv
         auth.cardExpiry = card.expiry
+        auth.networkTokenCryptogram = networkToken
         let new = NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: sale ? .sale : .preAuth,
                                  amount: request.amount, currency: request.currencyNumeric, clientReference: request.merchantReference,
                                  extra: WorldlineRender.text(["payment": payment.id.isEmpty ? "new" : payment.id, "mode": request.authorizationMode.rawValue]),
@@ -236,7 +243,7 @@ public final class WorldlineFront: Sendable {
                 let completion = Completion(status: answer.approved ? .approved : (response == nil && !failedChallenge ? .failed : .declined),
                                             responseCode: response?.responseCode.code, message: response?.message ?? answer.failure,
                                             authorisationCode: response?.authorisationCode, maskedPAN: PAN.masked(card.pan), pan: card.pan,
-                                            brand: card.brand?.displayName, entryMode: .ecommerce, completedAt: now)
+                                            brand: card.brand?.displayName, entryMode: networkToken == nil ? .ecommerce : .wallet, completedAt: now)
                 return try store.completeWorldlineAuthorisation(transactionID: started.id, completion, payment: p) { p in
                     self.webhooks(merchant, transition, payment: p)
                 }

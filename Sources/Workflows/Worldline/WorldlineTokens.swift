@@ -14,6 +14,8 @@ extension WorldlineFront {
         var token: WorldlineToken?
         var tokenize: Bool
         var initialSchemeTransactionID: String?
+        /// A wallet's cryptogram and ECI, for the issuer to check.
+        var networkToken: (cryptogram: [UInt8], eci: String)? = nil
     }
 
     /// The card a request pays with and the card-on-file rules checked: a token must be a live
@@ -27,6 +29,24 @@ extension WorldlineFront {
         } else if let token = request.token {
             let (record, card) = try liveToken(token, merchantID: merchantID, property: p + "token")
             source = PaymentSource(card: card, token: record, tokenize: false, initialSchemeTransactionID: record.initialSchemeTransactionID)
+        } else if let mobile = request.mobile {
+            let data: WorldlineCreatePayment.WalletData
+            if let d = mobile.decrypted {
+                data = d
+            } else {
+                // The bench's encrypted format: the same JWE as encrypted customer input, to the
+                // Client API's key, holding decryptedPaymentData's members.
+                let opened: WorldlineJWE.Opened
+                do throws(WorldlineJWE.Failure) { opened = try WorldlineJWE.decrypt(mobile.encrypted ?? "", privateKey: privateKey) } catch {
+                    throw .invalid("mobilePaymentMethodSpecificInput.encryptedPaymentData", error.reason)
+                }
+                let json: WorldlineJSON
+                do throws(WorldlineError) { json = try WorldlineJSON.parseCardData(opened.plaintext) } catch {
+                    throw .invalid("mobilePaymentMethodSpecificInput.encryptedPaymentData", "its payload is not a JSON object")
+                }
+                data = try .parse(json, path: "mobilePaymentMethodSpecificInput.encryptedPaymentData.")
+            }
+            source = PaymentSource(card: data.card, token: nil, tokenize: false, initialSchemeTransactionID: nil, networkToken: (data.cryptogram, data.eci))
         } else if let hosted = request.hostedTokenizationID {
             guard var session = try stored("read the hosted tokenization", { try store.worldlineHostedTokenization(id: hosted, merchantID: merchantID) }) else {
                 throw .invalid("hostedTokenizationId", "this merchant has no hosted tokenization \(shownValue(hosted, 64))")
