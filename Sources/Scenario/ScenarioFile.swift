@@ -629,7 +629,7 @@ extension Scenario {
         case "session": kind = .session
         case "pay":
             let p = try w.mapping("pay")!
-            let onFileKeys = ["tokenize", "requestor", "sequence", "recurring", "initial_scheme_id"]
+            let onFileKeys = ["tokenize", "requestor", "sequence", "recurring", "initial_scheme_id", "wallet", "sealed", "cryptogram_amount"]
             try p.allow(Set(["amount", "currency", "mode", "card", "number", "expiry", "cvv", "reference", "return_url", "token"] + onFileKeys))
             let card = try p.string("card"), number = try p.string("number"), token = try p.string("token")
             guard [card, number, token].compactMap({ $0 }).count == 1 else {

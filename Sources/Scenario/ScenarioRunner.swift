@@ -760,6 +760,31 @@ struct Execution {
                 body = "{}"
             case .pay(let amount, let currency, let mode, let card, let number, let expiry, let cvv, let reference, let returnURL, let token, let onFile):
                 var input: [String: Any] = [:]
+                if let wallet = onFile["wallet"] {
+                    // A wallet's payment: the card profile as the device card, its payment data made by the daemon.
+                    guard let card, let product = ["apple_pay": 302, "google_pay": 320][wallet] else {
+                        throw fail(step, "pay.wallet: apple_pay or google_pay, with card: <profile>")
+                    }
+                    let amountValue = try money(amount, "pay.amount")
+                    let cryptogramAmount = try onFile["cryptogram_amount"].map { try money($0, "pay.cryptogram_amount") } ?? amountValue
+                    let data = try await call("POST", "/v1/worldline/wallet-data",
+                                              WorldlineWalletDataBody(profileYAML: try Self.profileText(scenario.cards[card]!), amount: cryptogramAmount,
+                                                                      currency: try fill(currency, step)), line: step.line)
+                    let made = try JSONDecoder().decode(WorldlineWalletDataView.self, from: data)
+                    var mobile: [String: Any] = ["paymentProductId": product]
+                    if let mode { mobile["authorizationMode"] = try fill(mode, step) }
+                    if onFile["sealed"] == "true" {
+                        mobile["encryptedPaymentData"] = made.encryptedPaymentData
+                    } else {
+                        let d = made.decryptedPaymentData
+                        mobile["decryptedPaymentData"] = ["dpan": d.dpan, "expiryDate": d.expiryDate, "cryptogram": d.cryptogram, "eci": d.eci]
+                    }
+                    var order: [String: Any] = ["amountOfMoney": ["amount": amountValue, "currencyCode": try fill(currency, step)]]
+                    if let reference { order["references"] = ["merchantReference": try fill(reference, step)] }
+                    body = Self.jsonText(["order": order, "mobilePaymentMethodSpecificInput": mobile])
+                    path += "payments"
+                    break
+                }
                 if let token {
                     input["token"] = try fill(token, step)
                 } else {

@@ -50,6 +50,10 @@ struct WorldlineEndToEndTests {
         let hook = try JSONDecoder().decode(Webhook.self, from: try await daemon.client.send(
             method: "PUT", "/v1/worldline/merchants/sdkmerchant/webhook", json: ["url": "http://127.0.0.1:\(hookPort)/hooks"]).body)
         let port = try String(contentsOfFile: daemon.runtime + "/worldline.port", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        // The card as a phone's wallet would present it for a 10.00 EUR payment (the script's AMOUNT).
+        let wallet = String(decoding: try await daemon.client.send(method: "POST", "/v1/worldline/wallet-data",
+                                                                   json: WorldlineWalletDataBody(profile: "visa-credit-cvn10", amount: 1000, currency: "EUR")).body,
+                            as: UTF8.self)
 
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try Self.python())
@@ -59,7 +63,7 @@ struct WorldlineEndToEndTests {
                              "--webhook-key-id", try #require(hook.keyId), "--webhook-secret", try #require(hook.secret),
                              "--webhook-port", String(hookPort),
                              // Scenarios/cards/visa-credit-cvn10.yaml
-                             "--pan", "4761739001010010", "--expiry", "1231", "--cvv", "123", "--timeout", "20"]
+                             "--pan", "4761739001010010", "--expiry", "1231", "--cvv", "123", "--timeout", "20", "--wallet-data", wallet]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = out
@@ -70,7 +74,7 @@ struct WorldlineEndToEndTests {
         #expect(!text.contains("FAIL"))
         #expect(text.contains("PASS webhook-captured"))
         #expect(text.contains("PASS token-first-cit-then-mit") && text.contains("PASS session-accounts-on-file") && text.contains("PASS token-delete"))
-        #expect(text.contains("PASS hosted-checkout") && text.contains("PASS hosted-tokenization"))
+        #expect(text.contains("PASS hosted-checkout") && text.contains("PASS hosted-tokenization") && text.contains("PASS mobile-wallet"))
         // Nothing the SDK sent reached the ledger in clear: the PAN is in no table.
         let dump = try Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite"))
         #expect(dump.range(of: Data("4761739001010010".utf8)) == nil)

@@ -48,6 +48,8 @@ try:
     from onlinepayments.sdk.domain.card_without_cvv import CardWithoutCvv
     from onlinepayments.sdk.domain.create_payment_request import CreatePaymentRequest
     from onlinepayments.sdk.domain.create_token_request import CreateTokenRequest
+    from onlinepayments.sdk.domain.decrypted_payment_data import DecryptedPaymentData
+    from onlinepayments.sdk.domain.mobile_payment_method_specific_input import MobilePaymentMethodSpecificInput
     from onlinepayments.sdk.domain.create_hosted_checkout_request import CreateHostedCheckoutRequest
     from onlinepayments.sdk.domain.create_hosted_tokenization_request import CreateHostedTokenizationRequest
     from onlinepayments.sdk.domain.hosted_checkout_specific_input import HostedCheckoutSpecificInput
@@ -255,6 +257,7 @@ def main():
         parser.add_argument("--" + option, required=True)
     parser.add_argument("--webhook-port", type=int, required=True)
     parser.add_argument("--timeout", type=int, default=20, help="seconds for each call and for the webhook wait")
+    parser.add_argument("--wallet-data", help="POST /v1/worldline/wallet-data's answer for the card, 10.00 EUR: the mobile-wallet check pays with it")
     args = parser.parse_args()
 
     try:
@@ -650,6 +653,27 @@ def main():
         expect(status_of(paid.payment) == ("CAPTURED", 9)
                and paid.payment.payment_output.card_payment_method_specific_output.token == got.token.id,
                f"payment {status_of(paid.payment)}")
+
+    @check("mobile-wallet")
+    def _():
+        expect(args.wallet_data, "no --wallet-data given")
+        made = json.loads(args.wallet_data)
+        for product, sealed in ((302, False), (320, True)):
+            request, order, mobile = CreatePaymentRequest(), Order(), MobilePaymentMethodSpecificInput()
+            order.amount_of_money = money(AMOUNT)
+            mobile.payment_product_id, mobile.authorization_mode = product, "SALE"
+            if sealed:
+                mobile.encrypted_payment_data = made["encryptedPaymentData"]
+            else:
+                d, data = DecryptedPaymentData(), made["decryptedPaymentData"]
+                d.dpan, d.expiry_date, d.cryptogram, d.eci = data["dpan"], data["expiryDate"], data["cryptogram"], data["eci"]
+                mobile.decrypted_payment_data = d
+            request.order, request.mobile_payment_method_specific_input = order, mobile
+            paid = payments.create_payment(request)
+            out = paid.payment.payment_output
+            expect(status_of(paid.payment) == ("CAPTURED", 9) and out.payment_method == "mobile"
+                   and out.mobile_payment_method_specific_output.payment_product_id == product,
+                   f"{product}: {status_of(paid.payment)} {out.payment_method}")
 
     client.close()
     server.shutdown()
