@@ -174,3 +174,40 @@ extension CitconEndToEndTests {
         #expect((callbacks.first?["lastError"] as? String)?.contains("not in callbacks.allowed_hosts") == true, "\(callbacks)")
     }
 }
+
+@Suite("Citcon SDK orders: the document's conditional requirements")
+struct CitconSDKOrderTests {
+    @Test("requestOrder: Alipay needs scheme, card/PayPal/Venmo need consumer, 3-D Secure needs the consumer's details and a billing address, vaulting needs consumer.reference")
+    func conditionalRequirements() async throws {
+        let daemon = try await DaemonProcess([])
+        defer { daemon.stop(); daemon.remove() }
+        _ = try await daemon.client.send(method: "POST", "/v1/citcon/merchants", json: ["merchantId": "sdk"])
+        var n = 0
+        func order(_ payment: String, _ extra: String = "") async throws -> (Int, String) {
+            n += 1
+            let body = #"{"transaction":{"reference":"sdk-\#(n)","amount":700,"currency":"USD","country":"US"},"payment":\#(payment),"urls":{"ipn":"http://127.0.0.1:9/ipn"}\#(extra)}"#
+            let reply = try await daemon.client.send(method: "POST", "/v1/citcon/requests",
+                                                    json: CitconRequestBody(merchantId: "sdk", method: "POST", path: "/citcon/sdk/requestOrder", body: body))
+            let answer = (try JSONSerialization.jsonObject(with: reply.body) as? [String: Any]) ?? [:]
+            let text = String(data: try JSONSerialization.data(withJSONObject: answer["body"] ?? [:]), encoding: .utf8) ?? ""
+            return (answer["status"] as? Int ?? 0, text)
+        }
+        let consumer = #","consumer":{"reference":"c-1","firstName":"Ada","lastName":"Bench","phone":"5551234567","email":"ada@example.com"}"#
+        let alipay = try await order(#"{"method":"alipay","client":["mobile_native"]}"#)
+        #expect(alipay.0 == 400 && alipay.1.contains("4000") && alipay.1.contains("scheme"), "\(alipay)")
+        #expect(try await order(#"{"method":"alipay","client":["mobile_native"]}"#, #","scheme":"com.example.shop""#).0 == 200)
+        let paypal = try await order(#"{"method":"paypal","client":["mobile_native"]}"#)
+        #expect(paypal.0 == 400 && paypal.1.contains("consumer"), "\(paypal)")
+        #expect(try await order(#"{"method":"paypal","client":["mobile_native"]}"#, consumer).0 == 200)
+        let card = #"{"method":"card","request_3ds":true,"data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}}"#
+        let noName = try await order(card, #","consumer":{"reference":"c-1"}"#)
+        #expect(noName.0 == 400 && noName.1.contains("consumer.firstName"), "\(noName)")
+        let noAddress = try await order(card, consumer)
+        #expect(noAddress.0 == 400 && noAddress.1.contains("payment.billingAddress.city"), "\(noAddress)")
+        let full = #"{"method":"card","request_3ds":true,"billingAddress":{"street":"1 Main St","city":"Chicago","state":"IL","zip":"12345","country":"US"},"data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}}"#
+        let accepted = try await order(full, consumer)
+        #expect(accepted.0 == 200, "\(accepted)")
+        let vault = try await order(#"{"method":"card","requestToken":true,"data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}}"#, #","consumer":{"firstName":"Ada"}"#)
+        #expect(vault.0 == 400 && vault.1.contains("consumer.reference"), "\(vault)")
+    }
+}

@@ -544,12 +544,56 @@ public final class CitconFront: Sendable {
         if let token {
             charge = try confirm(merchantID: merchantID, chargeToken: token, method: method)
         } else {
+            try Self.checkSDKOrder(body)
             charge = try createCharge(merchantID: merchantID, CitconChargeRequest.parse(body, version: settings.version))
             if charge.method != "card", charge.status.isOpen {
                 charge = try confirm(merchantID: merchantID, chargeToken: charge.chargeToken, method: nil)
             }
         }
         return .sdkResult(charge)
+    }
+
+    /// The SDK document's conditional requirements of a `CPayOrder` (`../shared/specs`, CPayOrder,
+    /// CPayConsumer, CPayPayment, CPayBillingAddr): Alipay needs `scheme`; card, PayPal and Venmo
+    /// need `consumer`; a card with 3-D Secure needs the consumer's first and last name, phone and
+    /// email and a billing address with city, state and zip; a vaulted card (`requestToken`, or a
+    /// `token`) needs `consumer.reference`. Each missing one is the platform's 4000 naming it.
+    static func checkSDKOrder(_ body: [UInt8]) throws(CitconError) {
+        let problem: (field: String, rule: String)?
+        do throws(WorldlineError) { problem = try sdkOrderProblem(WorldlineJSON.parse(body)) } catch { throw CitconError(error) }
+        if let problem { throw CitconError.badRequest(problem.field, problem.rule) }
+    }
+
+    static func sdkOrderProblem(_ json: WorldlineJSON) throws(WorldlineError) -> (field: String, rule: String)? {
+        let payment = try json.object("payment")
+        let method = try payment?.string("method", maxLength: 32)?.lowercased() ?? ""
+        func present(_ object: WorldlineJSON?, _ key: String) throws(WorldlineError) -> Bool {
+            guard let object, let v = try object.string(key, maxLength: 500) else { return false }
+            return !v.trimmingCharacters(in: .whitespaces).isEmpty
+        }
+        if method == "alipay", try !present(json, "scheme") {
+            return ("scheme", "is required for Alipay: the URL scheme Alipay returns the payer to (CPayOrder.scheme)")
+        }
+        let consumer = try json.object("consumer")
+        if ["card", "paypal", "venmo"].contains(method), consumer == nil {
+            return ("consumer", "is required for card, PayPal and Venmo (CPayOrder.consumer)")
+        }
+        if method == "card", try payment?.bool("request_3ds") == true {
+            for key in ["firstName", "lastName", "phone", "email"] where try !present(consumer, key) {
+                return ("consumer.\(key)", "is required for a card with 3-D Secure (CPayConsumer)")
+            }
+            let address = try payment?.object("billingAddress")
+            for key in ["city", "state", "zip"] where try !present(address, key) {
+                return ("payment.billingAddress.\(key)", "is required for a card with 3-D Secure (CPayBillingAddr)")
+            }
+        }
+        let vaulting = try payment?.bool("requestToken") == true
+        let vaulted = try present(payment, "token")
+        let reference = try present(consumer, "reference")
+        if vaulting || vaulted, !reference {
+            return ("consumer.reference", "is required to vault a card or pay with a vaulted one (CPayConsumer.reference)")
+        }
+        return nil
     }
 
     /// What the SDK's `inquireOrder(transId)` would hand the app: the `CPayCheck`, the platform's
