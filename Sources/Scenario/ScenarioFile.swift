@@ -163,6 +163,8 @@ public struct Scenario: Sendable {
             /// card (`saved_card`: its token), or `action: cancel`; `three_ds: pass|fail` answers 3-D Secure.
             case checkoutPage(checkout: String, fields: [String: String])
             case getHostedCheckout(String)
+            /// A redirect method's page (PayPal, iDEAL) answered: approve, decline, cancel or pending.
+            case redirectPage(payment: String, action: String)
             case capture(payment: String, amount: String?)
             case cancel(payment: String, amount: String?)
             case refund(payment: String, amount: String?)
@@ -618,21 +620,23 @@ extension Scenario {
 
     static func parseWorldline(_ w: Mapping, cards: inout [String: String], cardsDirectory: String) throws(ScenarioError) -> WorldlineStep {
         let kinds = ["session", "pay", "capture", "cancel", "refund", "get", "challenge", "webhook", "request", "host", "token", "get_token",
-                     "delete_token", "hosted_checkout", "checkout_page", "get_hosted_checkout"]
+                     "delete_token", "hosted_checkout", "checkout_page", "get_hosted_checkout", "redirect_page"]
         let which = kinds.filter { w.node($0) != nil }
         guard which.count == 1 else { throw w.error("worldline: exactly one of \(kinds.joined(separator: ", "))") }
         try w.allow(Set(which + ["merchant", "idempotence_key", "amount", "result", "final"]
-                        + (which == ["checkout_page"] ? ["card", "number", "expiry", "cvv", "name", "saved_card", "action", "three_ds"] : [])))
+                        + (which == ["checkout_page"] ? ["card", "number", "expiry", "cvv", "name", "saved_card", "action", "three_ds"] : [])
+                        + (which == ["redirect_page"] ? ["action"] : [])))
         let merchant = try w.string("merchant") ?? "scenario-merchant"
         let kind: WorldlineStep.Kind
         switch which[0] {
         case "session": kind = .session
         case "pay":
             let p = try w.mapping("pay")!
-            let onFileKeys = ["tokenize", "requestor", "sequence", "recurring", "initial_scheme_id", "wallet", "sealed", "cryptogram_amount"]
+            let onFileKeys = ["tokenize", "requestor", "sequence", "recurring", "initial_scheme_id", "wallet", "sealed", "cryptogram_amount",
+                              "redirect", "requires_approval"]
             try p.allow(Set(["amount", "currency", "mode", "card", "number", "expiry", "cvv", "reference", "return_url", "token"] + onFileKeys))
             let card = try p.string("card"), number = try p.string("number"), token = try p.string("token")
-            guard [card, number, token].compactMap({ $0 }).count == 1 else {
+            guard [card, number, token].compactMap({ $0 }).count == 1 || (p.node("redirect") != nil && card == nil && number == nil && token == nil) else {
                 throw p.error("pay: card: <profile>, number: <card number> or token: <token>, one of them")
             }
             if let card {
@@ -676,6 +680,10 @@ extension Scenario {
             }
             kind = .checkoutPage(checkout: try w.string("checkout_page", required: true)!, fields: fields)
         case "get_hosted_checkout": kind = .getHostedCheckout(try w.string("get_hosted_checkout", required: true)!)
+        case "redirect_page":
+            let action = try w.string("action", required: true)!
+            guard ["approve", "decline", "cancel", "pending"].contains(action) else { throw w.error("action: approve, decline, cancel or pending") }
+            kind = .redirectPage(payment: try w.string("redirect_page", required: true)!, action: action)
         case "get_token": kind = .getToken(try w.string("get_token", required: true)!)
         case "delete_token": kind = .deleteToken(try w.string("delete_token", required: true)!)
         case "capture": kind = .capture(payment: try w.string("capture", required: true)!, amount: try w.string("amount"))

@@ -745,6 +745,13 @@ struct Execution {
             let data = try await call("POST", "/v1/worldline/hostedcheckouts/\(try fill(checkout, step))/page",
                                       WorldlineCheckoutPageBody(form: form, challenge: f["three_ds"]), line: step.line)
             answer = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+        case .redirectPage(let payment, let action):
+            paymentID = try fill(payment, step)
+            let reply = try await client.send(method: "POST", "/v1/worldline/payments/\(paymentID!)/redirect", json: WorldlineRedirectBody(action: action))
+            let body = (try? JSONSerialization.jsonObject(with: reply.body)) as? [String: Any] ?? [:]
+            let refused: [String: Any] = ["errors": [["id": reply.errorMessage] as [String: Any]]]
+            let shown: [String: Any] = reply.status == 200 ? body : refused
+            answer = ["status": reply.status, "body": shown]
         case .challenge(let payment, let result):
             paymentID = try fill(payment, step)
             let reply = try await client.send(method: "POST", "/v1/worldline/payments/\(paymentID!)/challenge", json: ["result": result])
@@ -760,6 +767,16 @@ struct Execution {
                 body = "{}"
             case .pay(let amount, let currency, let mode, let card, let number, let expiry, let cvv, let reference, let returnURL, let token, let onFile):
                 var input: [String: Any] = [:]
+                if let method = onFile["redirect"] {
+                    guard let product = ["paypal": 840, "ideal": 809][method] else { throw fail(step, "pay.redirect: paypal or ideal") }
+                    var r: [String: Any] = ["paymentProductId": product, "redirectionData": ["returnUrl": try fill(returnURL ?? "https://shop.example/back", step)]]
+                    if let a = onFile["requires_approval"] { r["requiresApproval"] = a == "true" }
+                    var order: [String: Any] = ["amountOfMoney": ["amount": try money(amount, "pay.amount"), "currencyCode": try fill(currency, step)]]
+                    if let reference { order["references"] = ["merchantReference": try fill(reference, step)] }
+                    body = Self.jsonText(["order": order, "redirectPaymentMethodSpecificInput": r])
+                    path += "payments"
+                    break
+                }
                 if let wallet = onFile["wallet"] {
                     // A wallet's payment: the card profile as the device card, its payment data made by the daemon.
                     guard let card, let product = ["apple_pay": 302, "google_pay": 320][wallet] else {

@@ -315,6 +315,7 @@ let schemaBindings: [String: SchemaBinding] = [
     "WorldlineRequestBody": .of(WorldlineRequestBody.self),
     "WorldlineCheckoutPageBody": .of(WorldlineCheckoutPageBody.self),
     "WorldlineWalletDataBody": .of(WorldlineWalletDataBody.self),
+    "WorldlineRedirectBody": .of(WorldlineRedirectBody.self),
     "WorldlineWalletDataView": .of(WorldlineWalletDataView.self),
     "WorldlineWalletDataDecrypted": .of(WorldlineWalletDataView.Decrypted.self),
     "CitconMerchantBody": .of(CitconMerchantBody.self),

@@ -269,4 +269,73 @@ struct WorldlineCheckoutTests {
     }
 
     static func message(_ a: WorldlineHTTPTests.Answer) -> String { ((a.json["errors"] as? [[String: Any]])?.first?["message"] as? String) ?? "" }
+
+    @Test("redirect methods: PayPal and iDEAL send the payer to the method's page; approved, declined, cancelled or left pending, back to returnUrl, with webhooks")
+    func redirects() async throws {
+        let receiver = try CountingReceiver()
+        defer { receiver.stop() }
+        let p = try await Platform()
+        defer { p.daemon.stop(); p.daemon.remove() }
+        _ = try await p.daemon.client.send(method: "PUT", "/v1/worldline/merchants/m1/webhook", json: ["url": "http://127.0.0.1:\(receiver.port)/hooks"])
+        let browser = Browser()
+        func redirect(_ product: Int, amount: Int = 3000, extra: String = "") throws -> WorldlineHTTPTests.Answer {
+            try p.send("POST", "/v2/m1/payments", body: #"{"order":{"amountOfMoney":{"amount":\#(amount),"currencyCode":"EUR"},"references":{"merchantReference":"r-1"}},"redirectPaymentMethodSpecificInput":{"paymentProductId":\#(product),"redirectionData":{"returnUrl":"https://shop.example/back"}\#(extra)}}"#)
+        }
+        func page(_ a: WorldlineHTTPTests.Answer) throws -> (id: String, url: String, mac: String) {
+            let action = try #require(a.json["merchantAction"] as? [String: Any])
+            let data = try #require(action["redirectData"] as? [String: Any])
+            let payment = try #require(a.json["payment"] as? [String: Any])
+            return (try #require(payment["id"] as? String), try #require(data["redirectURL"] as? String), try #require(data["RETURNMAC"] as? String))
+        }
+        func status(_ id: String) throws -> (String?, Int?) {
+            let a = try p.send("GET", "/v2/m1/payments/\(id)")
+            return (a.json["status"] as? String, (a.json["statusOutput"] as? [String: Any])?["statusCode"] as? Int)
+        }
+        // PayPal approved: captured at once.
+        let made = try redirect(840)
+        #expect(made.status == 201 && (made.json["merchantAction"] as? [String: Any])?["actionType"] as? String == "REDIRECT", "\(made.json)")
+        let paypal = try page(made)
+        #expect(try status(paypal.id) == ("REDIRECTED", 46))
+        let shown = try await browser.get(paypal.url)
+        #expect(shown.html.contains("PayPal") && shown.html.contains("30.00 EUR") && shown.html.contains(#"value="approve""#))
+        let back = try await browser.post(paypal.url, [("action", "approve")])
+        #expect(back.status == 303 && back.location == "https://shop.example/back?RETURNMAC=\(paypal.mac)&paymentId=\(paypal.id)", "\(back)")
+        #expect(try status(paypal.id) == ("CAPTURED", 9))
+        let got = try p.send("GET", "/v2/m1/payments/\(paypal.id)").json
+        #expect((got["paymentOutput"] as? [String: Any])?["paymentMethod"] as? String == "redirect")
+        // Answered once: the page says so and changes nothing.
+        #expect(try await browser.get(paypal.url).html.contains("This payment was answered"))
+        _ = try await browser.post(paypal.url, [("action", "decline")])
+        #expect(try status(paypal.id).0 == "CAPTURED")
+        // A refund of it, as of any payment.
+        #expect(try p.send("POST", "/v2/m1/payments/\(paypal.id)/refund", body: "{}").status == 201)
+
+        // PayPal waiting for approval: PENDING_CAPTURE, then a capture.
+        let approval = try page(try redirect(840, extra: #","requiresApproval":true"#))
+        _ = try await browser.post(approval.url, [("action", "approve")])
+        #expect(try status(approval.id) == ("PENDING_CAPTURE", 5))
+        // iDEAL declined, cancelled, left pending.
+        let declined = try page(try redirect(809))
+        _ = try await browser.post(declined.url, [("action", "decline")])
+        #expect(try status(declined.id).0 == "REJECTED")
+        let cancelled = try page(try redirect(809))
+        _ = try await browser.post(cancelled.url, [("action", "cancel")])
+        #expect(try status(cancelled.id) == ("CANCELLED", 1))
+        let pending = try page(try redirect(809))
+        let left = try await browser.post(pending.url, [("action", "pending")])
+        let pendingStatus = try status(pending.id)
+        #expect(left.status == 303 && pendingStatus == ("REDIRECTED", 46))
+        // Webhooks: each recorded payment's.
+        let deadline = Date().addingTimeInterval(20)
+        while receiver.bodies.count < 4, Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        let types = receiver.bodies.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["type"] as? String }
+        #expect(types.contains("payment.captured") && types.contains("payment.rejected") && types.contains("payment.pending_capture"), "\(types)")
+        // Refusals name the property.
+        #expect(try redirect(999).property == "redirectPaymentMethodSpecificInput.paymentProductId")
+        #expect(try p.send("POST", "/v2/m1/payments", body: #"{"order":{"amountOfMoney":{"amount":100,"currencyCode":"USD"}},"redirectPaymentMethodSpecificInput":{"paymentProductId":809,"redirectionData":{"returnUrl":"https://shop.example/back"}}}"#)
+            .property == "order.amountOfMoney.currencyCode")
+        #expect(try redirect(809, extra: #","requiresApproval":true"#).property == "redirectPaymentMethodSpecificInput.requiresApproval")
+        #expect(try await browser.post(pending.url, [("action", "maybe")]).status == 400)
+        #expect(try await browser.get(pending.url + "0").status == 404)
+    }
 }

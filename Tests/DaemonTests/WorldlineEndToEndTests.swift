@@ -74,7 +74,7 @@ struct WorldlineEndToEndTests {
         #expect(!text.contains("FAIL"))
         #expect(text.contains("PASS webhook-captured"))
         #expect(text.contains("PASS token-first-cit-then-mit") && text.contains("PASS session-accounts-on-file") && text.contains("PASS token-delete"))
-        #expect(text.contains("PASS hosted-checkout") && text.contains("PASS hosted-tokenization") && text.contains("PASS mobile-wallet"))
+        #expect(text.contains("PASS hosted-checkout") && text.contains("PASS hosted-tokenization") && text.contains("PASS mobile-wallet") && text.contains("PASS redirect-paypal"))
         // Nothing the SDK sent reached the ledger in clear: the PAN is in no table.
         let dump = try Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite"))
         #expect(dump.range(of: Data("4761739001010010".utf8)) == nil)

@@ -49,6 +49,8 @@ try:
     from onlinepayments.sdk.domain.create_payment_request import CreatePaymentRequest
     from onlinepayments.sdk.domain.create_token_request import CreateTokenRequest
     from onlinepayments.sdk.domain.decrypted_payment_data import DecryptedPaymentData
+    from onlinepayments.sdk.domain.redirect_payment_method_specific_input import RedirectPaymentMethodSpecificInput
+    from onlinepayments.sdk.domain.redirection_data import RedirectionData
     from onlinepayments.sdk.domain.mobile_payment_method_specific_input import MobilePaymentMethodSpecificInput
     from onlinepayments.sdk.domain.create_hosted_checkout_request import CreateHostedCheckoutRequest
     from onlinepayments.sdk.domain.create_hosted_tokenization_request import CreateHostedTokenizationRequest
@@ -674,6 +676,25 @@ def main():
             expect(status_of(paid.payment) == ("CAPTURED", 9) and out.payment_method == "mobile"
                    and out.mobile_payment_method_specific_output.payment_product_id == product,
                    f"{product}: {status_of(paid.payment)} {out.payment_method}")
+
+    @check("redirect-paypal")
+    def _():
+        request, order, redirect = CreatePaymentRequest(), Order(), RedirectPaymentMethodSpecificInput()
+        order.amount_of_money = money(AMOUNT)
+        redirect.payment_product_id = 840
+        redirect.redirection_data = RedirectionData()
+        redirect.redirection_data.return_url = "https://shop.example/back"
+        request.order, request.redirect_payment_method_specific_input = order, redirect
+        created = payments.create_payment(request)
+        action = created.merchant_action
+        expect(action and action.action_type == "REDIRECT" and action.redirect_data.redirect_url and action.redirect_data.returnmac,
+               f"merchantAction {action.to_dictionary() if action else None}")
+        expect(status_of(created.payment) == ("REDIRECTED", 46), f"created {status_of(created.payment)}")
+        status, location, _ = post_form(action.redirect_data.redirect_url, {"action": "approve"})
+        expect(status == 303 and location and f"RETURNMAC={action.redirect_data.returnmac}" in location, f"the page answered {status} {location}")
+        got = payments.get_payment(created.payment.id)
+        expect(status_of(got) == ("CAPTURED", 9) and got.payment_output.payment_method == "redirect"
+               and got.payment_output.redirect_payment_method_specific_output.payment_product_id == 840, f"after the page {status_of(got)}")
 
     client.close()
     server.shutdown()

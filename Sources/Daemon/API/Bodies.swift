@@ -328,3 +328,11 @@ public struct WorldlineWalletDataView: Codable, Sendable, Equatable {
     public let decryptedPaymentData: Decrypted
     public let encryptedPaymentData: String
 }
+
+/// `POST /v1/worldline/payments/{id}/redirect`: the payer's answer on a redirect method's page.
+public struct WorldlineRedirectBody: Codable, Sendable, Equatable {
+    /// `approve`, `decline`, `cancel` or `pending`.
+    public var action: String
+
+    public init(action: String) { self.action = action }
+}

@@ -112,6 +112,18 @@ struct WorldlineAdminRoutes {
             return Response(status: .ok, headers: [.contentType: "application/json"],
                             body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.paymentText(answered.payment, adding: ["returnUrl": answered.returnURL]))))
         }
+        // A redirect method's page answered as the payer would (a scenario's way, trusted as an
+        // admin is: no page token).
+        routes.post("/v1/worldline/payments/:id/redirect") { request, context in
+            let body = try await decode(WorldlineRedirectBody.self, request, context)
+            guard let action = WorldlineFront.RedirectAction(rawValue: body.action) else {
+                throw DaemonError.badRequest(field: "action", rule: "must be approve, decline, cancel or pending")
+            }
+            let id = context.parameters.get("id") ?? ""
+            let answered = try await Self.offload { () throws(WorldlineError) in try bench.worldline.answerRedirect(paymentID: id, action: action) }
+            return Response(status: .ok, headers: [.contentType: "application/json"],
+                            body: .init(byteBuffer: ByteBuffer(string: WorldlineRender.paymentText(answered.payment, adding: ["returnUrl": answered.returnURL]))))
+        }
         // A card profile as a wallet's device card: the payment data Apple Pay or Google Pay would
         // give the merchant for this payment, made with the card's keys (docs/worldline.md).
         routes.post("/v1/worldline/wallet-data") { request, context in

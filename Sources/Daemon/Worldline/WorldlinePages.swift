@@ -68,6 +68,49 @@ extension WorldlineServer {
         return routes
     }
 
+    /// `GET /redirect/{paymentId}/{token}`: the redirect method's page (PayPal, iDEAL): Approve,
+    /// Decline, Cancel, Leave pending; `POST` the same answers it and sends the payer back.
+    func redirectPages() -> RouteCollection<PlatformContext> {
+        let routes = RouteCollection(context: PlatformContext.self)
+        routes.get("redirect/:id/:token") { _, context in
+            let p = try front.redirectPayment(paymentID: context.parameters.get("id") ?? "", token: context.parameters.get("token") ?? "")
+            return Self.styledPage(Self.redirectPage(p), lang: nil)
+        }
+        routes.post("redirect/:id/:token") { request, context in
+            let id = context.parameters.get("id") ?? ""
+            _ = try front.redirectPayment(paymentID: id, token: context.parameters.get("token") ?? "")
+            if let refused = PagePost.refusal(request) { throw WorldlineError.forbidden(refused) }
+            let body = try await Self.body(request)
+            let form = RenderedCallback.fields(of: "x:?" + Self.formText(body))
+            guard let text = form.first(where: { $0.name == "action" })?.value, let action = WorldlineFront.RedirectAction(rawValue: text) else {
+                throw WorldlineError.invalid("action", "must be approve, decline, cancel or pending")
+            }
+            let (_, back) = try await offPool { try front.answerRedirect(paymentID: id, action: action) }
+            return Response(status: .seeOther, headers: [.location: back, .contentType: "text/plain; charset=utf-8"],
+                            body: .init(byteBuffer: ByteBuffer(string: "See \(back)\n")))
+        }
+        return routes
+    }
+
+    static func redirectPage(_ p: WorldlinePayment) -> String {
+        let name = WorldlineCreatePayment.Redirect.products[p.paymentProductID] ?? "Payment"
+        let state = p.status == .redirected
+            ? """
+              <form method="post"><div class="buttons">
+              <button type="submit" name="action" value="approve" id="approve" class="primary">Approve</button>
+              <button type="submit" name="action" value="decline" id="decline">Decline</button>
+              <button type="submit" name="action" value="cancel" id="cancel">Cancel</button>
+              <button type="submit" name="action" value="pending" id="pending">Leave it pending</button></div></form>
+              """
+            : "<p id=\"answered\">This payment was answered: it is \(escape(p.status.rawValue)).</p>"
+        return """
+            <h1>\(escape(name))</h1>
+            <p>Pay <strong>\(escape(amountText(p.amount, p.currency)))</strong>\(p.merchantReference.map { " for order <code>\(escape($0))</code>" } ?? "").</p>
+            \(state)
+            <p class="muted"><small>cardbench stands in for \(escape(name)): the payer's answer decides the payment (docs/worldline.md).</small></p>
+            """
+    }
+
     static func tokenizationForm(_ s: WorldlineHostedTokenization, message: String?) -> String {
         let products = s.products.compactMap { id in WorldlineProducts.offered.first { $0.id == id }?.label }.joined(separator: ", ")
         return """

@@ -37,6 +37,7 @@ struct WorldlineServer: Sendable {
         router.addRoutes(challengePages())
         router.addRoutes(checkoutPages())
         router.addRoutes(tokenizationPages())
+        router.addRoutes(redirectPages())
         return router
     }
 
@@ -90,7 +91,9 @@ struct WorldlineServer: Sendable {
         }
         v2.post("payments") { request, context in
             let m = try context.merchant, base = publicURL(), body = try await Self.body(request)
-            return try await reply { try front.createPayment(merchantID: m, body: body) { base + "/threeds/" + $0 } }.response
+            return try await reply {
+                try front.createPayment(merchantID: m, body: body, challengeURL: { base + "/threeds/" + $0 }, redirectURL: { base + "/redirect/" + $0 })
+            }.response
         }
         for (path, method, call) in Self.paymentCalls {
             v2.on(RouterPath(stringLiteral: path), method: method) { request, context in

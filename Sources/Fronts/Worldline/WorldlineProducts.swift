@@ -27,6 +27,12 @@ public enum WorldlineProducts {
             if id == 320 { p["paymentProduct320SpecificData"] = ["gateway": "worldlinedirect", "networks": ["VISA", "MASTERCARD", "AMEX", "DISCOVER", "JCB"]] }
             return p
         }
+        if let name = redirect.first(where: { $0.id == id })?.label {
+            let hints: [String: Any] = ["displayOrder": offered.count + mobile.count + (id == 840 ? 0 : 1), "label": name,
+                                        "logo": "\(assetURL)templates/master/global/css/img/ppimages/pp_logo_\(id)_v1.png"]
+            return ["id": id, "paymentMethod": "redirect", "paymentProductGroup": name, "allowsRecurring": false, "allowsTokenization": false,
+                    "usesRedirectionTo3rdParty": true, "displayHints": hints, "displayHintsList": [hints], "fields": [[String: Any]]()]
+        }
         guard let (index, entry) = offered.enumerated().first(where: { $0.element.id == id }).map({ ($0.offset, $0.element) }) else { return nil }
         let hints: [String: Any] = ["displayOrder": index, "label": entry.label, "logo": "\(assetURL)templates/master/global/css/img/ppimages/pp_logo_\(id)_v1.png"]
         return [
@@ -39,12 +45,16 @@ public enum WorldlineProducts {
     /// network's token (`mobilePaymentMethodSpecificInput`).
     public static let mobile: [(id: Int, label: String)] = [(302, "Apple Pay"), (320, "Google Pay")]
 
+    /// The redirect methods the platform emulates: the payer answers on the method's page.
+    public static let redirect: [(id: Int, label: String)] = [(840, "PayPal"), (809, "iDEAL")]
+
     /// The ids of the card products the platform offers, in its display order.
     public static var offeredIDs: [Int] { offered.map(\.id) }
 
     /// `GET products`: every card product (the bench offers them in every country and currency).
     public static func products(assetURL: String) -> [String: Any] {
-        ["paymentProducts": offered.compactMap { product($0.id, assetURL: assetURL) } + mobile.compactMap { product($0.id, assetURL: assetURL) }]
+        ["paymentProducts": offered.compactMap { product($0.id, assetURL: assetURL) } + mobile.compactMap { product($0.id, assetURL: assetURL) }
+         + redirect.compactMap { product($0.id, assetURL: assetURL) }]
     }
 
     /// A token as the Client API shows an account on file: its id, product, read-only

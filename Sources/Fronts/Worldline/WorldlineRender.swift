@@ -260,7 +260,12 @@ public enum WorldlineRender {
         var references: [String: Any] = [:]
         if let r = p.merchantReference { references["merchantReference"] = r }
         var output: [String: Any] = ["amountOfMoney": money(p.amount, p.currency), "references": references]
-        if p.paymentMethod == "mobile" {
+        if p.paymentMethod == "redirect" {
+            var redirect: [String: Any] = ["paymentProductId": p.paymentProductID, "fraudResults": ["fraudServiceResult": "no-advice"]]
+            if let a = p.authorisationCode { redirect["authorisationCode"] = a }
+            output["paymentMethod"] = "redirect"
+            output["redirectPaymentMethodSpecificOutput"] = redirect
+        } else if p.paymentMethod == "mobile" {
             // A wallet's payment: the device PAN masked, as the platform shows it.
             var mobile: [String: Any] = ["paymentProductId": p.paymentProductID, "network": p.network ?? "",
                                          "paymentData": ["dpan": p.maskedCardNumber ?? "", "expiryDate": p.expiryDate ?? ""],

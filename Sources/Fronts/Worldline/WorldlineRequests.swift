@@ -95,6 +95,18 @@ public struct WorldlineCreatePayment: Sendable {
     public var hostedTokenizationID: String? = nil
     /// A mobile wallet's payment (`mobilePaymentMethodSpecificInput`).
     public var mobile: Mobile? = nil
+    /// A redirect method's payment (`redirectPaymentMethodSpecificInput`): PayPal (840) or iDEAL (809).
+    public var redirect: Redirect? = nil
+
+    /// `redirectPaymentMethodSpecificInput`: the product, where the consumer returns, and whether
+    /// the approval waits for a capture (`requiresApproval`, PayPal only).
+    public struct Redirect: Sendable {
+        public let productID: Int
+        public let returnURL: String
+        public let requiresApproval: Bool
+        /// The products a redirect payment may use, and their names.
+        public static let products: [Int: String] = [840: "PayPal", 809: "iDEAL"]
+    }
 
     /// `mobilePaymentMethodSpecificInput`: Apple Pay (302) or Google Pay (320), with the wallet's
     /// payment data decrypted by the merchant, or encrypted for the platform.
@@ -188,12 +200,29 @@ public struct WorldlineCreatePayment: Sendable {
             }
             mobile = Mobile(productID: Int(product), decrypted: decrypted, encrypted: sealed)
         }
-        let sources = [card != nil, encrypted != nil, token != nil, hosted != nil, mobile != nil].filter { $0 }.count
+        var redirect: Redirect? = nil
+        if let r = try json.object("redirectPaymentMethodSpecificInput") {
+            let rp = "redirectPaymentMethodSpecificInput."
+            guard let product = try r.int("paymentProductId", in: 1...99_999) else { throw .missing(rp + "paymentProductId") }
+            guard Redirect.products[Int(product)] != nil else {
+                throw .invalid(rp + "paymentProductId", "must be 840 (PayPal) or 809 (iDEAL), the redirect methods this platform emulates; got \(product)")
+            }
+            guard let returnURL = try r.object("redirectionData")?.string("returnUrl", maxLength: 512) else { throw .missing(rp + "redirectionData.returnUrl") }
+            try checkURL(returnURL, property: rp + "redirectionData.returnUrl")
+            if product == 809, let c = try order.object("amountOfMoney")?.string("currencyCode", maxLength: 3), c != "EUR" {
+                throw .invalid("order.amountOfMoney.currencyCode", "iDEAL pays in EUR only, got \(shownValue(c, 8))")
+            }
+            let approval = try r.bool("requiresApproval") ?? false
+            if approval, product == 809 { throw .invalid(rp + "requiresApproval", "iDEAL payments are captured at once; only PayPal can wait for approval") }
+            redirect = Redirect(productID: Int(product), returnURL: returnURL, requiresApproval: approval)
+            mode = approval ? .finalAuthorization : .sale
+        }
+        let sources = [card != nil, encrypted != nil, token != nil, hosted != nil, mobile != nil, redirect != nil].filter { $0 }.count
         guard sources == 1 else {
             throw sources == 0
                 ? .missing("encryptedCustomerInput")
-                : .invalid(mobile != nil ? "mobilePaymentMethodSpecificInput" : hosted != nil ? "hostedTokenizationId" : token != nil ? "cardPaymentMethodSpecificInput.token" : "encryptedCustomerInput",
-                           "give one of encryptedCustomerInput, hostedTokenizationId, mobilePaymentMethodSpecificInput, cardPaymentMethodSpecificInput.card and cardPaymentMethodSpecificInput.token")
+                : .invalid(redirect != nil ? "redirectPaymentMethodSpecificInput" : mobile != nil ? "mobilePaymentMethodSpecificInput" : hosted != nil ? "hostedTokenizationId" : token != nil ? "cardPaymentMethodSpecificInput.token" : "encryptedCustomerInput",
+                           "give one of encryptedCustomerInput, hostedTokenizationId, mobilePaymentMethodSpecificInput, redirectPaymentMethodSpecificInput, cardPaymentMethodSpecificInput.card and cardPaymentMethodSpecificInput.token")
         }
         var threeDS: ThreeDSecure? = nil
         if let t = try input?.object("threeDSecure") {
@@ -213,6 +242,7 @@ public struct WorldlineCreatePayment: Sendable {
         request.token = token
         request.hostedTokenizationID = hosted
         request.mobile = mobile
+        request.redirect = redirect
         try request.readCardOnFile(input)
         return request
     }

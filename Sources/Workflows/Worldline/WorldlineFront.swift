@@ -110,8 +110,13 @@ public final class WorldlineFront: Sendable {
 
     /// `POST /v2/{merchantId}/payments`. `challengeURL(paymentID)` is the page a 3-D Secure
     /// challenge is answered on.
-    public func createPayment(merchantID: String, body: [UInt8], challengeURL: (String) -> String) throws(WorldlineError) -> WorldlineResult {
+    public func createPayment(merchantID: String, body: [UInt8], challengeURL: (String) -> String,
+                              redirectURL: ((String) -> String)? = nil) throws(WorldlineError) -> WorldlineResult {
         let request = try WorldlineCreatePayment.parse(WorldlineJSON.parse(body))
+        if let redirect = request.redirect {
+            guard let redirectURL else { throw .invalid("redirectPaymentMethodSpecificInput", "is not taken here (a hosted checkout's page pays with cards)") }
+            return try createRedirectPayment(merchantID: merchantID, request: request, redirect: redirect, pageURL: redirectURL)
+        }
         let source = try self.source(of: request, merchantID: merchantID)
         let card = source.card
         if let product = request.paymentProductID, product != WorldlineStatus.productID(card.brand) {

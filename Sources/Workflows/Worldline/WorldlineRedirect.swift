@@ -1,0 +1,122 @@
+import EMV
+import Foundation
+import Fronts
+import LedgerModel
+import Terminal
+
+/// Redirect payment methods (docs/worldline.md, "Redirect methods"): PayPal (840) and iDEAL
+/// (809). The payment is REDIRECTED to the bench's page for the method, where the payer
+/// approves, declines, cancels or leaves it pending; the approval is recorded on the one path
+/// (`AuthoriseAndRecord`, the method's own answer in place of the issuer's) with its webhooks.
+extension WorldlineFront {
+    /// A redirect payment made: REDIRECTED, its page reached by a token stored as its hash.
+    func createRedirectPayment(merchantID: String, request: WorldlineCreatePayment, redirect: WorldlineCreatePayment.Redirect,
+                               pageURL: (String) -> String) throws(WorldlineError) -> WorldlineResult {
+        _ = try stored("find the merchant") { try store.ensureWorldlineMerchant(merchantID, at: now) }
+        var payment = WorldlinePayment(merchantID: merchantID, status: .created, amount: request.amount, currency: request.currency,
+                                       authorizationMode: request.authorizationMode.rawValue, merchantReference: request.merchantReference,
+                                       paymentProductID: redirect.productID, maskedCardNumber: nil, bin: nil, expiryDate: nil, createdAt: now)
+        payment.paymentMethod = "redirect"
+        payment.status = try step(payment, .challengeRequired).status
+        payment.returnURL = redirect.returnURL
+        payment.returnMAC = PlatformText.hex(16)
+        let page = PageToken.make()
+        payment.challengeTokenHash = page.hash
+        let made = payment
+        payment = try stored("record the payment") { try store.insertWorldlinePayment(made) }
+        return .paymentCreated(payment, redirectURL: pageURL(payment.id + "/" + page.token))
+    }
+
+    /// What the payer does on the method's page.
+    public enum RedirectAction: String, Sendable, CaseIterable {
+        case approve, decline, cancel, pending
+    }
+
+    /// The payer's answer on the method's page; returns the payment and where the payer goes
+    /// back to (the merchant's `returnUrl` with `RETURNMAC` and `paymentId`).
+    public func answerRedirect(paymentID: String, action: RedirectAction) throws(WorldlineError) -> (payment: WorldlinePayment, returnURL: String) {
+        try serialised(paymentID) { () throws(WorldlineError) -> (payment: WorldlinePayment, returnURL: String) in
+            guard let found = try stored("read the payment", { try store.worldlinePayment(id: paymentID) }), found.paymentMethod == "redirect" else {
+                throw .notFound("UNKNOWN_PAYMENT_ID", "no redirect payment \(shownValue(paymentID, 40))")
+            }
+            var p = try payment(found.merchantID, paymentID)
+            if p.status == .redirected {
+                switch action {
+                case .pending: break
+                case .cancel:
+                    let transition = try step(p, .cancel(open: false))
+                    let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(p.merchantID, at: now) }
+                    p.status = transition.status
+                    p.captureClosed = true
+                    p.updatedAt = now
+                    let cancelled = p
+                    try stored("record the cancel") {
+                        try store.completeWorldlineOperation(transactionID: nil, nil, payment: cancelled, outbox: webhooks(merchant, transition, payment: cancelled))
+                    }
+                case .approve, .decline:
+                    p = try authoriseRedirect(p, approved: action == .approve)
+                }
+            }
+            let back = p.returnURL ?? ""
+            return (p, back + (back.contains("?") ? "&" : "?") + "RETURNMAC=" + QueryValue.encode(p.returnMAC ?? "") + "&paymentId=" + QueryValue.encode(p.id))
+        }
+    }
+
+    /// The payment a redirect page's token opens; an unknown payment and a wrong token are the same 404.
+    public func redirectPayment(paymentID: String, token: String) throws(WorldlineError) -> WorldlinePayment {
+        guard let p = try stored("read the payment", { try store.worldlinePayment(id: paymentID) }), p.paymentMethod == "redirect",
+              PageToken.matches(token, p.challengeTokenHash) else {
+            throw .notFound("UNKNOWN_RESOURCE", "no such payment page")
+        }
+        return p
+    }
+
+    /// The payer's approval or decline at the method, recorded on the one path with the
+    /// payment's new state and its webhooks: the method answers in the issuer's place.
+    func authoriseRedirect(_ payment: WorldlinePayment, approved: Bool) throws(WorldlineError) -> WorldlinePayment {
+        let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(payment.merchantID, at: now) }
+        let sale = payment.authorizationMode == "SALE"
+        _ = try step(payment, .declined)
+        let name = WorldlineCreatePayment.Redirect.products[payment.paymentProductID] ?? "the method"
+        let currency = ISO4217.numbers[payment.currency] ?? 0
+        let createdAt = now
+        let request = AuthorisationRequest(pan: "", aid: [], kind: sale ? .purchase : .preAuthorisation, amount: Int(payment.amount), currency: currency,
+                                           arqc: nil, cryptogramData: nil, date: UTCDateParts(secondsSince1970: createdAt / 1_000_000))
+        let new = NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: sale ? .sale : .preAuth, amount: payment.amount,
+                                 currency: currency, clientReference: payment.merchantReference,
+                                 extra: WorldlineRender.text(["payment": payment.id, "mode": payment.authorizationMode, "method": name]), createdAt: createdAt)
+        let methodAnswer = AuthorisationResponse(responseCode: approved ? .approved : ResponseCode("05"),
+                                                 authorisationCode: approved ? PlatformText.digits(6) : nil, issuerAuthenticationData: nil,
+                                                 rule: "redirect method", message: approved ? "approved by the payer at \(name)" : "declined by the payer at \(name)",
+                                                 delayMilliseconds: 0)
+        let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: merchant.terminalName, clock: context.clock)
+        let done: (started: Started, answer: AuthoriseAndRecord.Answer, recorded: (WorldlinePayment, StoredTransaction))
+        do throws(AuthoriseAndRecord.Failure) {
+            done = try AuthoriseAndRecord.cardNotPresent(context, store, new, request: request, host: host, notAskedBecause: nil,
+                                                         platformAnswer: methodAnswer) { started, answer in
+                let response = answer.response
+                var p = payment
+                p.updatedAt = now
+                let transition = try WorldlineLifecycle.next(p.status, answer.approved ? .approved(sale: sale) : .declined).get()
+                p.status = transition.status
+                if answer.approved {
+                    p.authorisationCode = response?.authorisationCode
+                    if sale { p.capturedAmount = p.amount }
+                } else {
+                    p.responseCode = response?.responseCode.code ?? "05"
+                    p.message = response?.message ?? answer.failure
+                }
+                let completion = Completion(status: answer.approved ? .approved : .declined, responseCode: response?.responseCode.code,
+                                            message: response?.message ?? answer.failure, authorisationCode: response?.authorisationCode,
+                                            brand: name, entryMode: .wallet, completedAt: now)
+                return try store.completeWorldlineAuthorisation(transactionID: started.id, completion, payment: p) { p in
+                    self.webhooks(merchant, transition, payment: p)
+                }
+            }
+        } catch {
+            throw .internalError("the payment could not be recorded: \(error)")
+        }
+        context.publish(.recorded(stan: done.started.stan, status: done.recorded.1.status, action: done.recorded.1.action), terminal: merchant.terminalName)
+        return done.recorded.0
+    }
+}
