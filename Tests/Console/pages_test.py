@@ -143,6 +143,20 @@ def main():
         check(worldline("GET", f"/v2/shop/hostedcheckouts/{other['hostedCheckoutId']}")[1].get("status") == "CANCELLED_BY_CONSUMER",
               "the checkout is CANCELLED_BY_CONSUMER")
 
+        # --- Worldline redirect method: PayPal's page, approved.
+        status, made = worldline("POST", "/v2/shop/payments", {
+            "order": order, "redirectPaymentMethodSpecificInput": {"paymentProductId": 840, "redirectionData": {"returnUrl": "https://shop.example/back"}}})
+        redirect_url = made.get("merchantAction", {}).get("redirectData", {}).get("redirectURL", "")
+        check(status == 201 and "/redirect/" in redirect_url, f"a PayPal payment redirects to its page ({status})")
+        driver.get(redirect_url)
+        check(wait_text("PayPal") and "42.50 EUR" in text(), "the PayPal page shows the amount")
+        accessible("the redirect page")
+        shot("27-redirect-paypal")
+        driver.find_element(By.ID, "approve").click()
+        time.sleep(0.5)
+        check("shop.example/back" in driver.current_url and "RETURNMAC=" in driver.current_url, f"approved, the payer is back at the shop ({driver.current_url[:60]})")
+        check(worldline("GET", f"/v2/shop/payments/{made['payment']['id']}")[1].get("status") == "CAPTURED", "the PayPal payment is CAPTURED")
+
         # --- Worldline hosted tokenization: the form in another page's iframe.
         status, tokenization = worldline("POST", "/v2/shop/hostedtokenizations", {"locale": "en_GB"})
         # The shop's own page, on a site of its own (another port): the form is framed cross-origin.
