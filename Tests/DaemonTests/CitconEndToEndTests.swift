@@ -211,3 +211,41 @@ struct CitconSDKOrderTests {
         #expect(vault.0 == 400 && vault.1.contains("consumer.reference"), "\(vault)")
     }
 }
+
+@Suite("Citcon: back to the app")
+struct CitconBackToAppTests {
+    @Test("a requestOrder naming the app's scheme or universal link brings the payer back there when the charge ends: the URL handed to the bench's command")
+    func backToApp() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("citcon-app-\(UUID().uuidString.prefix(6)).txt").path
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let daemon = try await DaemonProcess([], config: "callbacks:\n  command: [\"/bin/sh\", \"-c\", \"printf '%s\\\\n' \\\"$1\\\" >> \(file)\", \"sh\", \"{url}\"]\n")
+        defer { daemon.stop(); daemon.remove() }
+        _ = try await daemon.client.send(method: "POST", "/v1/citcon/merchants", json: ["merchantId": "app"])
+        func order(_ body: String) async throws -> Int {
+            let reply = try await daemon.client.send(method: "POST", "/v1/citcon/requests",
+                                                    json: CitconRequestBody(merchantId: "app", method: "POST", path: "/citcon/sdk/requestOrder", body: body))
+            return (try JSONSerialization.jsonObject(with: reply.body) as? [String: Any])?["status"] as? Int ?? 0
+        }
+        let consumer = #","consumer":{"reference":"c-1"}"#
+        #expect(try await order(#"{"transaction":{"reference":"app-1","amount":700,"currency":"USD","country":"US"},"payment":{"method":"paypal","client":["mobile_native"]},"scheme":"shopapp"\#(consumer)}"#) == 200)
+        #expect(try await order(#"{"transaction":{"reference":"app-2-cancel","amount":700,"currency":"USD","country":"US"},"payment":{"method":"alipay","client":["mobile_native"]},"scheme":"shopapp"}"#) == 200)
+        #expect(try await order(#"{"transaction":{"reference":"app-3","amount":700,"currency":"USD","country":"US"},"payment":{"method":"wechatpay","client":["mobile_native"]},"universalLink":"https://shop.example/app/citcon"}"#) == 200)
+        #expect(try await order(#"{"transaction":{"reference":"app-4","amount":700,"currency":"USD","country":"US"},"payment":{"method":"wechatpay"},"universalLink":"http://shop.example"}"#) == 400)
+        var lines: [String] = []
+        let deadline = Date().addingTimeInterval(20)
+        while lines.count < 2, Date() < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+            lines = ((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        }
+        #expect(lines.contains { $0.hasPrefix("shopapp://citcon/result?status=success&code=0&transaction_id=") && $0.contains("reference=app-1") && $0.contains("charge_status=authorized") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("shopapp://citcon/result?status=cancel&code=6001") && $0.contains("reference=app-2-cancel") }, "\(lines)")
+        // The universal link is an https URL: requested as an http callback, only on an allowed host (shop.example is not).
+        let rows = try JSONDecoder().decode([TransactionView].self, from: try await daemon.client.send(method: "GET", "/v1/transactions?provider=citcon").body)
+        var targets: [String] = []
+        for row in rows {
+            let list = try JSONDecoder().decode([NotificationView].self, from: try await daemon.client.send(method: "GET", "/v1/notifications?transaction=\(row.id)").body)
+            targets += list.map(\.target)
+        }
+        #expect(targets.contains("https://shop.example/app/citcon"), "\(targets)")
+    }
+}

@@ -83,7 +83,7 @@ public struct CitconChargeRequest: Sendable {
     public let card: (pan: String, expiry: String, cvv: String?)?
     public let request3DS: Bool
     /// ipn, success, fail, cancel, mobile (the old `*_url` names, at top level or in `transaction`, are taken too).
-    public let urls: [String: String]
+    public var urls: [String: String]
 
     /// Reads a charge, naming the field of anything missing or wrong.
     public static func parse(_ body: [UInt8], version: String) throws(CitconError) -> CitconChargeRequest {

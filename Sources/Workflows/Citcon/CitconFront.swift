@@ -231,7 +231,7 @@ public final class CitconFront: Sendable {
                                     authorisationCode: approved ? Self.randomDigits(6) : nil, brand: charge.method.uppercased(), entryMode: .wallet,
                                     completedAt: context.clock.nowMicroseconds())
         try recorded("the wallet payment", started.id) {
-            try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: transition.ipn ? ipn(charge) : [])
+            try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: (transition.ipn ? ipn(charge) : []) + appReturn(charge))
         }
         context.publish(.recorded(stan: started.stan, status: approved ? .approved : .declined, action: captures ? .sale : .preAuth), terminal: terminal)
         return charge
@@ -251,7 +251,7 @@ public final class CitconFront: Sendable {
         c.transactionID = started.id
         try recorded("the charge", started.id) {
             try store.completeCitconCharge(transactionID: started.id, Completion(status: status, message: message, completedAt: context.clock.nowMicroseconds()),
-                                           charge: c, outbox: ipn(c))
+                                           charge: c, outbox: ipn(c) + appReturn(c))
         }
         return c
     }
@@ -316,7 +316,7 @@ public final class CitconFront: Sendable {
                                             authorisationCode: response?.authorisationCode, maskedPAN: PAN.masked(card.pan), pan: card.pan,
                                             brand: CardBrand.detect(pan: card.pan)?.displayName, entryMode: .ecommerce,
                                             completedAt: self.context.clock.nowMicroseconds())
-                try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: transition.ipn ? ipn(charge) : [])
+                try store.completeCitconCharge(transactionID: started.id, completion, charge: charge, outbox: (transition.ipn ? ipn(charge) : []) + appReturn(charge))
                 return (charge, completion)
             }
         } catch {
@@ -545,7 +545,24 @@ public final class CitconFront: Sendable {
             charge = try confirm(merchantID: merchantID, chargeToken: token, method: method)
         } else {
             try Self.checkSDKOrder(body)
-            charge = try createCharge(merchantID: merchantID, CitconChargeRequest.parse(body, version: settings.version))
+            var request = try CitconChargeRequest.parse(body, version: settings.version)
+            // The app the payer returns to (CPayOrder.scheme / universalLink), kept with the charge.
+            do throws(WorldlineError) {
+                let json = try WorldlineJSON.parse(body)
+                if let scheme = try json.string("scheme", maxLength: 100), !scheme.isEmpty {
+                    guard scheme.wholeMatch(of: /[A-Za-z][A-Za-z0-9+.\-]*/) != nil else {
+                        throw WorldlineError.invalid("scheme", "must be a URL scheme (a letter, then letters, digits, + . -)")
+                    }
+                    request.urls["app_scheme"] = scheme
+                }
+                if let link = try json.string("universalLink", maxLength: 500), !link.isEmpty {
+                    guard let url = URL(string: link), url.scheme?.lowercased() == "https", url.host != nil else {
+                        throw WorldlineError.invalid("universalLink", "must be an absolute https URL")
+                    }
+                    request.urls["universal_link"] = link
+                }
+            } catch { throw CitconError(error) }
+            charge = try createCharge(merchantID: merchantID, request)
             if charge.method != "card", charge.status.isOpen {
                 charge = try confirm(merchantID: merchantID, chargeToken: charge.chargeToken, method: nil)
             }
@@ -602,6 +619,33 @@ public final class CitconFront: Sendable {
         let id: String
         do throws(WorldlineError) { id = try WorldlineJSON.parse(body).requiredString("transaction_id", maxLength: 64) } catch { throw CitconError(error) }
         return try inquiry(merchantID: merchantID, id: id)
+    }
+
+    // MARK: Back to the app
+
+    /// The URL that brings the payer back to the app after a wallet or card page, when the SDK's
+    /// order named the app (`scheme`, `universalLink`): what the app's `handleUrl` /
+    /// `handleUniversalLink` is given. Its form is cardbench's (the document leaves it to each
+    /// wallet): `{scheme}://citcon/result?…` or `{universalLink}?…` with `status` (the
+    /// CPayResult's: success, fail, cancel), `transaction_id`, `reference`, `charge_status` and
+    /// `code`. It goes out as a callback, through the bench's command delivery (docs/citcon.md).
+    func appReturn(_ c: CitconCharge) -> [OutboxMessage] {
+        guard !c.status.isOpen else { return [] }
+        let target: String, base: String
+        if let scheme = c.urls["app_scheme"] {
+            target = scheme
+            base = scheme + "://citcon/result"
+        } else if let link = c.urls["universal_link"] {
+            target = link
+            base = link
+        } else {
+            return []
+        }
+        let status = switch c.status { case .succeeded, .authorized: "success"; case .canceled: "cancel"; default: "fail" }
+        let code = switch c.status { case .succeeded, .authorized: "0"; case .canceled: c.method == "alipay" ? "6001" : c.method == "wechatpay" ? "-2" : "-1"; default: "-1" }
+        let fields = [("status", status), ("code", code), ("transaction_id", c.id), ("reference", c.reference), ("charge_status", c.status.rawValue)]
+        let query = fields.map { $0.0 + "=" + QueryValue.encode($0.1) }.joined(separator: "&")
+        return [OutboxMessage(kind: .callback, target: target, payload: base + (base.contains("?") ? "&" : "?") + query, nextAttemptAt: context.clock.nowMicroseconds())]
     }
 
     // MARK: IPN
