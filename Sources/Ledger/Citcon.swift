@@ -119,6 +119,25 @@ extension Ledger {
         }
     }
 
+    public func recordCitconChargeEvent(_ charge: CitconCharge, outbox: [(transactionID: Int64, message: OutboxMessage)]) throws {
+        for (i, entry) in outbox.enumerated() {
+            try Validate.noNUL(entry.message.target, field: "outbox[\(i)].target")
+            try Validate.noNUL(entry.message.payload, field: "outbox[\(i)].payload")
+        }
+        try write("record an event of Citcon charge \(charge.id)") { db in
+            try db.execute(sql: "UPDATE citcon_charge SET state = ?, updated_at = ? WHERE id = ?",
+                           arguments: [try Self.encodeCharge(charge), Self.nowMicros(), charge.id])
+            guard db.changesCount == 1 else { throw LedgerError.invalid(field: "transaction_id", rule: "no charge \(charge.id)") }
+            let now = Self.nowMicros()
+            for (transactionID, message) in outbox {
+                try db.execute(sql: """
+                    INSERT INTO outbox (transaction_id, kind, target, payload, next_attempt_at, created_at, status, attempts, delivered_at)
+                    VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, NULL)
+                    """, arguments: [transactionID, message.kind.rawValue, message.target, message.payload, message.nextAttemptAt ?? now, now])
+            }
+        }
+    }
+
     /// Whether the merchant has a capture, cancel or refund under `reference`.
     public func citconOperationReferenceUsed(merchantID: String, reference: String) throws -> Bool {
         try read("look up a Citcon operation reference") { db in

@@ -89,4 +89,7 @@ public protocol CitconStore: TransactionStore {
     /// Whether the merchant has a capture, cancel or refund under `reference` (each is the
     /// merchant's once; the store refuses a second when it records it).
     func citconOperationReferenceUsed(merchantID: String, reference: String) throws -> Bool
+    /// Records a charge's new state with notifications under rows it has already (a chargeback's
+    /// IPNs, under the charge's own row), in one commit.
+    func recordCitconChargeEvent(_ charge: CitconCharge, outbox: [(transactionID: Int64, message: OutboxMessage)]) throws
 }

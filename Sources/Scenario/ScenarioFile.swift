@@ -120,6 +120,8 @@ public struct Scenario: Sendable {
             case requestOrder(token: String, method: String?)
             case host(code: String?, unavailable: Bool, delayMilliseconds: Int?)
             case request(method: String, path: String, body: String?)
+            /// A chargeback opened on a charge, or its latest moved on (under_review, won, lost).
+            case chargeback(charge: String, action: String, amount: String?)
         }
         public let merchant: String
         public let kind: Kind
@@ -709,7 +711,7 @@ extension Scenario {
     }
 
     static func parseCitcon(_ c: Mapping, cards: inout [String: String], cardsDirectory: String) throws(ScenarioError) -> CitconStep {
-        let kinds = ["charge", "confirm", "payer", "challenge", "capture", "refund", "cancel", "inquire", "request_order", "host", "request"]
+        let kinds = ["charge", "confirm", "payer", "challenge", "capture", "refund", "cancel", "inquire", "request_order", "host", "request", "chargeback"]
         let which = kinds.filter { c.node($0) != nil }
         guard which.count == 1 else { throw c.error("citcon: exactly one of \(kinds.joined(separator: ", "))") }
         try c.allow(Set(which + ["merchant", "amount", "action", "result", "method", "reference"]))
@@ -730,6 +732,10 @@ extension Scenario {
                 fields["card"] = cards[card]!
             }
             kind = .charge(fields: fields)
+        case "chargeback":
+            let action = try c.string("action", required: true)!
+            guard ["open", "under_review", "won", "lost"].contains(action) else { throw c.error("action: open, under_review, won or lost") }
+            kind = .chargeback(charge: try c.string("chargeback", required: true)!, action: action, amount: try c.string("amount"))
         case "confirm": kind = .confirm(token: try c.string("confirm", required: true)!, method: try c.string("method"))
         case "payer":
             let action = try c.string("action", required: true)!

@@ -606,6 +606,13 @@ struct Execution {
             try await call("POST", "/v1/citcon/merchants/\(m)/host-queue",
                            HostOutcomeBody(code: code, unavailable: unavailable ? true : nil, delayMs: delay), line: step.line)
             return
+        case .chargeback(let charge, let action, let amount):
+            chargeID = try fill(charge, step)
+            let reply = try await client.send(method: "POST", "/v1/citcon/charges/\(chargeID!)/chargebacks",
+                                              json: CitconChargebackBody(action: action, amount: try number(amount, "amount"), reason: try c.reference.map { try fill($0, step) }))
+            http = reply.status
+            let answer = (try? JSONSerialization.jsonObject(with: reply.body)) as? [String: Any] ?? [:]
+            body = ["status": reply.status == 200 ? "success" : "fail", "data": answer["charge"] ?? ["message": reply.errorMessage]]
         case .payer(let charge, let action), .challenge(let charge, let action):
             chargeID = try fill(charge, step)
             let route: String
@@ -687,7 +694,8 @@ struct Execution {
             throw failure("amount_refunded: expected \(wanted), got \(text(data["amount_refunded"]))")
         }
         for (field, wanted) in x.data ?? [] {
-            let got = data[field].flatMap { $0 is NSNull ? nil : $0 }
+            // A dotted field reaches into the data (`chargebacks.data.0.status`).
+            let got: Any? = field.contains(".") ? Self.member(data, field) : data[field].flatMap { $0 is NSNull ? nil : $0 }
             switch wanted {
             case "present": if got == nil { throw failure("data.\(field): expected a value, got none") }
             case "absent": if let got { throw failure("data.\(field): expected none, got \(text(got))") }

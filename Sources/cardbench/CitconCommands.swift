@@ -6,7 +6,7 @@ struct CitconCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "citcon",
         abstract: "The Citcon UPI platform in the daemon: merchant keys, wallet and 3-D Secure answers, charges, the SDK's results (docs/citcon.md).",
-        subcommands: [Merchant.self, Payer.self, Challenge.self, Charge.self, RequestOrder.self, InquireOrder.self]
+        subcommands: [Merchant.self, Payer.self, Challenge.self, Charge.self, RequestOrder.self, InquireOrder.self, Chargeback.self]
     )
 
     struct Merchant: AsyncParsableCommand {
@@ -46,6 +46,26 @@ struct CitconCommand: AsyncParsableCommand {
 
         func run() async throws {
             printRaw(try await daemon.call(.POST, "/v1/citcon/charges/\(charge)/payer", json: CitconAnswerBody(action: action)))
+        }
+    }
+
+    struct Chargeback: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Open a chargeback on a captured charge, or move its latest one on: under_review, won, lost (docs/citcon.md, \"Chargebacks\").")
+        @Argument(help: "The charge id.") var charge: String
+        @Argument(help: "open, under_review, won or lost.") var action: String
+        @Option(help: "What the cardholder disputes, in minor units (all that is left when absent), when opening.") var amount: Int?
+        @Option(help: "The bank's reason, when opening.") var reason: String?
+        @OptionGroup var daemon: DaemonOptions
+
+        func validate() throws {
+            guard ["open", "under_review", "won", "lost"].contains(action) else { throw ValidationError("action: open, under_review, won or lost") }
+            if let amount, amount < 1 { throw ValidationError("--amount: 1 or more, in minor units") }
+        }
+
+        func run() async throws {
+            printRaw(try await daemon.call(.POST, "/v1/citcon/charges/\(pathComponent(charge))/chargebacks",
+                                           json: CitconChargebackBody(action: action, amount: amount, reason: reason)))
         }
     }
 

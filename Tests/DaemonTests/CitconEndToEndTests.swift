@@ -249,3 +249,27 @@ struct CitconBackToAppTests {
         #expect(targets.contains("https://shop.example/app/citcon"), "\(targets)")
     }
 }
+
+@Suite("Citcon: chargebacks through the CLI")
+struct CitconChargebackCLITests {
+    @Test("cardbench citcon chargeback opens and decides a chargeback; the charge lists it and its IPNs; a bad action is refused before the daemon")
+    func chargebackCLI() async throws {
+        let daemon = try await DaemonProcess([])
+        defer { daemon.stop(); daemon.remove() }
+        _ = try await daemon.client.send(method: "POST", "/v1/citcon/merchants", json: ["merchantId": "cb"])
+        let body = #"{"transaction":{"reference":"cb-1","amount":1500,"currency":"USD","country":"US","auto_capture":true},"payment":{"method":"card","data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}},"urls":{"ipn":"http://127.0.0.1:9/ipn"}}"#
+        let reply = try await daemon.client.send(method: "POST", "/v1/citcon/requests", json: CitconRequestBody(merchantId: "cb", method: "POST", path: "/v1/charges", body: body))
+        let id = try #require((((try JSONSerialization.jsonObject(with: reply.body) as? [String: Any])?["body"] as? [String: Any])?["data"] as? [String: Any])?["id"] as? String)
+        let opened = try cliOffline(["citcon", "chargeback", id, "open", "--amount", "500", "--reason", "not received", "--socket", daemon.socket], environment: [:])
+        #expect(opened.status == 0 && opened.stdout.contains("\"opened\"") && opened.stdout.contains("not received"), "\(opened.stdout)\(opened.stderr)")
+        let lost = try cliOffline(["citcon", "chargeback", id, "lost", "--socket", daemon.socket], environment: [:])
+        #expect(lost.status == 0 && lost.stdout.contains("\"lost\""), "\(lost.stdout)\(lost.stderr)")
+        let record = try JSONSerialization.jsonObject(with: try await daemon.client.send(method: "GET", "/v1/citcon/charges/\(id)").body) as? [String: Any]
+        let types = (record?["ipns"] as? [[String: Any]] ?? []).map { "\($0["transaction_type"] ?? "")/\($0["status"] ?? "")" }
+        #expect(types == ["charge/captured", "chargeback/opened", "chargeback/lost"], "\(types)")
+        let rows = (record?["transactions"] as? [[String: Any]] ?? []).map { "\($0["action"] ?? "") \($0["amount"] ?? "")" }
+        #expect(rows == ["sale 1500", "refund 500"], "\(rows)")
+        let bad = try cliOffline(["citcon", "chargeback", id, "maybe", "--socket", daemon.socket], environment: [:])
+        #expect(bad.status == 2 && bad.stderr.contains("action"))
+    }
+}

@@ -316,6 +316,7 @@ let schemaBindings: [String: SchemaBinding] = [
     "WorldlineCheckoutPageBody": .of(WorldlineCheckoutPageBody.self),
     "WorldlineWalletDataBody": .of(WorldlineWalletDataBody.self),
     "WorldlineRedirectBody": .of(WorldlineRedirectBody.self),
+    "CitconChargebackBody": .of(CitconChargebackBody.self),
     "WorldlineWalletDataView": .of(WorldlineWalletDataView.self),
     "WorldlineWalletDataDecrypted": .of(WorldlineWalletDataView.Decrypted.self),
     "CitconMerchantBody": .of(CitconMerchantBody.self),

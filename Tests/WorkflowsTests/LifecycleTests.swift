@@ -118,4 +118,25 @@ struct LifecycleTests {
         #expect(C.allCases.filter(\.isOpen) == [.initiated, .pending])
         #expect(CitconLifecycle.next(.succeeded, .capture) == .failure(.init(rule: "only an authorized charge can be captured")))
     }
+
+    /// Every (status, next) a chargeback may take; anything else is refused with a rule.
+    static let chargeback: [CitconChargebackLifecycle.Status?: [CitconChargebackLifecycle.Status]] = [
+        nil: [.opened], .opened: [.underReview, .won, .lost], .underReview: [.won, .lost], .won: [], .lost: [],
+    ]
+
+    @Test("Citcon chargebacks: the whole table, allowed moves and refusals", arguments: [nil] + CitconChargebackLifecycle.Status.allCases.map { Optional($0) })
+    func chargebackTable(status: CitconChargebackLifecycle.Status?) {
+        for to in CitconChargebackLifecycle.Status.allCases {
+            let result = CitconChargebackLifecycle.next(status, to)
+            if Self.chargeback[status]?.contains(to) == true {
+                #expect(result == .success(to), "\(String(describing: status)) → \(to)")
+            } else {
+                guard case .failure(let refusal) = result else {
+                    Issue.record("\(String(describing: status)) → \(to) should be refused, got \(result)")
+                    continue
+                }
+                #expect(!refusal.rule.isEmpty)
+            }
+        }
+    }
 }

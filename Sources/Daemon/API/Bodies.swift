@@ -336,3 +336,19 @@ public struct WorldlineRedirectBody: Codable, Sendable, Equatable {
 
     public init(action: String) { self.action = action }
 }
+
+/// `POST /v1/citcon/charges/{id}/chargebacks`: open a chargeback, or move the latest one on.
+public struct CitconChargebackBody: Codable, Sendable, Equatable {
+    /// `open`, `under_review`, `won` or `lost`.
+    public var action: String
+    /// What the cardholder disputes (minor units), when opening; all that is left when absent.
+    public var amount: Int?
+    /// The bank's reason, when opening (kept as the chargeback's reference).
+    public var reason: String?
+
+    public init(action: String, amount: Int? = nil, reason: String? = nil) {
+        self.action = action
+        self.amount = amount
+        self.reason = reason
+    }
+}

@@ -1,3 +1,4 @@
+import EMV
 import Foundation
 import Fronts
 import HTTPTypes
@@ -80,6 +81,21 @@ struct CitconAdminRoutes {
             let id = context.parameters.get("id") ?? ""
             let answered = try await Self.offload { () throws(CitconError) in try bench.citcon.answerChallenge(chargeID: id, passed: body.action == "pass") }
             return Self.answer(bench, answered.charge, redirect: answered.redirect)
+        }
+        // A chargeback on a charge, opened or moved on (docs/citcon.md, "Chargebacks"): the
+        // cardholder's bank and the merchant's answer, as an admin plays them.
+        routes.post("/v1/citcon/charges/:id/chargebacks") { request, context in
+            let body = try await decode(CitconChargebackBody.self, request, context)
+            let id = context.parameters.get("id") ?? ""
+            if let amount = body.amount, amount < 1 { throw DaemonError.badRequest(field: "amount", rule: "must be 1 or more, in minor units") }
+            if let reason = body.reason, reason.count > 100 || PAN.looksLikeItHoldsAPAN(reason) {
+                throw DaemonError.badRequest(field: "reason", rule: "at most 100 characters, and no card number")
+            }
+            let result = try await Self.offload { () throws(CitconError) in
+                try bench.citcon.chargeback(chargeID: id, action: body.action, amount: body.amount.map(Int64.init), reason: body.reason)
+            }
+            guard case .operation(_, let c) = result else { throw DaemonError.failure("the chargeback made no charge") }
+            return Self.answer(bench, c, redirect: nil)
         }
         routes.get("/v1/citcon/charges/:id") { _, context in
             let id = context.parameters.get("id") ?? ""

@@ -27,8 +27,9 @@ public enum CitconRender {
     /// IPN guide says; `created` and `completed` are its ISO 8601 times.
     public static func ipnText(_ c: CitconCharge, refund: CitconOperation?, key: String, created: String, completed: String) -> String {
         let status: String
-        if refund != nil {
-            status = "success"
+        if let operation = refund {
+            // A chargeback's IPN carries its own status (opened, under_review, won, lost).
+            status = operation.object == "chargeback" ? operation.status : "success"
         } else {
             status = switch c.status {
             case .authorized: "authorized"
@@ -40,7 +41,7 @@ public enum CitconRender {
         let fields = "id,transaction_type,reference,amount,currency,status,time_completed,time_created,payment_method,amount_captured,amount_refunded"
         let amount = refund?.amount ?? c.amount
         let values: [String: String] = [
-            "id": refund?.id ?? c.id, "transaction_type": refund == nil ? "charge" : "refund", "reference": refund?.reference ?? c.reference,
+            "id": refund?.id ?? c.id, "transaction_type": refund.map { $0.object == "chargeback" ? "chargeback" : "refund" } ?? "charge", "reference": refund?.reference ?? c.reference,
             "amount": String(amount), "currency": c.currency, "status": status, "time_completed": completed, "time_created": created,
             "payment_method": c.method, "amount_captured": c.amountCaptured.map(String.init) ?? "",
             "amount_refunded": c.amountRefunded.map(String.init) ?? "", "fields": fields,
@@ -144,7 +145,7 @@ public enum CitconRender {
         }
         data["captures"] = list("capture")
         data["refunds"] = list("refund")
-        data["chargebacks"] = ["data": [Any]()]
+        data["chargebacks"] = list("chargeback")
         return data
     }
 
