@@ -1,3 +1,4 @@
+import EMV
 import LedgerModel
 import Foundation
 import GRDB
@@ -80,7 +81,7 @@ extension Ledger {
             try db.execute(sql: """
                 INSERT INTO citcon_charge (id, charge_token, merchant_id, reference, transaction_id, state, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
                 """, arguments: [charge.id, charge.chargeToken, charge.merchantID, charge.reference, charge.transactionID,
-                                 try Self.encodeCharge(charge), charge.timeCreated])
+                                 try encodeCharge(charge), charge.timeCreated])
             return charge
         }
     }
@@ -97,7 +98,7 @@ extension Ledger {
                 SELECT json_extract(o.value, '$.id') FROM citcon_charge c, json_each(c.state, '$.operations') o WHERE c.id = ?
                 """, arguments: [charge.id]))
             try db.execute(sql: "UPDATE citcon_charge SET state = ?, transaction_id = ?, updated_at = ? WHERE id = ?",
-                           arguments: [try Self.encodeCharge(charge), charge.transactionID, Self.nowMicros(), charge.id])
+                           arguments: [try encodeCharge(charge), charge.transactionID, Self.nowMicros(), charge.id])
             guard db.changesCount == 1 else { throw LedgerError.invalid(field: "transaction_id", rule: "no charge \(charge.id)") }
             // Each operation's reference is the merchant's once: a second operation under it is
             // refused here even when two charges race for it.
@@ -126,7 +127,7 @@ extension Ledger {
         }
         try write("record an event of Citcon charge \(charge.id)") { db in
             try db.execute(sql: "UPDATE citcon_charge SET state = ?, updated_at = ? WHERE id = ?",
-                           arguments: [try Self.encodeCharge(charge), Self.nowMicros(), charge.id])
+                           arguments: [try encodeCharge(charge), Self.nowMicros(), charge.id])
             guard db.changesCount == 1 else { throw LedgerError.invalid(field: "transaction_id", rule: "no charge \(charge.id)") }
             let now = Self.nowMicros()
             for (transactionID, message) in outbox {
@@ -150,19 +151,58 @@ extension Ledger {
     public func citconCharge(id: String? = nil, chargeToken: String? = nil) throws -> CitconCharge? {
         try read("read a Citcon charge") { db in
             let sql = id != nil ? "SELECT state FROM citcon_charge WHERE id = ?" : "SELECT state FROM citcon_charge WHERE charge_token = ?"
-            return try String.fetchOne(db, sql: sql, arguments: [id ?? chargeToken]).map(Self.decodeCharge)
+            return try String.fetchOne(db, sql: sql, arguments: [id ?? chargeToken]).map(decodeCharge)
         }
     }
 
-    static func encodeCharge(_ c: CitconCharge) throws -> String {
+    /// A charge's state as stored: its vault token sealed, never in clear.
+    func encodeCharge(_ charge: CitconCharge) throws -> String {
+        var c = charge
+        c.sealedVaultToken = try c.vaultToken.map { try seal(Array($0.utf8)) }
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return String(decoding: try encoder.encode(c), as: UTF8.self)
     }
 
-    static func decodeCharge(_ text: String) throws -> CitconCharge {
-        do { return try JSONDecoder().decode(CitconCharge.self, from: Data(text.utf8)) } catch {
+    func decodeCharge(_ text: String) throws -> CitconCharge {
+        var c: CitconCharge
+        do { c = try JSONDecoder().decode(CitconCharge.self, from: Data(text.utf8)) } catch {
             throw LedgerError.database(operation: "read a Citcon charge", message: "\(error)")
         }
+        c.vaultToken = try c.sealedVaultToken.map { String(decoding: try unseal($0), as: UTF8.self) }
+        c.sealedVaultToken = nil
+        return c
+    }
+
+    // MARK: Vault
+
+    /// Vaults a card for a merchant's consumer: the token of that consumer's card when it has one,
+    /// else a new one. The card is sealed; the token is found by its hash.
+    public func storeCitconVaultCard(merchantID: String, consumer: String, pan: String, expiry: String, at now: Int64) throws -> (token: String, isNew: Bool) {
+        let panHash = try panHash(pan)
+        let fresh = UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let sealed = try seal(Array(try JSONEncoder().encode(["token": fresh, "pan": pan, "expiry": expiry])))
+        return try write("vault a Citcon card") { db in
+            if let existing = try String.fetchOne(db, sql: "SELECT sealed FROM citcon_vault WHERE merchant_id = ? AND consumer = ? AND pan_hash = ?",
+                                                  arguments: [merchantID, consumer, panHash]) {
+                let opened = try JSONDecoder().decode([String: String].self, from: Data(try unseal(existing)))
+                return (opened["token"] ?? "", false)
+            }
+            try db.execute(sql: """
+                INSERT INTO citcon_vault (token_hash, merchant_id, consumer, pan_hash, sealed, masked_pan, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [Self.tokenHash(fresh), merchantID, consumer, panHash, sealed, PAN.masked(pan), now])
+            return (fresh, true)
+        }
+    }
+
+    /// A vaulted card of `merchantID` by its token: the card and whose it is.
+    public func citconVaultCard(token: String, merchantID: String) throws -> (pan: String, expiry: String, consumer: String)? {
+        let row = try read("read a Citcon vault card") { db in
+            try Row.fetchOne(db, sql: "SELECT consumer, sealed FROM citcon_vault WHERE token_hash = ? AND merchant_id = ?", arguments: [Self.tokenHash(token), merchantID])
+        }
+        guard let row else { return nil }
+        let opened = try JSONDecoder().decode([String: String].self, from: Data(try unseal(row["sealed"])))
+        guard opened["token"] == token, let pan = opened["pan"], let expiry = opened["expiry"] else { return nil }
+        return (pan, expiry, row["consumer"])
     }
 }

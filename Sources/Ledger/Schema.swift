@@ -49,6 +49,9 @@ enum Schema {
         migrator.registerMigration("v13-worldline-hosted-tokenizations") { db in
             try db.execute(sql: v13)
         }
+        migrator.registerMigration("v14-citcon-vault") { db in
+            try db.execute(sql: v14)
+        }
         return migrator
     }
 
@@ -324,6 +327,21 @@ enum Schema {
             state       TEXT NOT NULL CHECK (json_valid(state)),
             updated_at  INTEGER NOT NULL
         );
+        """
+
+    /// Citcon's vault: a consumer's cards by the hash of their token, the card sealed, one per
+    /// consumer and card (the card core's keyed hash).
+    static let v14 = """
+        CREATE TABLE citcon_vault (
+            token_hash  TEXT PRIMARY KEY NOT NULL,
+            merchant_id TEXT NOT NULL,
+            consumer    TEXT NOT NULL,
+            pan_hash    TEXT NOT NULL,
+            sealed      TEXT NOT NULL,
+            masked_pan  TEXT NOT NULL,
+            created_at  INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX citcon_vault_card ON citcon_vault(merchant_id, consumer, pan_hash);
         """
 
     /// Rebuilds `txn` with its CREATE statement changed by `change` (SQLite cannot alter a CHECK):

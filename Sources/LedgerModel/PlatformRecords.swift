@@ -157,6 +157,21 @@ public struct CitconCharge: Sendable, Equatable, Codable {
     public var operations: [CitconOperation]
     /// A card charge waiting for its 3-D Secure challenge.
     public var challengePending: Bool
+    /// The vault token the charge's card became (`payment.requestToken`). In memory only: the
+    /// ledger stores it sealed (`sealedVaultToken`) and fills it in when it reads the charge.
+    public var vaultToken: String? = nil
+    public var sealedVaultToken: String? = nil
+    /// The merchant asked to vault the card (`requestToken`), for `vaultConsumer`.
+    public var vaultRequested: Bool? = nil
+    /// `consumer.reference`: whose vault the token belongs to.
+    public var vaultConsumer: String? = nil
+
+    /// Every property but `vaultToken`, which is never stored in clear.
+    enum CodingKeys: String, CodingKey {
+        case id, chargeToken, merchantID, reference, amount, currency, country, autoCapture, note, method, status, amountCaptured, amountRefunded,
+             timeCreated, timeCaptured, timeAuthorized, timeCanceled, timeCompleted, urls, maskedPAN, expiry, authorisationCode, responseCode, message,
+             transactionID, operations, challengePending, sealedVaultToken, vaultRequested, vaultConsumer
+    }
 
     public init(id: String, chargeToken: String, merchantID: String, reference: String, amount: Int64, currency: String, country: String,
                 autoCapture: Bool, note: String?, method: String, status: CitconChargeStatus, timeCreated: Int64, urls: [String: String]) {

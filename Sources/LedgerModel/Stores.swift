@@ -92,4 +92,8 @@ public protocol CitconStore: TransactionStore {
     /// Records a charge's new state with notifications under rows it has already (a chargeback's
     /// IPNs, under the charge's own row), in one commit.
     func recordCitconChargeEvent(_ charge: CitconCharge, outbox: [(transactionID: Int64, message: OutboxMessage)]) throws
+    /// Vaults a card for a merchant's consumer; the same card of the same consumer keeps its token.
+    func storeCitconVaultCard(merchantID: String, consumer: String, pan: String, expiry: String, at now: Int64) throws -> (token: String, isNew: Bool)
+    /// A vaulted card by its token: the card (for one authorisation) and its consumer.
+    func citconVaultCard(token: String, merchantID: String) throws -> (pan: String, expiry: String, consumer: String)?
 }

@@ -721,7 +721,7 @@ extension Scenario {
         case "charge":
             let m = try c.mapping("charge")!
             let allowed = ["reference", "amount", "currency", "country", "auto_capture", "method", "card", "number", "expiry", "cvv", "three_ds", "ipn",
-                           "note"]
+                           "note", "request_token", "vault_token", "consumer"]
             try m.allow(Set(allowed))
             var fields: [String: String] = [:]
             for key in allowed { if let v = try m.string(key) { fields[key] = v } }

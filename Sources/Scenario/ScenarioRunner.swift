@@ -642,9 +642,16 @@ struct Execution {
             }
             if let method = f["method"] { payment["method"] = try fill(method, step) }
             if f["three_ds"] == "true" { payment["request_3ds"] = true }
+            if f["request_token"] == "true" { payment["requestToken"] = true }
+            if let t = f["vault_token"] {
+                payment["token"] = try fill(t, step)
+                payment["method"] = "card"
+            }
             var urls: [String: Any] = ["success": "https://shop.example/ok", "fail": "https://shop.example/fail", "cancel": "https://shop.example/cancel"]
             if let ipn = f["ipn"] { urls["ipn"] = try fill(ipn, step) }
-            try await viaPlatform("POST", "/v1/charges", ["transaction": transaction, "payment": payment, "urls": urls])
+            var object: [String: Any] = ["transaction": transaction, "payment": payment, "urls": urls]
+            if let consumer = f["consumer"] { object["consumer"] = ["reference": try fill(consumer, step)] }
+            try await viaPlatform("POST", "/v1/charges", object)
         case .confirm(let token, let method):
             try await viaPlatform("POST", "/v1/charges/\(try fill(token, step))", method.map { ["payment": ["method": $0]] } ?? [:])
         case .requestOrder(let token, let method):
@@ -676,7 +683,12 @@ struct Execution {
         if let name = step.save {
             var values: [String: String] = ["http": String(http), "result": body["status"] as? String ?? ""]
             for key in ["id", "charge_token", "status", "code"] { if let v = data[key] { values[key] = "\(v)" } }
-            if let chargeID { values["charge"] = chargeID }
+            if let chargeID {
+                values["charge"] = chargeID
+                // The vault token the charge's card became, as its inquiry shows it.
+                let record = (try? JSONSerialization.jsonObject(with: try await call("GET", "/v1/citcon/charges/\(chargeID)", line: step.line))) as? [String: Any]
+                if let token = ((record?["charge"] as? [String: Any])?["payment"] as? [String: Any])?["token"] as? String { values["vault_token"] = token }
+            }
             saved[name] = values
         }
         guard let x = step.expect?.citcon else { return }

@@ -273,3 +273,48 @@ struct CitconChargebackCLITests {
         #expect(bad.status == 2 && bad.stderr.contains("action"))
     }
 }
+
+@Suite("Citcon: the vault")
+struct CitconVaultTests {
+    @Test("requestToken vaults an approved card for its consumer (a vault IPN, payment.token in the inquiry); the token pays for that consumer only; a declined charge vaults nothing")
+    func vault() async throws {
+        let daemon = try await DaemonProcess([])
+        defer { daemon.stop(); daemon.remove() }
+        _ = try await daemon.client.send(method: "POST", "/v1/citcon/merchants", json: ["merchantId": "vault"])
+        func charge(_ payment: String, consumer: String? = "c-42", amount: Int = 900, ref: String) async throws -> (Int, [String: Any]) {
+            let body = #"{"transaction":{"reference":"\#(ref)","amount":\#(amount),"currency":"USD","country":"US","auto_capture":true},"payment":\#(payment)\#(consumer.map { #","consumer":{"reference":"\#($0)"}"# } ?? ""),"urls":{"ipn":"http://127.0.0.1:9/ipn"}}"#
+            let reply = try await daemon.client.send(method: "POST", "/v1/citcon/requests", json: CitconRequestBody(merchantId: "vault", method: "POST", path: "/v1/charges", body: body))
+            let answer = (try JSONSerialization.jsonObject(with: reply.body) as? [String: Any]) ?? [:]
+            return (answer["status"] as? Int ?? 0, (answer["body"] as? [String: Any]) ?? [:])
+        }
+        func record(_ id: String) async throws -> [String: Any] {
+            (try JSONSerialization.jsonObject(with: try await daemon.client.send(method: "GET", "/v1/citcon/charges/\(id)").body) as? [String: Any]) ?? [:]
+        }
+        let card = #"{"method":"card","requestToken":true,"data":{"pan":"4761739001010010","expiry":"12/31","cvv":"123"}}"#
+        let (status, first) = try await charge(card, ref: "v-1")
+        #expect(status == 200, "\(first)")
+        let id = try #require((first["data"] as? [String: Any])?["id"] as? String)
+        let r1 = try await record(id)
+        let token = try #require((r1["charge"] as? [String: Any]).flatMap { ($0["payment"] as? [String: Any])?["token"] as? String })
+        let ipns = (r1["ipns"] as? [[String: Any]] ?? []).map { "\($0["transaction_type"] ?? "")/\($0["status"] ?? "")" }
+        #expect(ipns == ["charge/captured", "vault/success"], "\(ipns)")
+        // The token pays for its consumer, no card data sent.
+        let (paid, second) = try await charge(#"{"method":"card","token":"\#(token)"}"#, ref: "v-2")
+        #expect(paid == 200 && ((second["data"] as? [String: Any])?["status"] as? String) == "succeeded", "\(second)")
+        // Another consumer, an unknown token, no consumer: refused naming the field.
+        let other = try await charge(#"{"method":"card","token":"\#(token)"}"#, consumer: "someone-else", ref: "v-3")
+        #expect(other.0 == 400 && "\(other.1)".contains("consumer.reference"))
+        let unknown = try await charge(#"{"method":"card","token":"nope"}"#, ref: "v-4")
+        #expect(unknown.0 == 400 && "\(unknown.1)".contains("payment.token"))
+        let anonymous = try await charge(card, consumer: nil, ref: "v-5")
+        #expect(anonymous.0 == 400 && "\(anonymous.1)".contains("consumer.reference"))
+        // Declined (wrong CVV): no vault IPN, no token.
+        let (_, declined) = try await charge(#"{"method":"card","requestToken":true,"data":{"pan":"5413330089604004","expiry":"09/29","cvv":"999"}}"#, ref: "v-6")
+        let did = try #require((declined["data"] as? [String: Any])?["id"] as? String)
+        let r6 = try await record(did)
+        #expect((r6["charge"] as? [String: Any]).flatMap { ($0["payment"] as? [String: Any])?["token"] as? String } == nil)
+        #expect(!(r6["ipns"] as? [[String: Any]] ?? []).contains { $0["transaction_type"] as? String == "vault" })
+        let dump = try Data(contentsOf: URL(fileURLWithPath: daemon.state + "/ledger.sqlite"))
+        #expect(dump.range(of: Data("4761739001010010".utf8)) == nil && dump.range(of: Data(token.utf8)) == nil)
+    }
+}

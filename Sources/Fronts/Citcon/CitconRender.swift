@@ -29,7 +29,7 @@ public enum CitconRender {
         let status: String
         if let operation = refund {
             // A chargeback's IPN carries its own status (opened, under_review, won, lost).
-            status = operation.object == "chargeback" ? operation.status : "success"
+            status = operation.object == "chargeback" ? operation.status : "success"  // refund, vault
         } else {
             status = switch c.status {
             case .authorized: "authorized"
@@ -41,7 +41,7 @@ public enum CitconRender {
         let fields = "id,transaction_type,reference,amount,currency,status,time_completed,time_created,payment_method,amount_captured,amount_refunded"
         let amount = refund?.amount ?? c.amount
         let values: [String: String] = [
-            "id": refund?.id ?? c.id, "transaction_type": refund.map { $0.object == "chargeback" ? "chargeback" : "refund" } ?? "charge", "reference": refund?.reference ?? c.reference,
+            "id": refund?.id ?? c.id, "transaction_type": refund.map { ["chargeback", "vault"].contains($0.object) ? $0.object : "refund" } ?? "charge", "reference": refund?.reference ?? c.reference,
             "amount": String(amount), "currency": c.currency, "status": status, "time_completed": completed, "time_created": created,
             "payment_method": c.method, "amount_captured": c.amountCaptured.map(String.init) ?? "",
             "amount_refunded": c.amountRefunded.map(String.init) ?? "", "fields": fields,
@@ -137,7 +137,7 @@ public enum CitconRender {
         var data = baseData(c)
         data["time_canceled"] = c.timeCanceled.map { String($0) } ?? ""
         data["expiry"] = NSNull()
-        data["payment"] = ["method": c.method, "token": NSNull(), "type": c.method == "card" ? "card" : "",
+        data["payment"] = ["method": c.method, "token": c.vaultToken.map { $0 as Any } ?? NSNull(), "type": c.method == "card" ? "card" : "",
                            "data": ["pan": c.maskedPAN ?? "", "expiry": c.expiry ?? ""]] as [String: Any]
         data["exchange"] = ["amount": NSNull(), "currency": NSNull(), "rate": NSNull()]
         func list(_ object: String) -> [String: Any] {

@@ -82,8 +82,24 @@ public struct CitconChargeRequest: Sendable {
     /// A card's data (number, expiry MM/YY, CVV), for the issuer only.
     public let card: (pan: String, expiry: String, cvv: String?)?
     public let request3DS: Bool
+    /// Vault the card on approval (`payment.requestToken`), for `consumerReference`.
+    public var requestToken = false
+    /// Pay with a vaulted card (`payment.token`).
+    public var vaultToken: String? = nil
+    /// `consumer.reference`: whose vault.
+    public var consumerReference: String? = nil
     /// ipn, success, fail, cancel, mobile (the old `*_url` names, at top level or in `transaction`, are taken too).
     public var urls: [String: String]
+
+    /// The same charge paid with `card` (a vaulted card's, opened for this authorisation).
+    public func withCard(_ card: (pan: String, expiry: String, cvv: String?)) -> CitconChargeRequest {
+        var r = CitconChargeRequest(reference: reference, amount: amount, currency: currency, country: country, autoCapture: autoCapture, note: note,
+                                    method: method, clients: clients, card: card, request3DS: request3DS, urls: urls)
+        r.requestToken = requestToken
+        r.vaultToken = vaultToken
+        r.consumerReference = consumerReference
+        return r
+    }
 
     /// Reads a charge, naming the field of anything missing or wrong.
     public static func parse(_ body: [UInt8], version: String) throws(CitconError) -> CitconChargeRequest {
@@ -130,7 +146,16 @@ public struct CitconChargeRequest: Sendable {
                 }
                 card = (pan, expiry, try data.string("cvv", maxLength: 4))
             }
-            if method == "card", card == nil { throw WorldlineError.missing("payment.data") }
+            let requestToken = try payment?.bool("requestToken") ?? false
+            let vaultToken = try payment?.string("token", maxLength: 64).flatMap { $0.isEmpty ? nil : $0 }
+            let consumerReference = try json.object("consumer")?.string("reference", maxLength: 128).flatMap { $0.isEmpty ? nil : $0 }
+            if requestToken || vaultToken != nil {
+                guard method == "card" else { throw WorldlineError.invalid(requestToken ? "payment.requestToken" : "payment.token", "the vault here takes cards") }
+                guard consumerReference != nil else { throw WorldlineError.missing("consumer.reference") }
+            }
+            if requestToken, vaultToken != nil { throw WorldlineError.invalid("payment.token", "a vaulted card is vaulted already: requestToken goes with a card's data") }
+            if vaultToken != nil, card != nil { throw WorldlineError.invalid("payment.token", "give either payment.token or the card's payment.data.pan, not both") }
+            if method == "card", card == nil, vaultToken == nil { throw WorldlineError.missing("payment.data") }
             var urls: [String: String] = [:]
             let u = try json.object("urls")
             for key in ["ipn", "success", "fail", "cancel", "mobile"] {
@@ -144,10 +169,14 @@ public struct CitconChargeRequest: Sendable {
                     urls[key] = value
                 }
             }
-            return CitconChargeRequest(reference: reference, amount: amount, currency: currency, country: country,
-                                       autoCapture: try t.bool("auto_capture") ?? false, note: try t.string("note", maxLength: 256),
-                                       method: method, clients: clients, card: card,
-                                       request3DS: try payment?.bool("request_3ds") ?? false, urls: urls)
+            var request = CitconChargeRequest(reference: reference, amount: amount, currency: currency, country: country,
+                                              autoCapture: try t.bool("auto_capture") ?? false, note: try t.string("note", maxLength: 256),
+                                              method: method, clients: clients, card: card,
+                                              request3DS: try payment?.bool("request_3ds") ?? false, urls: urls)
+            request.requestToken = requestToken
+            request.vaultToken = vaultToken
+            request.consumerReference = consumerReference
+            return request
         } catch {
             throw CitconError(error)
         }

@@ -101,7 +101,20 @@ public final class CitconFront: Sendable {
         return .charge(try createCharge(merchantID: merchantID, request), client: request.clients.first)
     }
 
-    func createCharge(merchantID: String, _ request: CitconChargeRequest) throws(CitconError) -> CitconCharge {
+    func createCharge(merchantID: String, _ given: CitconChargeRequest) throws(CitconError) -> CitconCharge {
+        var request = given
+        var paidWithVault: String? = nil
+        if let token = request.vaultToken {
+            // A vaulted card pays: the consumer's own, its CVV if the app sent one.
+            guard let vaulted = try stored("read the vault", { try store.citconVaultCard(token: token, merchantID: merchantID) }) else {
+                throw .badRequest("payment.token", "is not a vaulted card of this merchant")
+            }
+            guard vaulted.consumer == request.consumerReference else {
+                throw .badRequest("consumer.reference", "the vaulted card is another consumer's")
+            }
+            request = request.withCard((vaulted.pan, vaulted.expiry, nil))
+            paidWithVault = token
+        }
         var charge = CitconCharge(id: PlatformText.hex(16), chargeToken: PlatformText.hex(16), merchantID: merchantID, reference: request.reference,
                                   amount: request.amount, currency: request.currency, country: request.country, autoCapture: request.autoCapture,
                                   note: request.note, method: request.method ?? "", status: request.method == nil ? .initiated : .pending,
@@ -111,6 +124,11 @@ public final class CitconFront: Sendable {
             charge.expiry = card.expiry
             charge.challengePending = request.request3DS
         }
+        charge.vaultToken = paidWithVault
+        if request.requestToken {
+            charge.vaultRequested = true
+            charge.vaultConsumer = request.consumerReference
+        }
         guard let inserted = try stored("record the charge", { try store.insertCitconCharge(charge) }) else { throw .duplicate(request.reference) }
         charge = inserted
         if let card = request.card {
@@ -118,8 +136,27 @@ public final class CitconFront: Sendable {
                 pendingCards.withLock { $0[charge.id] = card }
             } else {
                 charge = try authoriseCard(charge, card: card)
+                charge = try vaultIfAsked(charge, card: card)
             }
         }
+        return charge
+    }
+
+    /// After an approval the merchant asked to vault (`requestToken`): the card stored in the
+    /// consumer's vault, the charge given its token, and a `vault` IPN — a second write, so a
+    /// declined charge vaults nothing (the document: a token only on successful authorization).
+    func vaultIfAsked(_ c: CitconCharge, card: (pan: String, expiry: String, cvv: String?)) throws(CitconError) -> CitconCharge {
+        guard c.vaultRequested == true, c.vaultToken == nil, let consumer = c.vaultConsumer, c.status == .authorized || c.status == .succeeded,
+              let row = c.transactionID else { return c }
+        var charge = c
+        let (token, _) = try stored("vault the card") {
+            try store.storeCitconVaultCard(merchantID: c.merchantID, consumer: consumer, pan: card.pan, expiry: card.expiry, at: context.clock.nowMicroseconds())
+        }
+        charge.vaultToken = token
+        let vault = CitconOperation(object: "vault", id: PlatformText.hex(16), reference: consumer, amount: c.amount, status: "success",
+                                    timeCreated: nowMillis, transactionID: nil)
+        let done = charge
+        try stored("record the vault token") { try store.recordCitconChargeEvent(done, outbox: ipn(done, refund: vault).map { (row, $0) }) }
         return charge
     }
 
@@ -347,7 +384,7 @@ public final class CitconFront: Sendable {
             try stored("record the charge") { try store.completeCitconCharge(transactionID: nil, nil, charge: c, outbox: []) }
             return (c, c.urls["fail"])
         }
-        let done = try authoriseCard(charge, card: card, challengeFailed: !passed)
+        let done = try vaultIfAsked(try authoriseCard(charge, card: card, challengeFailed: !passed), card: card)
         return (done, done.urls[done.status == .failed ? "fail" : "success"])
     }
 
