@@ -16,7 +16,8 @@ struct OpeningTests {
         #expect(tables.contains("terminal") && tables.contains("txn") && tables.contains("trace") && tables.contains("outbox"))
         let migrations = try ledger.rows("SELECT identifier FROM grdb_migrations").map { $0["identifier"] as String }
         #expect(migrations == ["v1-terminals-transactions-traces-outbox", "v2-billpocket-users-tokens-devices", "v3-stan-reservations", "v4-platform-providers-worldline", "v5-citcon",
-                               "v6-offline-data-authentication", "v7-card-entry", "v8-iso8583", "v9-platform-operations"])
+                               "v6-offline-data-authentication", "v7-card-entry", "v8-iso8583", "v9-platform-operations", "v10-worldline-tokens",
+                               "v11-outbox-attempts", "v12-worldline-hosted-checkouts", "v13-worldline-hosted-tokenizations", "v14-citcon-vault"])
         #expect(try ledger.pool.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") } == "wal")
         let synchronous = try ledger.pool.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
         #expect(synchronous == 1, "NORMAL: the group commit syncs the WAL itself before a durable write returns")
@@ -36,7 +37,7 @@ struct OpeningTests {
             try ledger.close()
         }
         let again = try Ledger(path: dir.database, panKey: keyA)
-        #expect(try again.int("SELECT count(*) FROM grdb_migrations") == 9)
+        #expect(try again.int("SELECT count(*) FROM grdb_migrations") == 14)
         #expect(try again.terminal(name: "t1")?.lastSTAN == STAN(1))
         #expect(try again.transaction(id: 1)?.status == .approved)
         #expect(try again.begin(sale()).stan == STAN(2))
