@@ -117,18 +117,23 @@ extension WorldlineServer {
             \(message.map { "<p class=\"error\" role=\"alert\" id=\"message\">\(escape($0))</p>" } ?? "")
             <form method="post" id="tokenize">
             <p class="muted">Accepted: \(escape(products))</p>
-            <label for="cardNumber">Card number</label>
-            <input id="cardNumber" name="cardNumber" inputmode="numeric" autocomplete="cc-number" maxlength="23">
-            <label for="expiryDate">Expiry date (MM/YY)</label>
-            <input id="expiryDate" name="expiryDate" inputmode="numeric" autocomplete="cc-exp" maxlength="5" placeholder="MM/YY">
-            <label for="cvv">Security code</label>
-            <input id="cvv" name="cvv" inputmode="numeric" autocomplete="cc-csc" maxlength="4">
-            <label for="cardholderName">Name on the card</label>
-            <input id="cardholderName" name="cardholderName" autocomplete="cc-name" maxlength="51">
+            \(cardFields)
             <div class="buttons"><button type="submit" id="submit" class="primary">Save the card</button></div>
             </form>
             """
     }
+
+    /// A card's fields, as the checkout page and the tokenization form both ask for them.
+    static let cardFields = """
+        <label for="cardNumber">Card number</label>
+        <input id="cardNumber" name="cardNumber" inputmode="numeric" autocomplete="cc-number" maxlength="23">
+        <label for="expiryDate">Expiry date (MM/YY)</label>
+        <input id="expiryDate" name="expiryDate" inputmode="numeric" autocomplete="cc-exp" maxlength="5" placeholder="MM/YY">
+        <label for="cvv">Security code</label>
+        <input id="cvv" name="cvv" inputmode="numeric" autocomplete="cc-csc" maxlength="4">
+        <label for="cardholderName">Name on the card</label>
+        <input id="cardholderName" name="cardholderName" autocomplete="cc-name" maxlength="51">
+        """
 
     static func tokenizationDone(_ s: WorldlineHostedTokenization) -> String {
         "<p id=\"saved\">The card is saved: the shop can now pay with it.</p>"
@@ -181,14 +186,7 @@ extension WorldlineServer {
             \(savedCards)
             <fieldset><legend>Card</legend>
             <p class="muted">Accepted: \(escape(products))</p>
-            <label for="cardNumber">Card number</label>
-            <input id="cardNumber" name="cardNumber" inputmode="numeric" autocomplete="cc-number" maxlength="23">
-            <label for="expiryDate">Expiry date (MM/YY)</label>
-            <input id="expiryDate" name="expiryDate" inputmode="numeric" autocomplete="cc-exp" maxlength="5" placeholder="MM/YY">
-            <label for="cvv">Security code</label>
-            <input id="cvv" name="cvv" inputmode="numeric" autocomplete="cc-csc" maxlength="4">
-            <label for="cardholderName">Name on the card</label>
-            <input id="cardholderName" name="cardholderName" autocomplete="cc-name" maxlength="51">
+            \(cardFields)
             </fieldset>
             <div class="buttons"><button type="submit" id="submit" class="primary">Pay \(escape(amountText(c.amount, c.currency)))</button>
             <button type="submit" name="action" value="cancel" id="cancel" formnovalidate>Cancel</button></div>

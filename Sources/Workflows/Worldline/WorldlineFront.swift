@@ -201,32 +201,36 @@ public final class WorldlineFront: Sendable {
     }
 
     /// Asks the issuer and records the outcome with the payment (inserted, or moved on from
-    /// REDIRECTED) and its webhook, in one commit: the one path (`AuthoriseAndRecord`).
-    func authorise(_ payment: WorldlinePayment, card: WorldlineCard, request: WorldlineCreatePayment,
-                   failedChallenge: Bool = false, networkToken: (cryptogram: [UInt8], eci: String)? = nil) throws(WorldlineError) -> WorldlinePayment {
+    /// REDIRECTED) and its webhook, in one commit: the one path (`AuthoriseAndRecord`). A
+    /// redirect method's payment has no card: `method` answers in the issuer's place.
+    func authorise(_ payment: WorldlinePayment, card: WorldlineCard?, request: WorldlineCreatePayment?,
+                   failedChallenge: Bool = false, networkToken: (cryptogram: [UInt8], eci: String)? = nil,
+                   method: (answer: AuthorisationResponse, name: String)? = nil) throws(WorldlineError) -> WorldlinePayment {
         let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(payment.merchantID, at: now) }
-        let sale = request.authorizationMode == .sale
+        let sale = payment.authorizationMode == WorldlineCreatePayment.AuthorizationMode.sale.rawValue
+        let currency = ISO4217.numbers[payment.currency] ?? 0
         // Whatever the issuer says must be a move this payment may make: asked before the STAN.
         _ = try step(payment, .declined)
         let createdAt = now
-        var auth = AuthorisationRequest(pan: card.pan, aid: [], kind: sale ? .purchase : .preAuthorisation, amount: Int(request.amount),
-                                        currency: request.currencyNumeric, arqc: nil, cryptogramData: nil,
+        var auth = AuthorisationRequest(pan: card?.pan ?? "", aid: [], kind: sale ? .purchase : .preAuthorisation, amount: Int(payment.amount),
+                                        currency: currency, arqc: nil, cryptogramData: nil,
                                         date: UTCDateParts(secondsSince1970: createdAt / 1_000_000))
-        auth.cvv = card.cvv
-        auth.cardExpiry = card.expiry
+        auth.cvv = card?.cvv
+        auth.cardExpiry = card?.expiry
         auth.networkTokenCryptogram = networkToken
+        var extra = ["payment": payment.id.isEmpty ? "new" : payment.id, "mode": payment.authorizationMode]
+        if let method { extra["method"] = method.name }
         let new = NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: sale ? .sale : .preAuth,
-                                 amount: request.amount, currency: request.currencyNumeric, clientReference: request.merchantReference,
-                                 extra: WorldlineRender.text(["payment": payment.id.isEmpty ? "new" : payment.id, "mode": request.authorizationMode.rawValue]),
-                                 createdAt: createdAt, pan: card.pan)
+                                 amount: payment.amount, currency: currency, clientReference: payment.merchantReference,
+                                 extra: WorldlineRender.text(extra), createdAt: createdAt, pan: card?.pan)
         let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: merchant.terminalName,
                              amountTable: sale ? settings.amountTable : AmountTable.none, approveUnknownCards: settings.approveUnknownCards, clock: context.clock)
-        let schemeTransactionID = PlatformText.digits(15)
+        let schemeTransactionID = card == nil ? nil : PlatformText.digits(15)
         let done: (started: Started, answer: AuthoriseAndRecord.Answer, recorded: (WorldlinePayment, StoredTransaction))
         do throws(AuthoriseAndRecord.Failure) {
             done = try AuthoriseAndRecord.cardNotPresent(context, store, new, request: auth, host: host,
                                                          notAskedBecause: failedChallenge ? "3-D Secure authentication failed: the challenge was not passed" : nil,
-                                                         platformAnswer: Self.testCardDecline(card.pan)) { started, answer in
+                                                         platformAnswer: method?.answer ?? card.flatMap { Self.testCardDecline($0.pan) }) { started, answer in
                 let response = answer.response
                 var p = payment
                 p.updatedAt = now
@@ -247,8 +251,9 @@ public final class WorldlineFront: Sendable {
                 }
                 let completion = Completion(status: answer.approved ? .approved : (response == nil && !failedChallenge ? .failed : .declined),
                                             responseCode: response?.responseCode.code, message: response?.message ?? answer.failure,
-                                            authorisationCode: response?.authorisationCode, maskedPAN: PAN.masked(card.pan), pan: card.pan,
-                                            brand: card.brand?.displayName, entryMode: networkToken == nil ? .ecommerce : .wallet, completedAt: now)
+                                            authorisationCode: response?.authorisationCode, maskedPAN: card.map { PAN.masked($0.pan) }, pan: card?.pan,
+                                            brand: method?.name ?? card?.brand?.displayName,
+                                            entryMode: networkToken == nil && method == nil ? .ecommerce : .wallet, completedAt: now)
                 return try store.completeWorldlineAuthorisation(transactionID: started.id, completion, payment: p) { p in
                     self.webhooks(merchant, transition, payment: p)
                 }
@@ -258,7 +263,7 @@ public final class WorldlineFront: Sendable {
             throw .internalError("the payment could not be recorded: \(error)")
         }
         let (started, answer, result) = done
-        tokenAfterwards(payment, result.0, request: request)
+        if let request { tokenAfterwards(payment, result.0, request: request) }
         context.publish(.outcome(stan: started.stan, status: result.1.status, responseCode: answer.response?.responseCode.code ?? "",
                                  message: answer.response?.message ?? answer.failure ?? "", microseconds: now - createdAt), terminal: merchant.terminalName)
         context.publish(.recorded(stan: started.stan, status: result.1.status, action: result.1.action), terminal: merchant.terminalName)

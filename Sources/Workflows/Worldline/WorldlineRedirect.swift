@@ -74,49 +74,11 @@ extension WorldlineFront {
     /// The payer's approval or decline at the method, recorded on the one path with the
     /// payment's new state and its webhooks: the method answers in the issuer's place.
     func authoriseRedirect(_ payment: WorldlinePayment, approved: Bool) throws(WorldlineError) -> WorldlinePayment {
-        let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(payment.merchantID, at: now) }
-        let sale = payment.authorizationMode == "SALE"
-        _ = try step(payment, .declined)
         let name = WorldlineCreatePayment.Redirect.products[payment.paymentProductID] ?? "the method"
-        let currency = ISO4217.numbers[payment.currency] ?? 0
-        let createdAt = now
-        let request = AuthorisationRequest(pan: "", aid: [], kind: sale ? .purchase : .preAuthorisation, amount: Int(payment.amount), currency: currency,
-                                           arqc: nil, cryptogramData: nil, date: UTCDateParts(secondsSince1970: createdAt / 1_000_000))
-        let new = NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: sale ? .sale : .preAuth, amount: payment.amount,
-                                 currency: currency, clientReference: payment.merchantReference,
-                                 extra: WorldlineRender.text(["payment": payment.id, "mode": payment.authorizationMode, "method": name]), createdAt: createdAt)
-        let methodAnswer = AuthorisationResponse(responseCode: approved ? .approved : ResponseCode("05"),
-                                                 authorisationCode: approved ? PlatformText.digits(6) : nil, issuerAuthenticationData: nil,
-                                                 rule: "redirect method", message: approved ? "approved by the payer at \(name)" : "declined by the payer at \(name)",
-                                                 delayMilliseconds: 0)
-        let host = TimedHost(context.host, timeout: context.settings.hostTimeout, queue: merchant.terminalName, clock: context.clock)
-        let done: (started: Started, answer: AuthoriseAndRecord.Answer, recorded: (WorldlinePayment, StoredTransaction))
-        do throws(AuthoriseAndRecord.Failure) {
-            done = try AuthoriseAndRecord.cardNotPresent(context, store, new, request: request, host: host, notAskedBecause: nil,
-                                                         platformAnswer: methodAnswer) { started, answer in
-                let response = answer.response
-                var p = payment
-                p.updatedAt = now
-                let transition = try WorldlineLifecycle.next(p.status, answer.approved ? .approved(sale: sale) : .declined).get()
-                p.status = transition.status
-                if answer.approved {
-                    p.authorisationCode = response?.authorisationCode
-                    if sale { p.capturedAmount = p.amount }
-                } else {
-                    p.responseCode = response?.responseCode.code ?? "05"
-                    p.message = response?.message ?? answer.failure
-                }
-                let completion = Completion(status: answer.approved ? .approved : .declined, responseCode: response?.responseCode.code,
-                                            message: response?.message ?? answer.failure, authorisationCode: response?.authorisationCode,
-                                            brand: name, entryMode: .wallet, completedAt: now)
-                return try store.completeWorldlineAuthorisation(transactionID: started.id, completion, payment: p) { p in
-                    self.webhooks(merchant, transition, payment: p)
-                }
-            }
-        } catch {
-            throw .internalError("the payment could not be recorded: \(error)")
-        }
-        context.publish(.recorded(stan: done.started.stan, status: done.recorded.1.status, action: done.recorded.1.action), terminal: merchant.terminalName)
-        return done.recorded.0
+        let answer = AuthorisationResponse(responseCode: approved ? .approved : ResponseCode("05"),
+                                           authorisationCode: approved ? PlatformText.digits(6) : nil, issuerAuthenticationData: nil,
+                                           rule: "redirect method", message: approved ? "approved by the payer at \(name)" : "declined by the payer at \(name)",
+                                           delayMilliseconds: 0)
+        return try authorise(payment, card: nil, request: nil, method: (answer, name))
     }
 }
