@@ -86,6 +86,8 @@ public struct Scenario: Sendable {
             case transaction(String)
             /// A Worldline payment's id: its authorisation's row.
             case worldlinePayment(String)
+            /// A Citcon charge's id: its row.
+            case citconCharge(String)
         }
         public let subject: Subject
         /// An event name (`payment.captured`, `success`), or `all`; nil sends nothing.
@@ -520,11 +522,13 @@ extension Scenario {
             }
         case "notifications":
             let n = try m.mapping("notifications")!
-            try n.allow(["transaction", "worldline_payment", "resend"])
-            let transaction = try n.string("transaction"), payment = try n.string("worldline_payment")
-            guard (transaction == nil) != (payment == nil) else { throw n.error("notifications: transaction: <id> or worldline_payment: <id>, one of them") }
-            action = .notifications(NotificationsStep(subject: transaction.map { .transaction($0) } ?? .worldlinePayment(payment!),
-                                                      resend: try n.string("resend")))
+            try n.allow(["transaction", "worldline_payment", "citcon_charge", "resend"])
+            let transaction = try n.string("transaction"), payment = try n.string("worldline_payment"), charge = try n.string("citcon_charge")
+            guard [transaction, payment, charge].compactMap({ $0 }).count == 1 else {
+                throw n.error("notifications: transaction: <id>, worldline_payment: <id> or citcon_charge: <id>, one of them")
+            }
+            let subject: NotificationsStep.Subject = transaction.map { .transaction($0) } ?? payment.map { .worldlinePayment($0) } ?? .citconCharge(charge!)
+            action = .notifications(NotificationsStep(subject: subject, resend: try n.string("resend")))
         case "worldline":
             action = .worldline(try parseWorldline(try m.mapping("worldline")!, cards: &cards, cardsDirectory: cardsDirectory))
         case "citcon":
@@ -721,7 +725,7 @@ extension Scenario {
         case "charge":
             let m = try c.mapping("charge")!
             let allowed = ["reference", "amount", "currency", "country", "auto_capture", "method", "card", "number", "expiry", "cvv", "three_ds", "ipn",
-                           "note", "request_token", "vault_token", "consumer"]
+                           "note", "request_token", "vault_token", "consumer", "scheme", "universal_link", "sdk"]
             try m.allow(Set(allowed))
             var fields: [String: String] = [:]
             for key in allowed { if let v = try m.string(key) { fields[key] = v } }

@@ -651,7 +651,10 @@ struct Execution {
             if let ipn = f["ipn"] { urls["ipn"] = try fill(ipn, step) }
             var object: [String: Any] = ["transaction": transaction, "payment": payment, "urls": urls]
             if let consumer = f["consumer"] { object["consumer"] = ["reference": try fill(consumer, step)] }
-            try await viaPlatform("POST", "/v1/charges", object)
+            if let scheme = f["scheme"] { object["scheme"] = try fill(scheme, step) }
+            if let link = f["universal_link"] { object["universalLink"] = try fill(link, step) }
+            // `sdk: "true"`: the order as the app's SDK sends it (requestOrder), its CPayResult the answer.
+            try await viaPlatform("POST", f["sdk"] == "true" ? "/citcon/sdk/requestOrder" : "/v1/charges", object)
         case .confirm(let token, let method):
             try await viaPlatform("POST", "/v1/charges/\(try fill(token, step))", method.map { ["payment": ["method": $0]] } ?? [:])
         case .requestOrder(let token, let method):
@@ -993,6 +996,13 @@ struct Execution {
             let record = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
             guard let id = ((record["transactions"] as? [[String: Any]])?.first)?["id"] as? Int else {
                 throw fail(step, "notifications: the Worldline payment has no ledger transaction")
+            }
+            transaction = String(id)
+        case .citconCharge(let charge):
+            let data = try await call("GET", "/v1/citcon/charges/\(try fill(charge, step))", line: step.line)
+            let record = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+            guard let id = ((record["transactions"] as? [[String: Any]])?.first)?["id"] as? Int else {
+                throw fail(step, "notifications: the Citcon charge has no ledger transaction")
             }
             transaction = String(id)
         }

@@ -668,12 +668,10 @@ public final class CitconFront: Sendable {
     /// `code`. It goes out as a callback, through the bench's command delivery (docs/citcon.md).
     func appReturn(_ c: CitconCharge) -> [OutboxMessage] {
         guard !c.status.isOpen else { return [] }
-        let target: String, base: String
+        let base: String
         if let scheme = c.urls["app_scheme"] {
-            target = scheme
             base = scheme + "://citcon/result"
         } else if let link = c.urls["universal_link"] {
-            target = link
             base = link
         } else {
             return []
@@ -682,7 +680,7 @@ public final class CitconFront: Sendable {
         let code = switch c.status { case .succeeded, .authorized: "0"; case .canceled: c.method == "alipay" ? "6001" : c.method == "wechatpay" ? "-2" : "-1"; default: "-1" }
         let fields = [("status", status), ("code", code), ("transaction_id", c.id), ("reference", c.reference), ("charge_status", c.status.rawValue)]
         let query = fields.map { $0.0 + "=" + QueryValue.encode($0.1) }.joined(separator: "&")
-        return [OutboxMessage(kind: .callback, target: target, payload: base + (base.contains("?") ? "&" : "?") + query, nextAttemptAt: context.clock.nowMicroseconds())]
+        return [OutboxMessage(kind: .callback, target: base, payload: base + (base.contains("?") ? "&" : "?") + query, nextAttemptAt: context.clock.nowMicroseconds())]
     }
 
     // MARK: IPN
