@@ -133,6 +133,10 @@ export class TransactionView {
     // attempts and a button that sends it again now (docs/daemon.md, "Notifications").
     const notifications = await get(`/v1/notifications?transaction=${encodeURIComponent(t.id)}`);
     for (const n of notifications) sections.push(this.notification(n));
+    // A Citcon charge's chargebacks, played as the cardholder's bank (docs/citcon.md, "Chargebacks").
+    if (t.provider === "citcon" && (t.action === "sale" || t.action === "pre_auth")) {
+      try { sections.push(this.chargebacks(await get(`/v1/citcon/charges?transaction=${encodeURIComponent(t.id)}`))); } catch { /* no charge for this row */ }
+    }
     if (d?.cryptograms) {
       const c = d.cryptograms;
       sections.push(h("section", { class: "card" }, h("h3", {}, "Cryptograms"),
@@ -175,6 +179,36 @@ export class TransactionView {
                 f.tlv ? h("ul", {}, f.tlv.map((x) => h("li", {}, h("code", {}, x.tag), ` ${x.name}: `, h("code", {}, x.value)))) : null)))))))))));
     }
     fill(this.body, sections);
+  }
+
+  chargebacks(record) {
+    const charge = record.charge ?? {};
+    const list = charge.chargebacks?.data ?? [];
+    const status = h("p", { class: "muted", role: "status" });
+    const send = async (body) => {
+      try {
+        const r = await post(`/v1/citcon/charges/${encodeURIComponent(charge.id)}/chargebacks`, body);
+        const old = this.body.querySelector("section.chargebacks");
+        if (old) old.replaceWith(this.chargebacks(r));
+        announce(`Chargeback ${body.action === "open" ? "opened" : body.action.replace("_", " ")}`);
+      } catch (e) { status.textContent = e.message; }
+    };
+    const amount = h("input", { id: "cb-amount", inputmode: "numeric", placeholder: "all that is left" });
+    const reason = h("input", { id: "cb-reason", maxlength: "100" });
+    const latest = list[list.length - 1];
+    const open = !latest || latest.status === "won" || latest.status === "lost";
+    return h("section", { class: "card chargebacks" }, h("h3", {}, "Chargebacks"),
+      list.length ? h("ol", {}, list.map((c) => h("li", {}, badge(c.status), ` ${money(c.amount)} ${charge.currency ?? ""} `, c.reference ? `(${c.reference})` : ""))) : h("p", { class: "muted" }, "None."),
+      open
+        ? h("form", { class: "filters", onsubmit: (e) => { e.preventDefault(); send({ action: "open", amount: amount.value ? Number(amount.value) : undefined, reason: reason.value || undefined }); } },
+          h("div", { class: "field" }, h("label", { for: "cb-amount" }, "Amount (minor units)"), amount),
+          h("div", { class: "field" }, h("label", { for: "cb-reason" }, "The bank's reason"), reason),
+          h("button", { type: "submit", class: "primary", id: "cb-open" }, "Open a chargeback"))
+        : h("div", { class: "buttons" },
+          latest.status === "opened" ? h("button", { type: "button", id: "cb-under_review", onclick: () => send({ action: "under_review" }) }, "Under review") : null,
+          h("button", { type: "button", id: "cb-won", onclick: () => send({ action: "won" }) }, "Won"),
+          h("button", { type: "button", id: "cb-lost", onclick: () => send({ action: "lost" }) }, "Lost")),
+      status);
   }
 
   notification(n) {

@@ -148,6 +148,13 @@ extension Ledger {
     }
 
     /// A charge by its id or its charge token.
+    /// The charge whose own ledger row is `transactionID`.
+    public func citconCharge(transactionID: Int64) throws -> CitconCharge? {
+        try read("read a Citcon charge by its row") { db in
+            try String.fetchOne(db, sql: "SELECT state FROM citcon_charge WHERE transaction_id = ?", arguments: [transactionID]).map(decodeCharge)
+        }
+    }
+
     public func citconCharge(id: String? = nil, chargeToken: String? = nil) throws -> CitconCharge? {
         try read("read a Citcon charge") { db in
             let sql = id != nil ? "SELECT state FROM citcon_charge WHERE id = ?" : "SELECT state FROM citcon_charge WHERE charge_token = ?"

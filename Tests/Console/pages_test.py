@@ -232,6 +232,26 @@ def main():
             buttons[0].click()
             time.sleep(0.5)
             check("shop.example/fail" in driver.current_url, f"failed, the payer goes to urls.fail ({driver.current_url[:60]})")
+        # --- The console: a Citcon charge's chargeback played from its transaction's page.
+        answer = api("POST", "/v1/citcon/requests", {"merchantId": "pages", "method": "POST", "path": "/v1/charges", "body": json.dumps({
+            "transaction": {"reference": "pages-cb", "amount": 2000, "currency": "USD", "country": "US", "auto_capture": True},
+            "payment": {"method": "card", "data": {"pan": "4761739001010010", "expiry": "12/31", "cvv": "123"}}, "urls": urls})})
+        charge_id = answer["body"]["data"]["id"]
+        row = api("GET", f"/v1/citcon/charges/{charge_id}")["transactions"][0]["id"]
+        driver.get(base + f"/console/#token={token}")
+        time.sleep(0.5)
+        driver.get(base + f"/console/#/transactions/{row}")
+        check(wait_text("Open a chargeback"), "a captured Citcon charge's page offers a chargeback")
+        fill({"cb-amount": "500", "cb-reason": "not received"})
+        driver.find_element(By.ID, "cb-open").click()
+        check(wait_text("not received") and "opened" in text(), "the chargeback is opened and listed")
+        driver.find_element(By.ID, "cb-lost").click()
+        check(wait_text("lost"), "the chargeback is lost")
+        accessible("the chargebacks section")
+        driver.execute_script("document.querySelector('section.chargebacks').scrollIntoView({block: 'center'})")
+        shot("28-console-chargeback")
+        record = api("GET", f"/v1/citcon/charges/{charge_id}")
+        check([t["action"] for t in record["transactions"]] == ["sale", "refund"], f"the lost chargeback is a refund row ({record['transactions']})")
     finally:
         driver.quit()
         proc.terminate()

@@ -97,6 +97,14 @@ struct CitconAdminRoutes {
             guard case .operation(_, let c) = result else { throw DaemonError.failure("the chargeback made no charge") }
             return Self.answer(bench, c, redirect: nil)
         }
+        // The charge a ledger transaction is the row of (the console's way from a transaction to its charge).
+        routes.get("/v1/citcon/charges") { request, _ in
+            guard let text = request.uri.queryParameters.get("transaction"), let row = Int64(text) else {
+                throw DaemonError.badRequest(field: "transaction", rule: "is required: the ledger id of the charge's transaction")
+            }
+            guard let c = try bench.ledger.citconCharge(transactionID: row) else { throw DaemonError.notFound("no Citcon charge has transaction \(row)") }
+            return Self.answer(bench, c, redirect: nil)
+        }
         routes.get("/v1/citcon/charges/:id") { _, context in
             let id = context.parameters.get("id") ?? ""
             guard let c = try bench.ledger.citconCharge(id: id) else { throw DaemonError.notFound("no Citcon charge \(shownValue(id, 40))") }
