@@ -239,6 +239,10 @@ struct CitconBackToAppTests {
         }
         #expect(lines.contains { $0.hasPrefix("shopapp://citcon/result?status=success&code=0&transaction_id=") && $0.contains("reference=app-1") && $0.contains("charge_status=authorized") }, "\(lines)")
         #expect(lines.contains { $0.hasPrefix("shopapp://citcon/result?status=cancel&code=6001") && $0.contains("reference=app-2-cancel") }, "\(lines)")
+        // The CPayResult rides along, percent-encoded JSON the app's SDK double can read.
+        let result = lines.first { $0.contains("reference=app-1") }.flatMap { URLComponents(string: $0)?.queryItems?.first { $0.name == "result" }?.value }
+        let cpay = try #require(result.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
+        #expect(cpay["status"] as? String == "success" && (cpay["data"] as? [String: Any])?["reference"] as? String == "app-1", "\(cpay)")
         // The universal link is an https URL: requested as an http callback, only on an allowed host (shop.example is not).
         let rows = try JSONDecoder().decode([TransactionView].self, from: try await daemon.client.send(method: "GET", "/v1/transactions?provider=citcon").body)
         var targets: [String] = []
