@@ -327,9 +327,9 @@ struct WorldlineCheckoutTests {
         #expect(left.status == 303 && pendingStatus == ("REDIRECTED", 46))
         // Webhooks: each recorded payment's.
         let deadline = Date().addingTimeInterval(20)
-        while receiver.bodies.count < 4, Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        while receiver.bodies.count < 5, Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         let types = receiver.bodies.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])?["type"] as? String }
-        #expect(types.contains("payment.captured") && types.contains("payment.rejected") && types.contains("payment.pending_capture"), "\(types)")
+        #expect(types.contains("payment.captured") && types.contains("payment.rejected") && types.contains("payment.pending_capture") && types.contains("payment.cancelled"), "\(types)")
         // Refusals name the property.
         #expect(try redirect(999).property == "redirectPaymentMethodSpecificInput.paymentProductId")
         #expect(try p.send("POST", "/v2/m1/payments", body: #"{"order":{"amountOfMoney":{"amount":100,"currencyCode":"USD"}},"redirectPaymentMethodSpecificInput":{"paymentProductId":809,"redirectionData":{"returnUrl":"https://shop.example/back"}}}"#)

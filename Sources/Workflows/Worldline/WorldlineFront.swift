@@ -380,12 +380,8 @@ public final class WorldlineFront: Sendable {
             throw .invalid("amountOfMoney.currencyCode", "\(currency) is not the payment's currency \(p.currency)")
         }
         if p.status == .redirected {
-            // No authorisation yet: nothing in the ledger to act on.
             _ = pending.withLock { $0.removeValue(forKey: p.id) }
-            p.status = transition.status
-            p.captureClosed = true
-            p.updatedAt = now
-            try stored("record the cancel") { try store.completeWorldlineOperation(transactionID: nil, nil, payment: p, outbox: webhooks(merchant, transition, payment: p)) }
+            p = try cancelBeforeAuthorisation(p, transition, merchant)
         } else {
             let amount = request.amount ?? open
             guard amount <= open else { throw .invalid("amountOfMoney.amount", "\(amount) is more than what is left to cancel (\(open))") }
@@ -402,6 +398,33 @@ public final class WorldlineFront: Sendable {
             }
         }
         return .cancelled(p)
+    }
+
+    /// A payment cancelled while it waited (a challenge, a redirect method's page) with no
+    /// authorisation: a cancelled ledger row of its own carries its `payment.cancelled` webhook
+    /// (an outbox row belongs to a transaction), while the payment keeps no authorisation row, so
+    /// it stays status 1, cancelled by the customer.
+    func cancelBeforeAuthorisation(_ payment: WorldlinePayment, _ transition: WorldlineLifecycle.Transition,
+                                   _ merchant: WorldlineMerchant) throws(WorldlineError) -> WorldlinePayment {
+        var p = payment
+        p.status = transition.status
+        p.captureClosed = true
+        p.updatedAt = now
+        let before = p
+        let sale = p.authorizationMode == WorldlineCreatePayment.AuthorizationMode.sale.rawValue
+        return try stored("record the cancel") {
+            let started = try store.begin(NewTransaction(terminal: merchant.terminalName, provider: .worldline, action: sale ? .sale : .preAuth,
+                                                         amount: before.amount, currency: ISO4217.numbers[before.currency] ?? 0, clientReference: before.merchantReference,
+                                                         extra: WorldlineRender.text(["payment": before.id, "mode": before.authorizationMode]), createdAt: now))
+            var cancelled = before
+            // The row is listed with the payment as its cancellation (details' Operations).
+            cancelled.operations.append(WorldlineOperation(id: cancelled.nextOperationID, kind: .cancel, amount: cancelled.amount, status: .cancelled,
+                                                           transactionID: started.id, createdAt: now))
+            try store.completeWorldlineOperation(transactionID: started.id,
+                                                 Completion(status: .cancelled, message: "cancelled by the customer before any authorisation", completedAt: now),
+                                                 payment: cancelled, outbox: webhooks(merchant, transition, payment: cancelled))
+            return cancelled
+        }
     }
 
     /// `POST …/payments/{id}/refund`: all or part of what was captured and not yet refunded,

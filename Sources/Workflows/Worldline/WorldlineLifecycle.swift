@@ -65,7 +65,7 @@ public enum WorldlineLifecycle {
             .success(Transition(status: .rejected, webhooks: []))
         // A challenge never answered is the customer's doing: no webhook, as the platform.
         case (.redirected, .cancel):
-            .success(Transition(status: .cancelled, webhooks: []))
+            .success(Transition(status: .cancelled, webhooks: ["payment.cancelled"]))
         case (let s, .capture(open: true)) where maintained.contains(s):
             .success(Transition(status: .captureRequested, webhooks: ["payment.capture_requested"]))
         case (let s, .cancel(open: true)) where maintained.contains(s):

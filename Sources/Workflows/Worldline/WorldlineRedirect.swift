@@ -46,13 +46,7 @@ extension WorldlineFront {
                 case .cancel:
                     let transition = try step(p, .cancel(open: false))
                     let merchant = try stored("find the merchant") { try store.ensureWorldlineMerchant(p.merchantID, at: now) }
-                    p.status = transition.status
-                    p.captureClosed = true
-                    p.updatedAt = now
-                    let cancelled = p
-                    try stored("record the cancel") {
-                        try store.completeWorldlineOperation(transactionID: nil, nil, payment: cancelled, outbox: webhooks(merchant, transition, payment: cancelled))
-                    }
+                    p = try cancelBeforeAuthorisation(p, transition, merchant)
                 case .approve, .decline:
                     p = try authoriseRedirect(p, approved: action == .approve)
                 }
