@@ -243,6 +243,12 @@ struct CitconBackToAppTests {
         let result = lines.first { $0.contains("reference=app-1") }.flatMap { URLComponents(string: $0)?.queryItems?.first { $0.name == "result" }?.value }
         let cpay = try #require(result.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
         #expect(cpay["status"] as? String == "success" && (cpay["data"] as? [String: Any])?["reference"] as? String == "app-1", "\(cpay)")
+        let app1 = try #require(lines.first { $0.contains("reference=app-1") }.flatMap { URLComponents(string: $0)?.queryItems })
+        #expect(app1.first { $0.name == "notification" }?.value == "NTFY_ASYNC")
+        let check = try #require(app1.first { $0.name == "check" }?.value.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
+        #expect(((check["data"] as? [String: Any])?["id"] as? String)?.isEmpty == false, "\(check)")
+        let cancelled = try #require(lines.first { $0.contains("reference=app-2-cancel") }.flatMap { URLComponents(string: $0)?.queryItems })
+        #expect(cancelled.first { $0.name == "notification" } == nil, "a cancel is no finished trade")
         // The universal link is an https URL: requested as an http callback, only on an allowed host (shop.example is not).
         let rows = try JSONDecoder().decode([TransactionView].self, from: try await daemon.client.send(method: "GET", "/v1/transactions?provider=citcon").body)
         var targets: [String] = []

@@ -665,8 +665,9 @@ public final class CitconFront: Sendable {
     /// `handleUniversalLink` is given. Its form is cardbench's (the document leaves it to each
     /// wallet): `{scheme}://citcon/result?…` or `{universalLink}?…` with `status` (the
     /// CPayResult's: success, fail, cancel), `transaction_id`, `reference`, `charge_status` and
-    /// `code`, and `result`, the CPayResult JSON. It goes out as a callback, through the bench's
-    /// command delivery (docs/citcon.md).
+    /// `code`, `result` (the CPayResult JSON), and on a finished trade `notification=NTFY_ASYNC`
+    /// with `check` (the CPayCheck JSON). It goes out as a callback, through the bench's command
+    /// delivery (docs/citcon.md).
     func appReturn(_ c: CitconCharge) -> [OutboxMessage] {
         guard !c.status.isOpen else { return [] }
         let base: String
@@ -681,8 +682,15 @@ public final class CitconFront: Sendable {
         let code = switch c.status { case .succeeded, .authorized: "0"; case .canceled: c.method == "alipay" ? "6001" : c.method == "wechatpay" ? "-2" : "-1"; default: "-1" }
         // `result`: the CPayResult the SDK's callback gives the app, as JSON, for an app under test
         // whose SDK double reads it from the URL.
-        let fields = [("status", status), ("code", code), ("transaction_id", c.id), ("reference", c.reference), ("charge_status", c.status.rawValue),
+        var fields = [("status", status), ("code", code), ("transaction_id", c.id), ("reference", c.reference), ("charge_status", c.status.rawValue),
                       ("result", CitconRender.sdkResultText(c))]
+        // TRADE_FINISHED, the document's trigger of the SDK's NTFY_ASYNC: the CPayCheck it carries.
+        if status == "success" {
+            fields.append(("notification", "NTFY_ASYNC"))
+            fields.append(("check", CitconRender.inquiryReplyText(c)))
+        }
+        // Under the 2.1.0 document the SDK also posts ORDER_CONFIRMED for a confirmed order.
+        if settings.version == "2.1.0" { fields.append(("order_confirmed", "true")) }
         let query = fields.map { $0.0 + "=" + QueryValue.encode($0.1) }.joined(separator: "&")
         return [OutboxMessage(kind: .callback, target: base, payload: base + (base.contains("?") ? "&" : "?") + query, nextAttemptAt: context.clock.nowMicroseconds())]
     }
