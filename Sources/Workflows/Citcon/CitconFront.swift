@@ -482,10 +482,12 @@ public final class CitconFront: Sendable {
         try referenceUnused(merchantID, r)
         let transition = try step(c, .refund)
         guard let captured = c.amountCaptured else { throw .internalError("the charge has no captured amount") }
-        let left = captured - (c.amountRefunded ?? 0)
+        // What a lost chargeback took back cannot be refunded again.
+        let lost = c.operations.filter { $0.object == "chargeback" && $0.status == "lost" }.reduce(0) { $0 + $1.amount }
+        let left = captured - (c.amountRefunded ?? 0) - lost
         let amount = r.amount ?? left
         guard amount <= left else {
-            throw CitconError(httpStatus: 400, code: "4208", message: "bad request: amount \(amount) is more than what is left to refund (\(left) of \(captured) captured)",
+            throw CitconError(httpStatus: 400, code: "4208", message: "bad request: amount \(amount) is more than what is left to refund (\(left) of \(captured) captured\(lost > 0 ? ", \(lost) lost to a chargeback" : ""))",
                               debug: "amount")
         }
         guard let originalID = c.operations.first(where: { $0.object == "capture" })?.transactionID ?? c.transactionID,
