@@ -38,8 +38,8 @@ public final class WorldlineFront: Sendable {
     /// Card data of payments waiting for their 3-D Secure challenge, by payment id.
     private let pending = Mutex<[String: PendingChallenge]>([:])
     /// The CVV typed into a hosted tokenization form, by session id, kept in memory for the one
-    /// payment that uses the session (a CVV is stored nowhere).
-    let tokenizationCVVs = Mutex<[String: String]>([:])
+    /// payment that uses the session (a CVV is stored nowhere), until the session expires.
+    let tokenizationCVVs = Mutex<[String: (cvv: String, expiresAt: Int64)]>([:])
 
     struct PendingChallenge: Sendable {
         let card: WorldlineCard

@@ -74,7 +74,12 @@ extension WorldlineFront {
         s.tokenStatus = status.rawValue
         let done = s
         try self.stored("record the hosted tokenization") { try store.updateWorldlineHostedTokenization(done) }
-        if let cvv = card.cvv { tokenizationCVVs.withLock { $0[s.id] = cvv } }
+        let at = now
+        tokenizationCVVs.withLock { cvvs in
+            // A CVV no payment came for is forgotten when its session expires.
+            cvvs = cvvs.filter { $0.value.expiresAt > at }
+            if let cvv = card.cvv { cvvs[s.id] = (cvv, s.expiresAt) }
+        }
         return .success(s)
     }
 }

@@ -54,7 +54,8 @@ extension WorldlineFront {
             guard let token = session.token else { throw .invalid("hostedTokenizationId", "its card form was not sent yet") }
             guard !session.used else { throw .invalid("hostedTokenizationId", "it paid once already: a hosted tokenization is good for one payment (pay again with its token)") }
             let (record, stored) = try liveToken(token, merchantID: merchantID, property: "hostedTokenizationId")
-            let cvv = tokenizationCVVs.withLock { $0.removeValue(forKey: hosted) }
+            let at = now
+            let cvv = tokenizationCVVs.withLock { $0.removeValue(forKey: hosted) }.flatMap { $0.expiresAt > at ? $0.cvv : nil }
             session.used = true
             let used = session
             try self.stored("record the hosted tokenization") { try store.updateWorldlineHostedTokenization(used) }
