@@ -34,7 +34,8 @@ struct ISO8583EndToEndTests {
             process.standardOutput = output
             process.standardError = output
             try process.run()
-            let deadline = Date().addingTimeInterval(30)
+            // A loaded machine (the whole suite in parallel) has taken over 30 s to start it.
+            let deadline = Date().addingTimeInterval(120)
             while Date() < deadline {
                 if let text = try? String(contentsOf: portFile, encoding: .utf8), let port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
                     self.port = port
@@ -44,7 +45,7 @@ struct ISO8583EndToEndTests {
                 try await Task.sleep(for: .milliseconds(50))
             }
             process.terminate()
-            throw HarnessError("iso8583_host.py wrote no port in 30 s")
+            throw HarnessError("iso8583_host.py wrote no port in 120 s")
         }
 
         /// Every logged message, in order.

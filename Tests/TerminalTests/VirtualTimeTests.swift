@@ -118,7 +118,8 @@ struct VirtualTimeTests {
     @Test("keypad input holds a virtual clock; in scripted mode only time ends it")
     func inputWaits() async throws {
         let clock = ManualClock(secondsSince1970: Self.start)
-        let held = clock.waitFor(.input, timeout: .seconds(30))
+        // A real bound far beyond any stall of a loaded test process: only the clock could end it.
+        let held = clock.waitFor(.input, timeout: .seconds(3600))
         try await Task.sleep(for: .milliseconds(10))
         #expect(!held.isOver)
         #expect(clock.nowMicroseconds() == Self.start * 1_000_000)

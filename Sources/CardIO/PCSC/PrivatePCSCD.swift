@@ -70,8 +70,9 @@ public final class PrivatePCSCD: @unchecked Sendable {
     /// What pcscd logged (with `--debug`).
     public var logText: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
 
-    /// Starts pcscd behind the socket, wakes it with a connection, and waits until vpcd listens.
-    public func start(timeout: Double = 30) throws {
+    /// Starts pcscd behind the socket, wakes it with a connection, and waits until vpcd listens
+    /// (on a loaded 2-core machine, with every test spawning processes, that has taken over 30 s).
+    public func start(timeout: Double = 120) throws {
         try? FileManager.default.removeItem(atPath: socket)
         let arguments = ["/usr/bin/systemd-socket-activate", "-l", socket, "/usr/sbin/pcscd", "--foreground", "--debug",
                          "--config", directory + "/reader.conf.d"]
