@@ -133,6 +133,32 @@ public enum WorldlineRender {
         return text(body)
     }
 
+    /// What a hosted checkout's page pays with, typed: the card typed in or the saved card's token.
+    public enum CheckoutSource: Sendable {
+        case card(number: String, expiryDate: String, cvv: String?, cardholderName: String?)
+        case token(String)
+    }
+
+    /// The `createPayment` body a hosted checkout's page sends for its checkout, so the page's
+    /// payment goes through the same reader and checks as a merchant server's.
+    public static func checkoutPaymentBody(amount: Int64, currency: String, merchantReference: String?, authorizationMode: String,
+                                           returnPage: String, source: CheckoutSource, tokenize: Bool, recurring: Bool) -> [UInt8] {
+        var input: [String: Any] = ["authorizationMode": authorizationMode, "threeDSecure": ["redirectionData": ["returnUrl": returnPage]]]
+        switch source {
+        case .token(let token): input["token"] = token
+        case .card(let number, let expiry, let cvv, let name):
+            var card: [String: Any] = ["cardNumber": number, "expiryDate": expiry]
+            if let cvv { card["cvv"] = cvv }
+            if let name { card["cardholderName"] = name }
+            input["card"] = card
+            if tokenize || recurring { input["tokenize"] = true }
+        }
+        if recurring { input["recurring"] = ["recurringPaymentSequenceIndicator": "first"] }
+        var order: [String: Any] = ["amountOfMoney": money(amount, currency)]
+        if let merchantReference { order["references"] = ["merchantReference": merchantReference] }
+        return Array(text(["order": order, "cardPaymentMethodSpecificInput": input]).utf8)
+    }
+
     /// `CreateHostedCheckoutResponse`.
     public static func hostedCheckoutCreatedText(_ c: WorldlineHostedCheckout, redirectURL: String, invalidTokens: [String]) -> String {
         var body: [String: Any] = ["hostedCheckoutId": c.id, "RETURNMAC": c.returnMAC, "redirectUrl": redirectURL,

@@ -94,24 +94,19 @@ extension WorldlineFront {
                 try stored("record the hosted checkout") { try store.updateWorldlineHostedCheckout(cancelled) }
                 return leave(c, latest)
             }
-            var input: [String: Any] = ["authorizationMode": c.authorizationMode,
-                                        "threeDSecure": ["redirectionData": ["returnUrl": returnPage]]]
             let productID: Int
+            let source: WorldlineRender.CheckoutSource
             if let chosen = form["token"], !chosen.isEmpty {
                 guard let record = saved.first(where: { $0.token == chosen }) else { return .page(message: "That saved card is not offered here.") }
-                input["token"] = chosen
+                source = .token(chosen)
                 productID = record.paymentProductID
             } else {
                 let number = (form["cardNumber"] ?? "").filter { $0 != " " }
                 guard !number.isEmpty else { return .page(message: "Card number: type the card's number.") }
                 productID = WorldlineStatus.productID(CardBrand.detect(pan: number))
-                var card: [String: Any] = ["cardNumber": number, "expiryDate": (form["expiryDate"] ?? "").replacingOccurrences(of: "/", with: "")]
-                if let cvv = form["cvv"], !cvv.isEmpty { card["cvv"] = cvv }
-                if let name = form["cardholderName"], !name.isEmpty { card["cardholderName"] = name }
-                input["card"] = card
-                if c.tokenize || c.isRecurring { input["tokenize"] = true }
+                source = .card(number: number, expiryDate: (form["expiryDate"] ?? "").replacingOccurrences(of: "/", with: ""),
+                               cvv: form["cvv"].flatMap { $0.isEmpty ? nil : $0 }, cardholderName: form["cardholderName"].flatMap { $0.isEmpty ? nil : $0 })
             }
-            if c.isRecurring { input["recurring"] = ["recurringPaymentSequenceIndicator": "first"] }
             guard c.products.contains(productID) else {
                 c.status = .clientNotEligible
                 let refused = c
@@ -119,9 +114,9 @@ extension WorldlineFront {
                 let name = WorldlineProducts.offered.first { $0.id == productID }?.label ?? "this card"
                 return .page(message: "\(name) is not accepted for this payment: use another card.")
             }
-            var order: [String: Any] = ["amountOfMoney": ["amount": c.amount, "currencyCode": c.currency]]
-            if let r = c.merchantReference { order["references"] = ["merchantReference": r] }
-            let body = Array(WorldlineRender.text(["order": order, "cardPaymentMethodSpecificInput": input]).utf8)
+            let body = WorldlineRender.checkoutPaymentBody(amount: c.amount, currency: c.currency, merchantReference: c.merchantReference,
+                                                           authorizationMode: c.authorizationMode, returnPage: returnPage, source: source,
+                                                           tokenize: c.tokenize, recurring: c.isRecurring)
             let created: WorldlineResult
             do throws(WorldlineError) {
                 created = try createPayment(merchantID: c.merchantID, body: body, challengeURL: challengeURL)
