@@ -349,3 +349,36 @@ public enum ControlCharacters {
         return "U+\(String(repeating: "0", count: max(0, 4 - hex.count)))\(hex) at position \(found.position)"
     }
 }
+
+/// Card numbers on the schemes' and acquirers' published test ranges: a captured card with one of
+/// them keeps its number; any other number is a live card's and is replaced (docs/recording.md).
+public enum TestCardNumbers {
+    /// Prefixes of test ranges: Visa's ADVT/VSDC test cards (476173), Mastercard's M-TIP and test
+    /// cards (541333, 520473, 222300), American Express (374245, 371449, 378282), Discover
+    /// (601111, 651000), JCB (3566002), UnionPay (6212345), Diners (3056930), and the well-known
+    /// gateway test numbers listed whole below.
+    public static let prefixes = ["476173", "541333", "520473", "222300", "374245", "371449", "378282", "601111", "651000",
+                                  "3566002", "6212345", "3056930"]
+    public static let numbers: Set<String> = [
+        "4111111111111111", "4012888888881881", "4000000000000002", "4242424242424242", "5555555555554444", "5105105105105100",
+        "2223000048400011", "6011111111111117", "3530111333300000",
+    ]
+
+    public static func isTest(_ pan: String) -> Bool {
+        numbers.contains(pan) || prefixes.contains { pan.hasPrefix($0) }
+    }
+
+    /// A number of the same BIN (8 digits for 16 digits or more, else 6) and length, with a valid
+    /// check digit and random digits between, that is not `pan`.
+    public static func substitute(for pan: String) -> String {
+        let keep = pan.count >= 16 ? 8 : 6
+        let prefix = String(pan.prefix(keep))
+        while true {
+            let middle = SecureRandom.bytes(pan.count - keep - 1).map { String($0 % 10) }.joined()
+            let partial = prefix + middle
+            guard let check = Luhn.checkDigit(for: partial) else { return pan }
+            let candidate = partial + String(check)
+            if candidate != pan { return candidate }
+        }
+    }
+}

@@ -105,6 +105,16 @@ public struct ContactlessApplication: Hashable, Sendable {
     /// The cryptogram version on this interface, when not the application's (real dual-interface
     /// cards often use another CVN on their contactless interface); same issuer master key.
     public var cvn: CVN? = nil
+    /// The FCI proprietary template (A5) SELECT answers on this interface, as a captured card
+    /// answered it; nil: made from the profile's fields.
+    public var fci: [UInt8]? = nil
+}
+
+/// An application's transaction log (EMV Book 3 Annex D): the log entry (9F4D) names its SFI, and
+/// each record holds the values the log format (9F4F) lists, with no template.
+public struct TransactionLog: Hashable, Sendable {
+    public let sfi: Int
+    public let records: [[UInt8]]
 }
 
 /// One EMV application on a card.
@@ -146,6 +156,17 @@ public struct ApplicationProfile: Hashable, Sendable {
     public let oda: ODAPersonalisation?
     /// The contactless interface's personalisation; nil: the application cannot be tapped.
     public internal(set) var contactless: ContactlessApplication? = nil
+    /// Card-resident values the profile has no field for (`data:`), such as a captured card's
+    /// track 1 discretionary data (9F1F) or log format (9F4F): records and GET DATA answer them.
+    public internal(set) var data: [EMVTag: [UInt8]] = [:]
+    /// The FCI proprietary template (A5) SELECT answers on contact, byte for byte (`fci:`); nil:
+    /// made from the label, priority, PDOL and preferred name.
+    public internal(set) var fci: [UInt8]? = nil
+    /// Issuer discretionary bytes the card appends to the CVN's issuer application data (9F10),
+    /// so a captured card's IAD keeps its length.
+    public internal(set) var issuerDiscretionaryData: [UInt8] = []
+    /// The transaction log READ RECORD serves (`log:`); nil: none.
+    public internal(set) var log: TransactionLog? = nil
 
     public static func == (a: ApplicationProfile, b: ApplicationProfile) -> Bool { a.aid == b.aid && a.label == b.label }
     public func hash(into hasher: inout Hasher) { hasher.combine(aid) }
@@ -207,6 +228,14 @@ public struct CardProfile: Sendable {
     public internal(set) var contactlessHistoricalBytes: [UInt8] = []
     /// Tracks given in the profile (`magstripe:`); nil: derived from the card's data.
     public internal(set) var magstripeTracks: (track1: String?, track2: String)? = nil
+    /// The PSE's FCI (the whole 6F template) as a captured card answered it; nil: made.
+    public internal(set) var pseFCI: [UInt8]? = nil
+    /// The PSE directory's records (SFI 1, each a 70 template) byte for byte; nil: one record per application.
+    public internal(set) var pseDirectory: [[UInt8]]? = nil
+    /// The PPSE's FCI (6F) byte for byte; nil: made from the tappable applications.
+    public internal(set) var ppseFCI: [UInt8]? = nil
+    /// The last online ATC (9F13) before the first transaction.
+    public internal(set) var lastOnlineATC = 0
 
     /// The brand of the PAN, from its IIN.
     public var brand: CardBrand? { CardBrand.detect(pan: pan) }
@@ -227,7 +256,7 @@ public struct CardProfile: Sendable {
     static let topLevelFields: Set<String> = [
         "name", "pan", "psn", "expiry", "effective", "cardholderName", "serviceCode", "pin", "pinTryLimit", "pinTriesRemaining",
         "cvv", "atc", "issuer", "installments", "issuerState", "atr", "pse", "applications", "t0GetResponse", "oda",
-        "interfaces", "formFactor", "cdcvm", "contactless", "magstripe",
+        "interfaces", "formFactor", "cdcvm", "contactless", "magstripe", "pseFCI", "pseDirectory", "ppseFCI", "lastOnlineATC",
     ]
 
     static func parse(_ m: YAMLMapping) throws(ProfileError) -> CardProfile {
@@ -335,6 +364,7 @@ public struct CardProfile: Sendable {
                            atr: atr, hasPSE: try m.bool("pse") ?? true, applications: apps)
         profile.cvv = cvv
         try parseInterfaces(m, into: &profile)
+        try parseCapturedCard(m, into: &profile)
         if let t0 = try m.bool("t0GetResponse"), t0 {
             // The answers only make sense to a terminal sending T=0 TPDUs.
             guard (try? ATR.parse(atr)).map({ $0.protocols.first ?? 0 }) == 0 else {
@@ -348,7 +378,7 @@ public struct CardProfile: Sendable {
     static let applicationFields: Set<String> = [
         "aid", "label", "preferredName", "priority", "confirmation", "cvn", "issuerMasterKey", "keyDerivationIndex", "pdol", "cdol1",
         "cdol2", "aip", "gpoFormat", "generateACFormat", "records", "iac", "cvmList", "auc", "currency", "currencyExponent", "country",
-        "applicationVersion", "offlineLimits", "offlineApproval", "blocked", "contactless",
+        "applicationVersion", "offlineLimits", "offlineApproval", "blocked", "contactless", "data", "fci", "issuerDiscretionaryData", "log",
     ]
 
     static func parseApplication(_ a: YAMLMapping, pan: String, oda odaFor: ([UInt8]) -> ODAPersonalisation? = { _ in nil })
@@ -475,6 +505,7 @@ public struct CardProfile: Sendable {
             applicationVersion: try a.hex("applicationVersion", count: 2...2) ?? (visa ? [0x00, 0x8C] : [0x00, 0x02]),
             offlineLimits: limits, offlineApproval: try a.bool("offlineApproval") ?? false, blocked: try a.bool("blocked") ?? false,
             oda: oda)
+        try parseCapturedApplication(a, into: &application, pan: pan)
         if let c = try a.mapping("contactless") {
             application.contactless = try parseContactless(c, application: application)
         }
@@ -534,6 +565,7 @@ public struct CardProfile: Sendable {
             while digits.count < bytes * 2 { digits.insert(0, at: 0) }
             return stride(from: 0, to: digits.count, by: 2).map { digits[$0] << 4 | digits[$0 + 1] }
         }
+        if let given = app.data[tag] { return given }
         switch tag.value {
         case 0x57: return track2
         case 0x5A:

@@ -66,7 +66,7 @@ extension CardProfile {
     }
 
     static func parseContactless(_ c: YAMLMapping, application app: ApplicationProfile) throws(ProfileError) -> ContactlessApplication {
-        try c.rejectUnknown(["aip", "pdol", "ctq", "offlineApproval", "records", "kernel", "cvn"])
+        try c.rejectUnknown(["aip", "pdol", "ctq", "offlineApproval", "records", "kernel", "cvn", "fci"])
         let visa = app.cvn.isVisa
         var cvn: CVN? = nil
         if let number = try c.int("cvn", in: 0...255) {
@@ -112,6 +112,11 @@ extension CardProfile {
                                                  offlineApproval: offline, readRecords: records == "all",
                                                  kernel: try c.int("kernel", in: 1...63))
         contactless.cvn = cvn
+        if let fci = try c.hex("fci", count: 1...250) {
+            try checkFCI(fci, c, label: app.label, priority: app.priority, confirmation: app.requiresConfirmation, pdol: pdol ?? app.pdol,
+                         preferredName: app.preferredName)
+            contactless.fci = fci
+        }
         return contactless
     }
 

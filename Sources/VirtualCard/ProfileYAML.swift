@@ -60,6 +60,9 @@ struct YAMLMapping {
 
     func has(_ key: String) -> Bool { entries[key] != nil }
 
+    /// The keys in the order written.
+    var keys: [String] { order }
+
     func string(_ key: String) throws(ProfileError) -> String? {
         guard let node = entries[key] else { return nil }
         guard case .scalar(let scalar) = node else { throw error(key, "must be a single value") }

@@ -17,7 +17,7 @@ public struct CardState: Codable, Equatable, Sendable {
     /// The state a freshly personalised card has.
     public init(profile: CardProfile) {
         atc = Dictionary(uniqueKeysWithValues: profile.applications.map { (Hex.encode($0.aid), profile.atcStart) })
-        lastOnlineATC = Dictionary(uniqueKeysWithValues: profile.applications.map { (Hex.encode($0.aid), 0) })
+        lastOnlineATC = Dictionary(uniqueKeysWithValues: profile.applications.map { (Hex.encode($0.aid), profile.lastOnlineATC) })
         pinTriesRemaining = profile.pinTriesRemaining
         blockedApplications = profile.applications.filter(\.blocked).map { Hex.encode($0.aid) }
     }
@@ -208,14 +208,14 @@ public struct VirtualCard: Sendable {
             guard interface == .contactless else { return SW.fileNotFound }
             session = Session()
             session.ppse = true
-            return ppseFCI() + SW.ok
+            return (profile.ppseFCI ?? ppseFCI()) + SW.ok
         }
         if c.data == Self.pseName {
             guard profile.hasPSE, interface == .contact else { return SW.fileNotFound }
             session = Session()
             session.selected = .pse
             let fci = TLV(0x6F, children: [TLV(0x84, Self.pseName), TLV(0xA5, children: [TLV(0x88, [0x01]), TLV(0x5F2D, Array("en".utf8))])])
-            return fci.encoded() + SW.ok
+            return (profile.pseFCI ?? fci.encoded()) + SW.ok
         }
         let tapped = interface == .contactless
         let matches = profile.applications.indices.filter {
@@ -242,7 +242,12 @@ public struct VirtualCard: Sendable {
             let device = Array(profile.formFactor.mastercardDeviceType.utf8)
             proprietary.append(TLV(0xBF0C, children: [TLV(0x9F6E, country + [0x00, 0x00] + device + [0x00])]))
         }
-        let fci = TLV(0x6F, children: [TLV(0x84, app.aid), TLV(0xA5, children: proprietary)]).encoded()
+        let fci: [UInt8]
+        if let given = tapped ? app.contactless?.fci : app.fci {
+            fci = TLV(0x6F, children: [TLV(0x84, app.aid), TLV(0xA5, given)]).encoded()
+        } else {
+            fci = TLV(0x6F, children: [TLV(0x84, app.aid), TLV(0xA5, children: proprietary)]).encoded()
+        }
         // A blocked application still answers SELECT, with 6283, so the terminal can skip it.
         return fci + (isBlocked(app) ? SW.selectedFileInvalidated : SW.ok)
     }
@@ -263,6 +268,9 @@ public struct VirtualCard: Sendable {
         switch session.selected {
         case .pse?:
             guard sfi == 1 else { return SW.fileNotFound }
+            if let directory = profile.pseDirectory {
+                return number <= directory.count ? directory[number - 1] + SW.ok : SW.recordNotFound
+            }
             guard number <= profile.applications.count else { return SW.recordNotFound }
             let app = profile.applications[number - 1]
             var entry = [TLV(0x4F, app.aid), TLV(0x50, Array(app.label.utf8)), TLV(0x87, profile.value(of: 0x87, in: app)!)]
@@ -271,6 +279,9 @@ public struct VirtualCard: Sendable {
         case .application(let index)?:
             let app = profile.applications[index]
             guard !isBlocked(app) else { return SW.conditionsNotSatisfied }
+            if let log = app.log, log.sfi == sfi {
+                return number <= log.records.count ? log.records[number - 1] + SW.ok : SW.recordNotFound
+            }
             guard app.records.contains(where: { $0.sfi == sfi }) else { return SW.fileNotFound }
             guard let record = records[index][RecordKey(sfi: sfi, record: number)] else { return SW.recordNotFound }
             return record + SW.ok
@@ -316,7 +327,9 @@ public struct VirtualCard: Sendable {
         case 0x9F36: value = Self.twoBytes(state.atc[aid] ?? 0)
         case 0x9F13: value = Self.twoBytes(state.lastOnlineATC[aid] ?? 0)
         case 0x9F17: value = [UInt8(state.pinTriesRemaining)]
-        default: return SW.referencedDataNotFound
+        default:
+            guard let given = profile.applications[index].data[tag] else { return SW.referencedDataNotFound }
+            value = given
         }
         return TLV(tag, value).encoded() + SW.ok
     }
@@ -496,7 +509,7 @@ public struct VirtualCard: Sendable {
         let cid: UInt8 = returned == .aac ? 0x00 : returned == .tc ? 0x40 : 0x80
         var items = [TLV(0x82, contactless.aip.bytes)]
         if contactless.readRecords { items.append(TLV(0x94, profile.afl(for: app).flatMap(\.bytes))) }
-        items += [TLV(0x57, profile.track2), TLV(0x5F34, profile.value(of: 0x5F34, in: app)!), TLV(0x9F10, iad), TLV(0x9F26, cryptogram),
+        items += [TLV(0x57, profile.value(of: 0x57, in: app)!), TLV(0x5F34, profile.value(of: 0x5F34, in: app)!), TLV(0x9F10, iad), TLV(0x9F26, cryptogram),
                   TLV(0x9F27, [cid]), TLV(0x9F36, atc), TLV(0x9F6C, ctq), TLV(0x9F6E, profile.formFactor.visaFFI)]
         // fDDA (Book C-3 Annex C): for a TC, or an ARQC when the reader asks for ODA online too.
         if returned != .aac, contactless.aip.contains(AIP.ddaSupported), TTQ.has(ttq, TTQ.fDDAVersion01Supported),
@@ -591,7 +604,7 @@ public struct VirtualCard: Sendable {
                 let iad: [UInt8] = [0x1F, 0x22, dki, 0x00] + cvr.bytes
                 return iad + [UInt8](repeating: 0, count: 32 - iad.count)
             }
-            return [0x06, dki, UInt8(cvn.rawValue)] + cvr.bytes
+            return [0x06, dki, UInt8(cvn.rawValue)] + cvr.bytes + app.issuerDiscretionaryData
         }
         var cvr = MastercardCVR()
         cvr.firstGenerateAC = first
@@ -609,7 +622,7 @@ public struct VirtualCard: Sendable {
         if session.issuerAuthentication == .failed { cvr.set(MastercardCVR.issuerAuthenticationFailed) }
         cvr.pinTryCounter = state.pinTriesRemaining
         // KDI, CVN, CVR, DAC/IDN (left zero: the terminal's ODA result is not fed back to this card), counters (none kept).
-        return [dki, UInt8(cvn.rawValue)] + cvr.bytes + [0x00, 0x00] + [UInt8](repeating: 0, count: 8)
+        return [dki, UInt8(cvn.rawValue)] + cvr.bytes + [0x00, 0x00] + [UInt8](repeating: 0, count: 8) + app.issuerDiscretionaryData
     }
 
     static func twoBytes(_ n: Int) -> [UInt8] { [UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] }

@@ -1,0 +1,234 @@
+import Foundation
+import Testing
+@testable import EMV
+@testable import Terminal
+@testable import VirtualCard
+
+/// The bench CA (test material in the repository), which re-issues a captured card's certificates.
+let benchCA: CertificationAuthority = {
+    let url = cards.deletingLastPathComponent().appendingPathComponent("ca/bench-ca.yaml")
+    return try! CertificationAuthority.parse(yaml: String(contentsOf: url, encoding: .utf8), file: url.path)
+}()
+
+/// A card profile no shipped file has: a T=0 ATR with its own historical bytes, two Visa
+/// applications (CVN 18 with 16 issuer discretionary bytes in its IAD, and CVN 10), SDA only
+/// under the 1408-bit bench key with a 1152-bit issuer key, records in a layout of its own, a
+/// track 1 discretionary value of its own and an expiry on the 15th.
+func oddCardYAML(pan: String, pse: Bool = true) throws -> String {
+    let base = """
+        name: Odd card
+        pan: "\(pan)"
+        psn: "02"
+        expiry: "2030-06"
+        effective: "2025-01"
+        cardholderName: "ODD/CARD"
+        pin: "4321"
+        atc: 77
+        atr: "3B6500004342454E43"
+        pse: \(pse)
+        applications:
+          - aid: "A0000000031010"
+            label: "VISA ODD"
+            priority: 2
+            cvn: 18
+            issuerMasterKey: "00112233445566778899AABBCCDDEEFF"
+            keyDerivationIndex: 2
+            issuerDiscretionaryData: "0F0102030405060708090A0B0C0D0E0F"
+            pdol: "9F1A02"
+            cvmList: "000000000000000041031E031F00"
+            iac: { default: "DC4000A800", denial: "0010000000", online: "DC4004F800" }
+            records:
+              - { sfi: 1, record: 1, tags: ["57", "5F20", "9F1F"] }
+              - { sfi: 2, record: 1, tags: ["5A", "5F24", "5F25", "5F28", "5F34", "9F07", "9F08", "9F42", "9F44"], offlineAuthentication: true }
+              - { sfi: 2, record: 2, tags: ["8C", "8D", "8E", "9F0D", "9F0E", "9F0F"], offlineAuthentication: true }
+            data: { "9F1F": "3132333435", "5F24": "300615" }
+          - aid: "A0000000032010"
+            label: "VISA ELECTRON"
+            priority: 1
+            cvn: 10
+            issuerMasterKey: "FFEEDDCCBBAA99887766554433221100"
+            cvmList: "000000000000000042031F00"
+            currency: "978"
+
+        """
+    var options = ODAPersonaliser.Options()
+    options.methods = [.sda]
+    options.caIndex = 0xB1
+    options.issuerBits = 1152
+    return try ODAPersonaliser(ca: benchCA).personalise(yaml: base, file: "odd.yaml", options: options)
+}
+
+func luhnNumber(_ partial: String) -> String { partial + String(Luhn.checkDigit(for: partial)!) }
+
+/// Every exchange a link passes on.
+final class Recorder: @unchecked Sendable {
+    var exchanges: [(command: [UInt8], response: [UInt8])] = []
+}
+
+func capture(_ card: VirtualCard, interface: CardInterface = .contact, configure: (InProcessCard) -> Void = { _ in })
+    throws -> (CardCapture.Result, InProcessCard) {
+    let link = InProcessCard(card)
+    link.interface = interface
+    configure(link)
+    var options = CardCapture.Options()
+    options.interface = interface
+    return (try CardCapture.run(link, options: options), link)
+}
+
+func captured(_ result: CardCapture.Result, pin: String = "4321", keepPAN: Bool = false) throws -> (yaml: String, report: CapturedProfile.Report) {
+    var options = CapturedProfile.Options()
+    options.pin = pin
+    options.keepPAN = keepPAN
+    options.ca = benchCA
+    options.caKeys = benchCA.publicKeys
+    return try CapturedProfile.make(from: result, options: options)
+}
+
+@Suite("card capture: a card read into a profile that answers the same")
+struct CardCaptureTests {
+    /// The values of a response's primitive objects, in order.
+    func objects(_ response: [UInt8]) -> [(EMVTag, [UInt8])] {
+        func walk(_ items: [TLV]) -> [(EMVTag, [UInt8])] { items.flatMap { $0.children.isEmpty ? [($0.tag, $0.value)] : walk($0.children) } }
+        return walk((try? TLV.parse(Array(response.dropLast(2)))) ?? [])
+    }
+
+    @Test("an odd card through capture: every command of a sale answered the same (certificates and cryptograms re-made), the same TVR and CVM results")
+    func oddCard() throws {
+        let yaml = try oddCardYAML(pan: "4761739001010333".dropLast() + String(Luhn.checkDigit(for: "476173900101033")!))
+        let original = try CardProfile.parse(yaml: yaml, file: "odd.yaml")
+        let (result, link) = try capture(try VirtualCard(profile: original))
+        let (text, report) = try captured(result)
+        let copy = try CardProfile.parse(yaml: text, file: "captured.yaml")
+        #expect(copy.pan == original.pan && !report.panReplaced, "a test range number is kept")
+        #expect(copy.atr == original.atr)
+        #expect(copy.applications.map(\.aid) == original.applications.map(\.aid))
+        #expect(copy.applications.map(\.cvn) == [.visa18, .visa10])
+        #expect(copy.applications[0].keyDerivationIndex == 2)
+        #expect(copy.applications[0].issuerDiscretionaryData == original.applications[0].issuerDiscretionaryData)
+        #expect(copy.applications.map(\.cvmList) == original.applications.map(\.cvmList))
+        #expect(copy.applications.map(\.issuerMasterKey) != original.applications.map(\.issuerMasterKey), "the keys are the bench's")
+        let oda = try #require(copy.applications[0].oda)
+        #expect(oda.methods == [.sda] && oda.caIndex == 0xB1, "the same method under the bench key as long as the card's")
+        #expect(oda.issuerCertificate.count == original.applications[0].oda!.issuerCertificate.count)
+        #expect(oda.issuerRemainder?.count == original.applications[0].oda!.issuerRemainder?.count)
+        #expect(oda.issuerCertificate != original.applications[0].oda!.issuerCertificate, "re-issued, not copied")
+        #expect(text.contains("# Made by the bench"), "\(text)")
+        #expect(report.read.contains { $0.contains("recovered") }, "\(report.read)")
+
+        // A sale on the original, its commands replayed to the card the capture left and to the copy.
+        var sale = try Bench(writeTemporary(yaml), pins: ["4321"]) { $0.oda = ODAConfiguration(caKeys: shippedCAKeys) }
+        let recorder = Recorder()
+        sale.link.alter = { command, response, _ in recorder.exchanges.append((command, response)); return response }
+        let saleOutcome = try sale.run()
+        #expect(saleOutcome.decision == .approved)
+        var left = link.card
+        var twin = try VirtualCard(profile: copy)
+        _ = left.powerOn(.contact)
+        _ = twin.powerOn(.contact)
+        #expect(recorder.exchanges.count > 10)
+        let certificateTags: Set<EMVTag> = [0x90, 0x92, 0x93, 0x9F46, 0x9F48]
+        for (command, _) in recorder.exchanges {
+            let a = left.respond(to: command), b = twin.respond(to: command)
+            let name = (try? CommandAPDU(bytes: command).instructionName) ?? "?"
+            #expect(a.suffix(2) == b.suffix(2), "\(name): \(Hex.encode(a.suffix(2))) vs \(Hex.encode(b.suffix(2)))")
+            switch command[1] {
+            case 0xAE:
+                let (x, y) = (objects(a), objects(b))
+                #expect(x.count == y.count)
+                #expect(a.count == b.count, "GENERATE AC: same format and lengths")
+                #expect(Array(a.prefix(1)) == Array(b.prefix(1)))
+                // Format 1: CID, ATC, cryptogram, IAD — all but the cryptogram alike.
+                if a.first == 0x80, a.count > 14 {
+                    #expect(Array(a[2..<5]) == Array(b[2..<5]), "CID and ATC")
+                    #expect(Array(a[13...]) == Array(b[13...]), "IAD (CVR and discretionary data)")
+                }
+            case 0xB2:
+                let (x, y) = (objects(a), objects(b))
+                #expect(x.map(\.0) == y.map(\.0), "READ RECORD: the same tags in the same order")
+                for ((tag, va), (_, vb)) in zip(x, y) {
+                    if certificateTags.contains(tag) { #expect(va.count == vb.count, "\(tag): same length") } else { #expect(va == vb, "\(tag)") }
+                }
+            default:
+                #expect(a == b, "\(name): \(Hex.encode(a)) vs \(Hex.encode(b))")
+            }
+        }
+
+        // The copy's sale: the same TVR, CVM results and outcome as the original's.
+        var again = try Bench(writeTemporary(text), pins: ["4321"]) { $0.oda = ODAConfiguration(caKeys: shippedCAKeys) }
+        let copyOutcome = try again.run()
+        #expect(copyOutcome.decision == saleOutcome.decision)
+        #expect(copyOutcome.tvr == saleOutcome.tvr, "\(copyOutcome.tvr) vs \(saleOutcome.tvr)")
+        #expect(copyOutcome.cvmResults == saleOutcome.cvmResults)
+        #expect(copyOutcome.tsi == saleOutcome.tsi)
+    }
+
+    @Test("a live card's number is replaced (same BIN and length, Luhn-valid) everywhere, and kept only with keepPAN")
+    func livePAN() throws {
+        let live = luhnNumber("491234567890123")
+        #expect(!TestCardNumbers.isTest(live))
+        let yaml = try oddCardYAML(pan: live)
+        let (result, _) = try capture(try VirtualCard(profile: try CardProfile.parse(yaml: yaml, file: "live.yaml")))
+        let (text, report) = try captured(result)
+        #expect(report.panReplaced)
+        #expect(!text.contains(live), "the number in clear")
+        #expect(!text.uppercased().contains(live.uppercased()), "the number packed in a hex value")
+        let copy = try CardProfile.parse(yaml: text, file: "captured.yaml")
+        #expect(copy.pan != live && copy.pan.count == live.count && copy.pan.hasPrefix(String(live.prefix(8))) && Luhn.isValid(copy.pan))
+        #expect(report.maskedPAN.hasPrefix(String(copy.pan.prefix(6))) && report.maskedPAN.contains("*"))
+        // Track 2 equivalent data carries the new number too.
+        let track2 = try #require(copy.value(of: 0x57, in: copy.applications[0]))
+        #expect(Hex.encode(track2).hasPrefix(copy.pan))
+        let kept = try captured(result, keepPAN: true)
+        let keptProfile = try CardProfile.parse(yaml: kept.yaml, file: "k.yaml")
+        #expect(!kept.report.panReplaced && keptProfile.pan == live)
+    }
+
+    @Test("no PSE, a refused GET DATA and a refused GENERATE AC: captured as far as it goes, the report says so")
+    func refusals() throws {
+        let yaml = try oddCardYAML(pan: luhnNumber("476173900101044"), pse: false)
+        let (result, _) = try capture(try VirtualCard(profile: try CardProfile.parse(yaml: yaml, file: "no-pse.yaml"))) { link in
+            link.refuse = [(0xCA, 0x9F17, [0x6A, 0x88]), (0xAE, 0x0000, [0x69, 0x85])]
+        }
+        #expect(result.directoryFCI == nil)
+        #expect(result.applications.count == 2, "both found through the AID list")
+        #expect(result.notes.contains { $0.contains("no PSE") })
+        #expect(result.notes.contains { $0.contains("GET DATA 9F17: 6A88") })
+        #expect(result.notes.contains { $0.contains("GENERATE AC (AAC requested): 6985") })
+        let (text, report) = try captured(result)
+        let copy = try CardProfile.parse(yaml: text, file: "captured.yaml")
+        #expect(!copy.hasPSE)
+        #expect(report.made.contains { $0.contains("no issuer application data seen") })
+        #expect(copy.applications.count == 2)
+    }
+
+    @Test("a tapped card: PPSE, the contactless FCI, a qVSDC GPO and Kernel 2 records give a profile whose tap has the same outcome",
+          arguments: ["visa-credit-qvsdc-fdda.yaml", "mastercard-paypass-cvn16.yaml"])
+    func tapped(file: String) throws {
+        let original = try CardProfile.parse(yaml: String(contentsOf: cards.appendingPathComponent(file), encoding: .utf8), file: file)
+        let (result, _) = try capture(try VirtualCard(profile: original), interface: .contactless)
+        let (text, _) = try captured(result, pin: original.pin ?? "1234")
+        let copy = try CardProfile.parse(yaml: text, file: "captured.yaml")
+        #expect(copy.interfaces == [.contactless])
+        #expect(copy.applications.map { $0.contactless?.kernel } == original.applications.filter { $0.contactless != nil }.map { $0.contactless?.kernel })
+        var a = try tapBench(file)
+        var b = try tapBench(writeTemporary(text))
+        let x = try a.run(amount: 2_000), y = try b.run(amount: 2_000)
+        #expect(x.decision == y.decision && x.tvr == y.tvr && x.cvm == y.cvm, "\(x.decision) \(x.tvr) vs \(y.decision) \(y.tvr)")
+    }
+
+    @Test("an IAD's CVN, key derivation index and discretionary bytes, per scheme format", arguments: [
+        ("06010A03A00000", true, CVN.visa10, 1, ""), ("06021203A000000F0102", true, .visa18, 2, "0F0102"),
+        ("1F2201000000000000" + String(repeating: "00", count: 23), true, .visa22, 1, ""),
+        ("0110A00003220000000000000000000000FF", false, .mastercard16, 1, ""), ("0214A00003220000000000000000000000FFAB", false, .mastercard20, 2, "AB"),
+    ])
+    func iad(hex: String, visa: Bool, cvn: CVN, dki: Int, tail: String) throws {
+        let (c, k, t, note) = CapturedProfile.cryptogramVersion(iad: try Hex.decode(hex), visa: visa)
+        #expect(c == cvn && k == dki && Hex.encode(t) == tail && note == nil)
+    }
+}
+
+func writeTemporary(_ text: String) throws -> String {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("cb-capture-\(UUID().uuidString.prefix(8)).yaml")
+    try text.write(to: url, atomically: true, encoding: .utf8)
+    return url.path
+}
