@@ -231,7 +231,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TerminalTests",
-            dependencies: ["Terminal", "EMV", "VirtualCard"]
+            dependencies: ["Terminal", "EMV", "VirtualCard", "TestSupport"]
         ),
         .testTarget(
             name: "LedgerTests",

@@ -216,6 +216,9 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var capkFiles: [String] = []
     /// Revoked issuer certificates, `RID:INDEX:SERIAL`.
     public var revokedCertificates: [String] = []
+    /// The bench CA file (`emv.bench_ca`) that re-issues a captured card's certificates; nil: the
+    /// source tree's, then the package's (`CardCaptureService.caSearchPath`).
+    public var benchCAFile: String?
     /// Present this profile automatically when a transaction waits for a card, and enter its PIN.
     public var demoCard: String?
     /// `demo.card` as configured, also when `demo.enabled` is not: the card `--demo` turns on.
@@ -358,6 +361,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         try checkListener()
         if let cards = list("host.cards") { cardProfiles = cards }
         if let files = list("emv.capk") { capkFiles = files }
+        benchCAFile = text("emv.bench_ca").flatMap { $0.isEmpty ? nil : $0 }
         if let entries = list("emv.revoked") {
             _ = try CAPKStore.revoked(entries, key: "emv.revoked")
             revokedCertificates = entries

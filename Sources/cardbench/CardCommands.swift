@@ -9,8 +9,8 @@ import VirtualCard
 struct CardCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "card",
-        abstract: "Virtual cards: insert, tap or swipe one at a reader; list the embedded profiles.",
-        subcommands: [CardInsert.self, CardTap.self, CardSwipe.self, CardList.self]
+        abstract: "Virtual cards: insert, tap or swipe one at a reader; list the embedded profiles; capture a real card into a profile; compare two.",
+        subcommands: [CardInsert.self, CardTap.self, CardSwipe.self, CardList.self, CardCaptureCommand.self, CardDiffCommand.self]
     )
 }
 

@@ -9,7 +9,7 @@ import Testing
 @_exported import DaemonTestSupport
 @_exported import TestSupport
 
-func card(_ name: String) -> String { repositoryRoot.appendingPathComponent("Scenarios/cards/\(name)").path }
+func card(_ name: String) -> String { name.hasPrefix("/") ? name : repositoryRoot.appendingPathComponent("Scenarios/cards/\(name)").path }
 
 /// A virtual card as a real `cardbench card insert` process connected to a reader socket.
 final class InsertedCard: @unchecked Sendable {

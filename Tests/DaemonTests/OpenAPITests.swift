@@ -293,6 +293,8 @@ let schemaBindings: [String: SchemaBinding] = [
     "NotificationView": .of(NotificationView.self),
     "AttemptView": .of(AttemptView.self),
     "ResendView": .of(ResendView.self),
+    "CaptureBody": .of(CaptureBody.self),
+    "CaptureView": .of(CaptureView.self),
     "TerminalView": .of(TerminalView.self),
     "ReaderView": .of(ReaderView.self),
     "KeypadBody": .of(KeypadBody.self),

@@ -170,3 +170,62 @@ public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T)
         Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }
+
+// MARK: Card capture
+
+/// The bench CA (test material in the repository), which re-issues a captured card's certificates.
+public let benchCA: CertificationAuthority = {
+    let url = repositoryRoot.appendingPathComponent("Scenarios/ca/bench-ca.yaml")
+    return try! CertificationAuthority.parse(yaml: String(contentsOf: url, encoding: .utf8), file: url.path)
+}()
+
+/// A card profile no shipped file has: a T=0 ATR with its own historical bytes, two Visa
+/// applications (CVN 18 with 16 issuer discretionary bytes in its IAD, and CVN 10), SDA only
+/// under the 1408-bit bench key with a 1152-bit issuer key, records in a layout of its own, a
+/// track 1 discretionary value of its own and an expiry on the 15th.
+public func oddCardYAML(pan: String, pse: Bool = true) throws -> String {
+    let base = """
+        name: Odd card
+        pan: "\(pan)"
+        psn: "02"
+        expiry: "2030-06"
+        effective: "2025-01"
+        cardholderName: "ODD/CARD"
+        pin: "4321"
+        atc: 77
+        atr: "3B6500004342454E43"
+        pse: \(pse)
+        applications:
+          - aid: "A0000000031010"
+            label: "VISA ODD"
+            priority: 2
+            cvn: 18
+            issuerMasterKey: "00112233445566778899AABBCCDDEEFF"
+            keyDerivationIndex: 2
+            issuerDiscretionaryData: "0F0102030405060708090A0B0C0D0E0F"
+            pdol: "9F1A02"
+            cvmList: "000000000000000041031E031F00"
+            iac: { default: "DC4000A800", denial: "0010000000", online: "DC4004F800" }
+            records:
+              - { sfi: 1, record: 1, tags: ["57", "5F20", "9F1F"] }
+              - { sfi: 2, record: 1, tags: ["5A", "5F24", "5F25", "5F28", "5F34", "9F07", "9F08", "9F42", "9F44"], offlineAuthentication: true }
+              - { sfi: 2, record: 2, tags: ["8C", "8D", "8E", "9F0D", "9F0E", "9F0F"], offlineAuthentication: true }
+            data: { "9F1F": "3132333435", "5F24": "300615" }
+          - aid: "A0000000032010"
+            label: "VISA ELECTRON"
+            priority: 1
+            cvn: 10
+            issuerMasterKey: "FFEEDDCCBBAA99887766554433221100"
+            cvmList: "000000000000000042031F00"
+            currency: "978"
+
+        """
+    var options = ODAPersonaliser.Options()
+    options.methods = [.sda]
+    options.caIndex = 0xB1
+    options.issuerBits = 1152
+    return try ODAPersonaliser(ca: benchCA).personalise(yaml: base, file: "odd.yaml", options: options)
+}
+
+public func luhnNumber(_ partial: String) -> String { partial + String(Luhn.checkDigit(for: partial)!) }
+

@@ -160,6 +160,10 @@ struct CardRoutes {
         routes.get("/v1/cards") { _, _ in json(bench.cardProfiles()) }
         routes.get("/v1/terminals/:name/card") { _, context in json(try bench.cardSlot(terminal: context.parameters.get("name"))) }
         routes.get("/v1/host") { _, _ in json(try bench.hostView()) }
+        routes.post("/v1/terminals/:name/capture") { request, context in
+            let body = try await decode(CaptureBody.self, request, context)
+            return json(try await bench.capture(terminal: context.parameters.get("name"), body))
+        }
         return routes
     }
 }
