@@ -37,7 +37,7 @@ public final class Bench: @unchecked Sendable {
     private let setupLock = NSLock()
     /// What a terminal made through the API is made with: the events it reports to, the CA keys.
     private let terminalFeed: EventFeed
-    private let sharedODA: ODAConfiguration
+    let sharedODA: ODAConfiguration
     /// Follows udev for `udev:` readers, while started.
     /// Where the readers and the daemon's own vpcd cards log.
     let logger: Logger

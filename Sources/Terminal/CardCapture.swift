@@ -44,6 +44,13 @@ public enum CardCapture {
         public let bytes: [UInt8]
         /// Whether the AFL marks it for offline data authentication.
         public let offlineAuthentication: Bool
+
+        public init(sfi: Int, record: Int, bytes: [UInt8], offlineAuthentication: Bool) {
+            self.sfi = sfi
+            self.record = record
+            self.bytes = bytes
+            self.offlineAuthentication = offlineAuthentication
+        }
     }
 
     /// One application as read.
@@ -66,6 +73,8 @@ public enum CardCapture {
         public var log: (sfi: Int, records: [[UInt8]])?
         /// GENERATE AC's answer (data), nil when not asked or refused.
         public var generateAC: [UInt8]?
+
+        public init(aid: [UInt8]) { self.aid = aid }
     }
 
     public struct Result: Sendable {
@@ -78,6 +87,8 @@ public enum CardCapture {
         public var applications: [Application] = []
         /// What the capture did and what the card refused, in order: no card data in it.
         public var notes: [String] = []
+
+        public init(interface: CardInterface) { self.interface = interface }
     }
 
     /// Reads the card on `link`.

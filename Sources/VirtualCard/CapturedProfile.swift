@@ -488,7 +488,7 @@ public enum CapturedProfile {
     }
 
     /// A YAML double-quoted scalar.
-    static func quote(_ text: String) -> String {
+    public static func quote(_ text: String) -> String {
         var out = "\""
         for scalar in text.unicodeScalars {
             switch scalar {

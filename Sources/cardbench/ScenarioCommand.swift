@@ -7,7 +7,7 @@ struct ScenarioCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scenario",
         abstract: "Scenario files: scripted transactions with expectations (docs/scenarios.md).",
-        subcommands: [ScenarioRun.self, ScenarioMerge.self, ScenarioGenerate.self]
+        subcommands: [ScenarioRun.self, ScenarioMerge.self, ScenarioGenerate.self, ScenarioRecord.self]
     )
 }
 

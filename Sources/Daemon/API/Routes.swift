@@ -66,6 +66,9 @@ struct TransactionRoutes {
             let terminal = q.get("terminal").map { String($0) }
             return json(try bench.transactions(terminal: terminal, limit: limit, before: before, filter: try transactionFilter(q)).map { TransactionView($0) })
         }
+        routes.get("/v1/transactions/:id/scenario") { _, context in
+            json(try bench.recordScenario(context.parameters.get("id") ?? ""))
+        }
         routes.get("/v1/transactions/:id") { request, context in
             let key = context.parameters.get("id") ?? ""
             let decode = request.uri.queryParameters.get("decode").map { $0 == "true" || $0 == "1" } ?? false
