@@ -133,6 +133,8 @@ export class TransactionView {
     // attempts and a button that sends it again now (docs/daemon.md, "Notifications").
     const notifications = await get(`/v1/notifications?transaction=${encodeURIComponent(t.id)}`);
     for (const n of notifications) sections.push(this.notification(n));
+    // The transaction as a scenario that replays it (docs/recording.md).
+    if (t.action === "sale" || t.action === "pre_auth") sections.push(this.recording(t));
     // A Citcon charge's chargebacks, played as the cardholder's bank (docs/citcon.md, "Chargebacks").
     if (t.provider === "citcon" && (t.action === "sale" || t.action === "pre_auth")) {
       try { sections.push(this.chargebacks(await get(`/v1/citcon/charges?transaction=${encodeURIComponent(t.id)}`))); } catch { /* no charge for this row */ }
@@ -209,6 +211,35 @@ export class TransactionView {
           h("button", { type: "button", id: "cb-won", onclick: () => send({ action: "won" }) }, "Won"),
           h("button", { type: "button", id: "cb-lost", onclick: () => send({ action: "lost" }) }, "Lost")),
       status);
+  }
+
+  /** "Save as scenario": the scenario and its card profiles saved as files, the notes shown. */
+  recording(t) {
+    const status = h("p", { class: "muted", role: "status", id: "record-status" });
+    const shown = h("div", {});
+    const save = (text, name) => {
+      const url = URL.createObjectURL(new Blob([text], { type: "application/yaml" }));
+      const a = Object.assign(document.createElement("a"), { href: url, download: name });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    };
+    const button = h("button", { type: "button", id: "record", class: "primary", onclick: async () => {
+      status.textContent = "Recording…";
+      try {
+        const r = await get(`/v1/transactions/${encodeURIComponent(t.id)}/scenario`);
+        save(r.scenario, r.file);
+        for (const c of r.cards) save(c.profile, c.file);
+        status.textContent = `Saved ${r.file}${r.cards.length ? ` and ${r.cards.map((c) => c.file).join(", ")} (put it in a cards folder beside the scenario)` : ""}.`;
+        fill(shown, [r.notes.length ? h("ul", { class: "notes" }, r.notes.map((n) => h("li", {}, n))) : null,
+          h("details", {}, h("summary", {}, r.file), h("pre", { class: "scenario" }, r.scenario))]);
+        announce(`Saved ${r.file}`);
+      } catch (e) { status.textContent = e.message; }
+    } }, "Save as scenario");
+    return h("section", { class: "card recording" }, h("h3", {}, "Record"),
+      h("p", { class: "muted" }, "A scenario that replays this transaction: the same card, keypad answers, host answers and expectations (cardbench scenario record)."),
+      button, status, shown);
   }
 
   notification(n) {

@@ -135,7 +135,9 @@ def browser(downloads):
     for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1366,1000",
                 "--lang=en-GB"]:
         options.add_argument(arg)
-    options.add_experimental_option("prefs", {"download.default_directory": str(downloads), "download.prompt_for_download": False})
+    # Save as scenario saves the scenario and its card: two downloads from one click.
+    options.add_experimental_option("prefs", {"download.default_directory": str(downloads), "download.prompt_for_download": False,
+                                              "profile.default_content_setting_values.automatic_downloads": 1})
     return webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
 
 
@@ -272,6 +274,27 @@ def main():
         check(wait_text("(resend)") and "callbacks.command" in text(), "Send again records a resend attempt with why it was not taken")
         driver.execute_script("document.querySelector('section.notification ol.attempts').scrollIntoView({block: 'center'})")
         shot("05b-notification-resent")
+        # Save as scenario: the scenario and its card download; run beside each other they pass.
+        driver.find_element(By.ID, "record").click()
+        check(wait_text("Saved recorded-"), "Save as scenario reports the files it saved")
+        recorded, card = None, None
+        for _ in range(100):
+            recorded = next(iter(glob.glob(str(downloads / "recorded-*.yaml"))), None)
+            card = next(iter(glob.glob(str(downloads / "visa-credit-cvn10*.yaml"))), None)
+            if recorded and card:
+                break
+            time.sleep(0.1)
+        check(recorded is not None and card is not None, f"the scenario and its card profile download ({os.listdir(downloads)})")
+        if recorded and card:
+            folder = work / "recorded"
+            (folder / "cards").mkdir(parents=True)
+            shutil.copy(recorded, folder / "sale.yaml")
+            shutil.copy(card, folder / "cards" / "visa-credit-cvn10.yaml")
+            cardbench = os.path.join(os.path.dirname(os.path.abspath(args.cardbenchd)), "cardbench")
+            run = subprocess.run([cardbench, "scenario", "run", str(folder / "sale.yaml"), "--in-process"], capture_output=True, text=True, timeout=120)
+            check(run.returncode == 0, f"the saved scenario passes in process: {run.stdout[-400:]} {run.stderr[-400:]}")
+        driver.execute_script("document.querySelector('section.recording').scrollIntoView({block: 'center'})")
+        shot("05c-save-as-scenario")
 
         # The list, filtered.
         driver.get(base + "/console/#/transactions")
