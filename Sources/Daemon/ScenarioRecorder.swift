@@ -91,11 +91,18 @@ struct ScenarioRecorder {
     // MARK: Card present
 
     mutating func cardPresent() throws(DaemonError) -> RecordedScenario {
+        // An external host answered when the ledger holds the messages to it, whether or not the
+        // terminal is still there to tell its format.
+        if external == nil, hostMessages.contains(where: { $0.direction == .outgoing && ["0100", "0200"].contains($0.mti) }) {
+            external = ("pyiso8583-default", "binary2")
+            notes.append("terminal \(t.terminalName) is gone: its external host's format is taken as the default (pyiso8583-default, binary2)")
+        }
         let names = trace.map { entry -> String in
             guard let header = try? Hex.decode(String(entry.command.prefix(8))), header.count == 4 else { return "?" }
             return CommandAPDU(cla: header[0], ins: header[1], p1: header[2], p2: header[3]).instructionName
         }
-        let path = (t.cardEntry.flatMap { try? JSONDecoder().decode(EntryPathView.self, from: Data($0.utf8)) })?.path ?? []
+        let entry = t.cardEntry.flatMap { try? JSONDecoder().decode(EntryPathView.self, from: Data($0.utf8)) }
+        let path = entry?.path ?? []
         var presentations = path.compactMap { element -> String? in
             let verb = element.split(separator: ":").first.map(String.init) ?? ""
             return ["insert", "tap", "swipe"].contains(verb) ? verb : nil
@@ -138,8 +145,20 @@ struct ScenarioRecorder {
                 if m.direction == .incoming, ["0110", "0210"].contains(m.mti) {
                     pending = max(0, pending - 1)
                     let code = fields.first { $0.field == 39 }?.value ?? "00"
-                    let arpc = fields.first { $0.field == 55 }?.tlv?.contains { $0.tag == "91" } ?? false
-                    if code == "00", arpc {
+                    let chip = fields.first { $0.field == 55 }?.tlv ?? []
+                    let arpc = chip.contains { $0.tag == "91" }
+                    // Issuer scripts: the commands (86) that follow a 72 (after) or 71 (before)
+                    // template in the described field, which lists a template's members after it.
+                    var after: [String] = [], before: [String] = [], template = ""
+                    for item in chip {
+                        if item.tag == "71" || item.tag == "72" { template = item.tag }
+                        if item.tag == "86" { if template == "72" { after.append(item.value) } else if template == "71" { before.append(item.value) } }
+                    }
+                    if code == "00", arpc, !after.isEmpty {
+                        answers.append("{script_after: [\(after.map(q).joined(separator: ", "))]}")
+                    } else if code == "00", arpc, !before.isEmpty {
+                        answers.append("{script_before: [\(before.map(q).joined(separator: ", "))]}")
+                    } else if code == "00", arpc {
                         answers.append("issuer")
                     } else if let auth = fields.first(where: { $0.field == 38 })?.value, code == "00" {
                         answers.append("{code: \(q(code)), authorisation_code: \(q(auth))}")
@@ -225,6 +244,19 @@ struct ScenarioRecorder {
         if let cvm = t.cvm { ledger.append("cvm: \(q(cvm))") }
         if let aid = t.aid { ledger.append("aid: \(q(aid))") }
         add("      ledger: {\(ledger.joined(separator: ", "))}")
+        if let entry {
+            var checks = [String]()
+            if let interface = entry.interface { checks.append("interface: \(interface)") }
+            if let mode = entry.posEntryMode { checks.append("posEntryMode: \(q(mode))") }
+            if let kernel = entry.kernel { checks.append("kernel: \(q(String(kernel)))") }
+            if let tsi = entry.tsi { checks.append("tsi: \(q(tsi))") }
+            if let results = entry.cvmResults { checks.append("cvmResults: \(q(results))") }
+            if !entry.path.isEmpty { checks.append("path: \(q(entry.path.joined(separator: " → ")))") }
+            if !checks.isEmpty { add("      entry: {\(checks.joined(separator: ", "))}") }
+        }
+        if let oda = t.oda.flatMap({ try? JSONDecoder().decode(ODAResultView.self, from: Data($0.utf8)) }), oda.method != "none" {
+            add("      oda: {method: \(oda.method), result: \(q(oda.result))}")
+        }
         if !names.isEmpty { add("      trace: {contains: [\(names.joined(separator: ", "))]}") }
         if external != nil, !hostMessages.isEmpty {
             let shown = hostMessages.map { m -> String in
@@ -481,7 +513,18 @@ struct ScenarioRecorder {
     func q(_ text: String) -> String { CapturedProfile.quote(text) }
 }
 
-/// The `path` member of a transaction's entry report.
+/// The members of a transaction's entry report a recording checks.
 struct EntryPathView: Decodable {
     let path: [String]
+    let interface: String?
+    let posEntryMode: String?
+    let kernel: Int?
+    let tsi: String?
+    let cvmResults: String?
+}
+
+/// The members of a transaction's ODA report a recording checks.
+struct ODAResultView: Decodable {
+    let method: String
+    let result: String
 }

@@ -856,7 +856,7 @@ extension Scenario {
             x.oda = o.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
         }
         if let o = try e.mapping("entry") {
-            try o.allow(["interface", "posEntryMode", "kernel", "outcome", "cvm", "path", "ttq", "ctq", "floorLimitExceeded", "cvmRequired"])
+            try o.allow(["interface", "posEntryMode", "kernel", "outcome", "cvm", "path", "ttq", "ctq", "floorLimitExceeded", "cvmRequired", "tsi", "cvmResults"])
             x.entry = o.entries.compactMap { key, value in value.scalar.map { (key, $0.string) } }
         }
         x.error = try e.string("error")

@@ -1182,6 +1182,7 @@ struct Execution {
                 "interface": report.interface.rawValue, "posEntryMode": report.posEntryMode, "kernel": report.kernel.map(String.init),
                 "outcome": report.outcome, "cvm": report.cvm, "ttq": report.ttq, "ctq": report.ctq,
                 "floorLimitExceeded": report.limits.map { String($0.floorLimitExceeded) }, "cvmRequired": report.limits.map { String($0.cvmRequired) },
+                "tsi": report.tsi, "cvmResults": report.cvmResults,
             ]
             for (field, wanted) in entry {
                 if field == "path" {

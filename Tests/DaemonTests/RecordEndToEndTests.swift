@@ -156,6 +156,16 @@ struct RecordEndToEndTests {
         #expect(worldline.contains("worldline: {merchant: \"recorded-{{run.id}}\", pay: {amount: 1000, currency: EUR, mode: SALE, card: card}}"), "\(worldline)")
         let citcon = try await bench.recordAndRun(try bench.latestSale(provider: "citcon"), "citcon")
         #expect(citcon.contains("citcon: {charge: {amount: 1200"), "\(citcon)")
+
+        // An external host's issuer script, on a terminal the scenario run made and removed.
+        let script = try cliOffline(["scenario", "run", repositoryRoot.appendingPathComponent("Scenarios/iso8583/script-after-72.yaml").path,
+                                     "--socket", bench.daemon.socket], environment: [:])
+        #expect(script.status == 0, "\(script.stdout)\(script.stderr)")
+        // The list shows the configured terminals' transactions: the removed terminal's sale is
+        // the one before the issuer's own row of it.
+        let issuerRow = try #require(Int(try bench.latestSale(provider: "iso8583")))
+        let scripted = try await bench.recordAndRun(String(issuerRow - 1), "issuer-script")
+        #expect(scripted.contains("script_after: [\"84180000080102030405060708\"]") && scripted.contains("is gone"), "\(scripted)")
     }
 
     @Test("a recording fails when its card's CVM list or the host's answer changes, naming the expectation; a refund is refused naming the rule")

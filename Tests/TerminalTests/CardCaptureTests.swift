@@ -198,3 +198,36 @@ struct ProfileDiffTests {
         #expect(!lines.contains { $0.contains("issuerMasterKey") }, "keys are not compared")
     }
 }
+
+@Suite("card capture: the transaction log")
+struct CaptureLogTests {
+    @Test("the log entry (9F4D) in the FCI, the log format (9F4F) and each log record are read and answered again")
+    func log() throws {
+        var yaml = try String(contentsOf: cards.appendingPathComponent("visa-credit-cvn10.yaml"), encoding: .utf8)
+        yaml = ODAPersonaliser.strippingODA(yaml)
+        // A log in SFI 11 of two entries (amount, date), named in the FCI's issuer discretionary data.
+        yaml = yaml.replacingOccurrences(of: "    offlineLimits: { lower: 5, upper: 10 }", with: """
+                offlineLimits: { lower: 5, upper: 10 }
+                aip: "1C00"
+                fci: "500C56495341204352454449544F8701015F2D02656E9F120C56495341204352454449544FBF0C059F4D020B02"
+                data: { "9F4F": "9F02069A03" }
+                log:
+                  sfi: 11
+                  records: ["000000001500261101", "000000002500261102"]
+            """)
+        let original = try CardProfile.parse(yaml: yaml, file: "log.yaml")
+        #expect(original.applications[0].log?.records.count == 2)
+        var link = InProcessCard(try VirtualCard(profile: original))
+        let result = try CardCapture.run(link, options: CardCapture.Options())
+        let app = try #require(result.applications.first)
+        #expect(app.log?.sfi == 11 && app.log?.records.map(Hex.encode) == ["000000001500261101", "000000002500261102"])
+        #expect(app.getData[0x9F4F] == [0x9F, 0x02, 0x06, 0x9A, 0x03])
+        let (text, _) = try captured(result, pin: "1234")
+        let copy = try CardProfile.parse(yaml: text, file: "captured.yaml")
+        #expect(copy.applications[0].log == original.applications[0].log)
+        #expect(copy.applications[0].data[0x9F4F] == original.applications[0].data[0x9F4F])
+        link = InProcessCard(try VirtualCard(profile: copy))
+        let again = try CardCapture.run(link, options: CardCapture.Options())
+        #expect(again.applications.first?.fci == app.fci, "the FCI with its log entry, byte for byte")
+    }
+}
