@@ -271,12 +271,11 @@ struct ScenarioRecorder {
                                 cards: [RecordedCard(file: cardFile, profile: cardText)], notes: notes)
     }
 
-    /// Whether the transaction reached the host: a second GENERATE AC, or an answer in the row
-    /// that is no terminal decision (Y1, Z1, Y3, Z3 are the terminal's).
+    /// Whether the transaction went to the host: any answer in the row but the terminal's own
+    /// offline decisions (Y1, Z1); Y3 and Z3 say the host was asked and could not be reached.
     func hostAsked(_ names: [String]) -> Bool {
         guard let code = t.responseCode else { return false }
-        if code == "Y3" || code == "Z3" { return true }
-        return !["Y1", "Z1"].contains(code) && (names.filter { $0 == "GENERATE AC" }.count >= 1 || t.entryMode == "magstripe" || t.entryMode == "fallback")
+        return !["Y1", "Z1"].contains(code)
     }
 
     /// The application the cardholder chose, as the keypad's option number, when the kernel asked:

@@ -88,8 +88,10 @@ struct RecordEndToEndTests {
         #expect(chip.contains("keypad: {pin: \"1234\"}") && chip.contains("card: visa-credit-cvn10.yaml"), "\(chip)")
 
         _ = try bench.cli(["card", "tap", "--profile", "visa-credit-qvsdc-fdda", "--terminal", "bench1"])
+        _ = try bench.cli(["host", "queue", "bench1", "--code", "05"])
         let tap = try await bench.recordAndRun(try await bench.open(saleURL(amount: 8000, tip: 0, reference: "tap1")), "tap")
-        #expect(tap.contains("card: {tap: card}") && tap.contains("entryMode: contactless"), "\(tap)")
+        #expect(tap.contains("card: {tap: card}") && tap.contains("entryMode: contactless") && tap.contains("host: {respond: \"05\"}"),
+                "a qVSDC tap has no GENERATE AC, and its host's answer is still recorded: \(tap)")
 
         _ = try bench.cli(["card", "swipe", "--profile", "magstripe-only-101", "--terminal", "bench1"])
         let swipe = try await bench.recordAndRun(try await bench.open(saleURL(amount: 2500, tip: 0, reference: "swipe1")), "swipe")
@@ -109,6 +111,12 @@ struct RecordEndToEndTests {
         _ = try bench.cli(["keypad", "bench1", "--pin", "1234"])
         let pulled = try await bench.recordAndRun(try await bench.open(saleURL(amount: 2000, tip: 0, reference: "pull1")), "card-pulled")
         #expect(pulled.contains("remove_after: \"GENERATE AC#1\"") && pulled.contains("status: reversed"), "\(pulled)")
+        // The reversal row the removal made is not recorded: its sale is.
+        let list = try bench.cli(["tx", "list", "--terminal", "bench1", "--limit", "10", "--json"])
+        let rows = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]] ?? []
+        let reversal = try #require(rows.first { $0["action"] as? String == "reversal" }?["id"])
+        let refused = try bench.cli(["scenario", "record", String(describing: reversal)])
+        #expect(refused.status == 1 && refused.stderr.contains("only sales and authorisations are recorded"), "\(refused.stderr)")
 
         _ = try bench.cli(["card", "insert", "--profile", "visa-credit-cvn10", "--terminal", "iso"])
         _ = try bench.cli(["keypad", "iso", "--pin", "1234"])
@@ -168,7 +176,7 @@ struct RecordEndToEndTests {
         #expect(scripted.contains("script_after: [\"84180000080102030405060708\"]") && scripted.contains("is gone"), "\(scripted)")
     }
 
-    @Test("a recording fails when its card's CVM list or the host's answer changes, naming the expectation; a refund is refused naming the rule")
+    @Test("a recording fails when its card's CVM list or the host's answer changes, naming the expectation; an unknown transaction is refused")
     func mutations() async throws {
         let bench = try await RecordBench()
         defer { bench.tearDown() }
