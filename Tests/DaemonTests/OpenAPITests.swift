@@ -295,6 +295,8 @@ let schemaBindings: [String: SchemaBinding] = [
     "ResendView": .of(ResendView.self),
     "CaptureBody": .of(CaptureBody.self),
     "CaptureView": .of(CaptureView.self),
+    "RecordedScenario": .of(RecordedScenario.self),
+    "RecordedCard": .of(RecordedCard.self),
     "TerminalView": .of(TerminalView.self),
     "ReaderView": .of(ReaderView.self),
     "KeypadBody": .of(KeypadBody.self),
