@@ -39,6 +39,17 @@ extension Bench {
             return text.map { (name, $0, profile) }
         }.sorted { $0.0 < $1.0 }
         recorder.settings = terminals.first { $0.settings.name == t.terminalName }?.settings
+        do {
+            // The operations on the payment and on them (a refund acts on the capture), in order.
+            var found: [StoredTransaction] = [], pending = [t.id]
+            while let next = pending.popLast() {
+                let children = try ledger.transactions(originalID: next)
+                found += children
+                pending += children.map(\.id)
+            }
+            recorder.operations = try found.filter { $0.action != .reversal }.sorted { $0.id < $1.id }
+                .map { ($0, try ledger.outbox(transactionID: $0.id)) }
+        } catch { throw DaemonError(ledger: error, "ledger") }
         recorder.ca = try? CardCaptureService.benchCA(configuration.benchCAFile)
         recorder.caKeys = sharedODA.caKeys
         if let link = upstream(of: t.terminalName) {
@@ -68,6 +79,8 @@ struct ScenarioRecorder {
     var external: (packager: String, framing: String)?
     /// The terminal's settings, when it still exists.
     var settings: TerminalSettings?
+    /// The captures, cancels and refunds on the transaction, with their notifications.
+    var operations: [(StoredTransaction, [OutboxEntry])] = []
     var notes: [String] = []
 
     init(transaction: StoredTransaction, trace: [TraceEntry], outbox: [OutboxEntry], hostMessages: [HostMessageEntry]) {
@@ -486,10 +499,20 @@ struct ScenarioRecorder {
         let worldline = t.provider == .worldline
         let currency = ISO4217.numbers.first { $0.value == t.currency }?.key ?? String(t.currency)
         var lines = ["name: \(q("Recorded: \(t.provider.rawValue) \(t.action.rawValue) \(t.id), \(t.status.rawValue)\(t.responseCode.map { " \($0)" } ?? "")"))",
-                     "description: \(q("Recorded from transaction \(t.id) (\(t.uuid)) by cardbench scenario record (docs/recording.md): the payment request with the same card and amount, the issuer's answer and the ledger row."))",
+                     "description: \(q("Recorded from transaction \(t.id) (\(t.uuid)) by cardbench scenario record (docs/recording.md): the payment request with the same card and amount, the issuer's answer, the operations on it and the notifications each queued."))",
                      "cards:", "  card: \(name).yaml", "steps:"]
         let platform = worldline ? "worldline" : "citcon"
         let merchant = worldline ? "merchant: \"recorded-{{run.id}}\", " : ""
+        let saved = worldline ? "p" : "c"
+        // The notifications each step queued: a webhook's type, an IPN's status.
+        func notifications(_ outbox: [OutboxEntry]) -> [String] {
+            outbox.filter { $0.kind == .webhook }.compactMap { o in
+                let payload = (try? JSONSerialization.jsonObject(with: Data(o.payload.utf8))) as? [String: Any] ?? [:]
+                return (worldline ? payload["type"] : payload["status"]) as? String
+            }
+        }
+        let target = (outbox + operations.flatMap(\.1)).first { $0.kind == .webhook }?.target
+        if worldline, let target { lines.append("  - worldline: {\(merchant)webhook: \(q(target))}") }
         if let code = t.responseCode, code != "00", code.count == 2, code.allSatisfy(\.isNumber) {
             lines.append("  - \(platform): {\(merchant)host: {respond: \(q(code))}}")
         }
@@ -498,12 +521,35 @@ struct ScenarioRecorder {
             let mode = t.action == .preAuth ? "FINAL_AUTHORIZATION" : "SALE"
             lines.append("  - worldline: {\(merchant)pay: {amount: \(t.amount), currency: \(currency), mode: \(mode), card: card}}")
         } else {
-            lines.append("  - citcon: {charge: {amount: \(t.amount), currency: \(currency), card: card}}")
+            let ipn = target.map { ", ipn: \(q($0))" } ?? ""
+            lines.append("  - citcon: {charge: {amount: \(t.amount), currency: \(currency), card: card\(ipn)}}")
         }
-        var ledger = ["action: \(t.action.rawValue)", "status: \(t.status.rawValue)", "amount: \(q(String(t.amount)))", "provider: \(t.provider.rawValue)"]
-        if let code = t.responseCode { ledger.append("responseCode: \(q(code))") }
-        lines.append("    expect:")
-        lines.append("      ledger: {\(ledger.joined(separator: ", "))}")
+        var queued = notifications(outbox)
+        func expect(_ row: StoredTransaction) {
+            var ledger = ["action: \(row.action.rawValue)", "status: \(row.status.rawValue)", "amount: \(q(String(row.amount)))", "provider: \(row.provider.rawValue)"]
+            if let code = row.responseCode { ledger.append("responseCode: \(q(code))") }
+            lines.append("    expect:")
+            lines.append("      ledger: {\(ledger.joined(separator: ", "))}")
+            if target != nil { lines.append("      \(worldline ? "webhooks" : "ipns"): [\(queued.joined(separator: ", "))]") }
+        }
+        lines.append("    save: \(saved)")
+        expect(t)
+        for (operation, outbox) in operations {
+            let verb: String
+            switch operation.action {
+            case .capture: verb = "capture"
+            case .refund: verb = "refund"
+            case .cancel: verb = "cancel"
+            default: continue
+            }
+            let amount = verb == "cancel" ? "" : ", amount: \(q(String(operation.amount)))"
+            if let code = operation.responseCode, code != "00", code.count == 2, code.allSatisfy(\.isNumber) {
+                notes.append("the \(verb) of \(operation.amount) was declined \(code): the replay's may not be")
+            }
+            lines.append("  - \(platform): {\(merchant)\(verb): \"{{\(saved).id}}\"\(amount)}")
+            queued += notifications(outbox)
+            expect(operation)
+        }
         return RecordedScenario(file: "recorded-\(t.id).yaml", scenario: lines.joined(separator: "\n") + "\n",
                                 cards: [RecordedCard(file: name + ".yaml", profile: text)], notes: notes)
     }

@@ -153,17 +153,25 @@ struct RecordEndToEndTests {
             cards:
               visa: visa-credit-cvn10.yaml
             steps:
-              - worldline: {merchant: "rec-wl", pay: {amount: 1000, currency: EUR, mode: SALE, card: visa}}
+              - worldline: {merchant: "rec-wl", webhook: "http://127.0.0.1:9/hooks"}
+              - worldline: {merchant: "rec-wl", pay: {amount: 1000, currency: EUR, mode: FINAL_AUTHORIZATION, card: visa}}
+                save: p
                 expect: {http: 201}
-              - citcon: {charge: {amount: 1200, card: visa}}
+              - worldline: {merchant: "rec-wl", capture: "{{p.id}}", amount: "600"}
+              - citcon: {charge: {amount: 1200, card: visa, ipn: "http://127.0.0.1:9/ipn"}}
+                save: c
                 expect: {http: 200}
+              - citcon: {capture: "{{c.id}}", amount: "1200"}
+              - citcon: {refund: "{{c.id}}", amount: "200"}
             """.write(toFile: setup, atomically: true, encoding: .utf8)
         let made = try cliOffline(["scenario", "run", setup, "--socket", bench.daemon.socket], environment: [:])
         #expect(made.status == 0, "\(made.stdout)\(made.stderr)")
         let worldline = try await bench.recordAndRun(try bench.latestSale(provider: "worldline"), "worldline")
-        #expect(worldline.contains("worldline: {merchant: \"recorded-{{run.id}}\", pay: {amount: 1000, currency: EUR, mode: SALE, card: card}}"), "\(worldline)")
+        #expect(worldline.contains("worldline: {merchant: \"recorded-{{run.id}}\", pay: {amount: 1000, currency: EUR, mode: FINAL_AUTHORIZATION, card: card}}")
+                && worldline.contains("capture: \"{{p.id}}\", amount: \"600\"}") && worldline.contains("webhooks: [payment."), "\(worldline)")
         let citcon = try await bench.recordAndRun(try bench.latestSale(provider: "citcon"), "citcon")
-        #expect(citcon.contains("citcon: {charge: {amount: 1200"), "\(citcon)")
+        #expect(citcon.contains("citcon: {charge: {amount: 1200") && citcon.contains("refund: \"{{c.id}}\", amount: \"200\"}")
+                && citcon.contains("ipns: [authorized"), "\(citcon)")
 
         // An external host's issuer script, on a terminal the scenario run made and removed.
         let script = try cliOffline(["scenario", "run", repositoryRoot.appendingPathComponent("Scenarios/iso8583/script-after-72.yaml").path,
