@@ -227,7 +227,7 @@ let package = Package(
         ),
         .testTarget(
             name: "VirtualCardTests",
-            dependencies: ["VirtualCard", "EMV"]
+            dependencies: ["VirtualCard", "EMV", .product(name: "Yams", package: "Yams")]
         ),
         .testTarget(
             name: "TerminalTests",

@@ -55,7 +55,12 @@ export const del = (path) => call("DELETE", path);
 export async function download(path, name) {
   const response = await fetch(path, { headers: headers() });
   if (!response.ok) throw new APIError(response.status, await response.json().catch(() => null));
-  const url = URL.createObjectURL(await response.blob());
+  save(await response.blob(), name);
+}
+
+/** Saves a blob as the file `name`, as a download. */
+export function save(blob, name) {
+  const url = URL.createObjectURL(blob);
   const a = Object.assign(document.createElement("a"), { href: url, download: name });
   document.body.append(a);
   a.click();

@@ -1,6 +1,6 @@
 // The ledger: a filtered list, and one transaction with its callback, deliveries, cryptograms,
 // bit strings explained and the APDU trace decoded (all PAN-masked, as the ledger keeps them).
-import { get, post } from "/console/api.js";
+import { get, post, save } from "/console/api.js";
 import { announce, badge, fill, h, money, when } from "/console/dom.js";
 import { onEvent } from "/console/hub.js";
 
@@ -217,20 +217,12 @@ export class TransactionView {
   recording(t) {
     const status = h("p", { class: "muted", role: "status", id: "record-status" });
     const shown = h("div", {});
-    const save = (text, name) => {
-      const url = URL.createObjectURL(new Blob([text], { type: "application/yaml" }));
-      const a = Object.assign(document.createElement("a"), { href: url, download: name });
-      document.body.append(a);
-      a.click();
-      a.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 10_000);
-    };
     const button = h("button", { type: "button", id: "record", class: "primary", onclick: async () => {
       status.textContent = "Recording…";
       try {
         const r = await get(`/v1/transactions/${encodeURIComponent(t.id)}/scenario`);
-        save(r.scenario, r.file);
-        for (const c of r.cards) save(c.profile, c.file);
+        save(new Blob([r.scenario], { type: "application/yaml" }), r.file);
+        for (const c of r.cards) save(new Blob([c.profile], { type: "application/yaml" }), c.file);
         status.textContent = `Saved ${r.file}${r.cards.length ? ` and ${r.cards.map((c) => c.file).join(", ")} (put it in a cards folder beside the scenario)` : ""}.`;
         fill(shown, [r.notes.length ? h("ul", { class: "notes" }, r.notes.map((n) => h("li", {}, n))) : null,
           h("details", {}, h("summary", {}, r.file), h("pre", { class: "scenario" }, r.scenario))]);

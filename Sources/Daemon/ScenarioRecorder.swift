@@ -555,7 +555,7 @@ struct ScenarioRecorder {
     }
 
     /// A YAML double-quoted scalar.
-    func q(_ text: String) -> String { CapturedProfile.quote(text) }
+    func q(_ text: String) -> String { YAMLText.quoted(text) }
 }
 
 /// The members of a transaction's entry report a recording checks.

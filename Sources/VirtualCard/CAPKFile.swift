@@ -56,15 +56,11 @@ public enum CAPKFile {
         out += "\nkeys:\n"
         for key in keys {
             out += "  - rid: \"\(Hex.encode(key.rid))\"\n    index: \"\(Hex.encode([key.index]))\"\n"
-            out += "    name: \(quoted(key.name))\n    source: \(quoted(key.source))\n"
+            out += "    name: \(YAMLText.quoted(key.name))\n    source: \(YAMLText.quoted(key.source))\n"
             out += "    expiry: \"\(key.expiry)\"\n    exponent: \"\(Hex.encode(key.key.exponent))\"\n"
             out += "    modulus: \"\(Hex.encode(key.key.modulus))\"\n    checksum: \"\(Hex.encode(key.checksum))\"\n"
         }
         return out
-    }
-
-    static func quoted(_ text: String) -> String {
-        "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }
 
     /// A `YYYY-MM-DD` date, as the files give expiries.
@@ -156,7 +152,7 @@ public struct CertificationAuthority: Sendable {
 
     public func render(header: String) -> String {
         var out = header.split(separator: "\n", omittingEmptySubsequences: false).map { "# \($0)".trimmingTrailingSpaces() }.joined(separator: "\n")
-        out += "\nname: \(CAPKFile.quoted(name))\nrids: [\(rids.map { "\"\(Hex.encode($0))\"" }.joined(separator: ", "))]\nkeys:\n"
+        out += "\nname: \(YAMLText.quoted(name))\nrids: [\(rids.map { "\"\(Hex.encode($0))\"" }.joined(separator: ", "))]\nkeys:\n"
         for k in keys {
             out += "  - index: \"\(Hex.encode([k.index]))\"\n    expiry: \"\(k.expiry)\"\n    publicExponent: \"\(Hex.encode(k.key.publicExponent))\"\n"
             out += "    modulus: \"\(Hex.encode(k.key.modulus))\"\n    privateExponent: \"\(Hex.encode(k.key.privateExponent))\"\n"

@@ -82,21 +82,21 @@ public enum CapturedProfile {
         }
         let firstFCI = primitiveMap(apps[0].fci)
         let label = printable(firstFCI[0x50]) ?? "CAPTURED"
-        line("name: \(quote(options.name ?? "captured \(label)"))")
-        line("pan: \(quote(pan))")
-        if let psn = values[0x5F34]?.first { line("psn: \(quote(String(format: "%02d", Int(psn >> 4) * 10 + Int(psn & 0x0F))))") }
+        line("name: \(YAMLText.quoted(options.name ?? "captured \(label)"))")
+        line("pan: \(YAMLText.quoted(pan))")
+        if let psn = values[0x5F34]?.first { line("psn: \(YAMLText.quoted(String(format: "%02d", Int(psn >> 4) * 10 + Int(psn & 0x0F))))") }
         let track2 = values[0x57].map(digits)
         let expiry = values[0x5F24].flatMap(yearMonth) ?? track2.flatMap { t in
             t.split(separator: "D").dropFirst().first.flatMap { rest in rest.count >= 4 ? "20\(rest.prefix(2))-\(rest.dropFirst(2).prefix(2))" : nil }
         }
         guard let expiry else { throw Failure(reason: "no expiry date (5F24 or 57) in anything the card answered") }
-        line("expiry: \(quote(expiry))")
-        if let effective = values[0x5F25].flatMap(yearMonth), effective <= expiry { line("effective: \(quote(effective))") }
-        if let name = printable(values[0x5F20]), (2...26).contains(name.utf8.count) { line("cardholderName: \(quote(name))") }
+        line("expiry: \(YAMLText.quoted(expiry))")
+        if let effective = values[0x5F25].flatMap(yearMonth), effective <= expiry { line("effective: \(YAMLText.quoted(effective))") }
+        if let name = printable(values[0x5F20]), (2...26).contains(name.utf8.count) { line("cardholderName: \(YAMLText.quoted(name))") }
         let serviceCode = values[0x5F30].map { digits($0).suffix(3) }.map(String.init)
             ?? track2.flatMap { t in t.split(separator: "D").dropFirst().first.map { String($0.dropFirst(4).prefix(3)) } }
-        if let serviceCode, serviceCode.count == 3 { line("serviceCode: \(quote(serviceCode))") }
-        line("pin: \(quote(options.pin))")
+        if let serviceCode, serviceCode.count == 3 { line("serviceCode: \(YAMLText.quoted(serviceCode))") }
+        line("pin: \(YAMLText.quoted(options.pin))")
         report.made.append("PIN: \(options.pin == "1234" ? "1234, the bench's default" : "the one given") (a card never reveals its own)")
         if let tries = apps.compactMap({ $0.getData[0x9F17]?.first }).first {
             line("pinTryLimit: \(max(3, Int(tries)))")
@@ -113,20 +113,20 @@ public enum CapturedProfile {
             line("interfaces: [contactless]")
             if let atr = try? ATR.parse(capture.atr), !atr.historicalBytes.isEmpty {
                 line("contactless:")
-                line("  historicalBytes: \(quote(Hex.encode(atr.historicalBytes)))")
+                line("  historicalBytes: \(YAMLText.quoted(Hex.encode(atr.historicalBytes)))")
             }
-            if let fci = capture.directoryFCI { line("ppseFCI: \(quote(Hex.encode(fci)))") }
+            if let fci = capture.directoryFCI { line("ppseFCI: \(YAMLText.quoted(Hex.encode(fci)))") }
         } else {
             line("interfaces: [contact]")
             if (try? ATR.parse(capture.atr)) != nil {
-                line("atr: \(quote(Hex.encode(capture.atr)))")
+                line("atr: \(YAMLText.quoted(Hex.encode(capture.atr)))")
             } else {
                 report.made.append("ATR: \(Hex.encode(capture.atr)) does not parse as ISO 7816-3 requires; the profile keeps the default")
             }
             if let fci = capture.directoryFCI {
-                line("pseFCI: \(quote(Hex.encode(fci)))")
+                line("pseFCI: \(YAMLText.quoted(Hex.encode(fci)))")
                 line("pseDirectory:")
-                for record in capture.directoryRecords { line("  - \(quote(Hex.encode(record)))") }
+                for record in capture.directoryRecords { line("  - \(YAMLText.quoted(Hex.encode(record)))") }
             } else {
                 line("pse: false")
             }
@@ -187,29 +187,29 @@ public enum CapturedProfile {
         let (cvn, dki, tail, cvnNote) = cryptogramVersion(iad: iad, visa: visa)
         if let cvnNote { report.made.append("\(aidText): \(cvnNote)") }
 
-        out += "  - aid: \(quote(aidText))\n"
+        out += "  - aid: \(YAMLText.quoted(aidText))\n"
         let label = printable(fci[0x50]) ?? "CAPTURED"
-        line("label: \(quote(label))")
-        if let preferred = printable(fci[0x9F12]) { line("preferredName: \(quote(preferred))") }
+        line("label: \(YAMLText.quoted(label))")
+        if let preferred = printable(fci[0x9F12]) { line("preferredName: \(YAMLText.quoted(preferred))") }
         if let api = fci[0x87]?.first {
             line("priority: \(api & 0x0F)")
             if api & 0x80 != 0 { line("confirmation: true") }
         }
         line("cvn: \(cvn.rawValue)")
-        line("issuerMasterKey: \(quote(Hex.encode(SecureRandom.bytes(16))))")
+        line("issuerMasterKey: \(YAMLText.quoted(Hex.encode(SecureRandom.bytes(16))))")
         line("keyDerivationIndex: \(dki)")
-        if !tail.isEmpty { line("issuerDiscretionaryData: \(quote(Hex.encode(tail)))") }
+        if !tail.isEmpty { line("issuerDiscretionaryData: \(YAMLText.quoted(Hex.encode(tail)))") }
         let pdol = fci[0x9F38]
-        if let pdol, !(contactless && visa) { line("pdol: \(quote(Hex.encode(pdol)))") }
-        if let cdol1 = values[0x8C] { line("cdol1: \(quote(Hex.encode(cdol1)))") }
-        if let cdol2 = values[0x8D] { line("cdol2: \(quote(Hex.encode(cdol2)))") }
+        if let pdol, !(contactless && visa) { line("pdol: \(YAMLText.quoted(Hex.encode(pdol)))") }
+        if let cdol1 = values[0x8C] { line("cdol1: \(YAMLText.quoted(Hex.encode(cdol1)))") }
+        if let cdol2 = values[0x8D] { line("cdol2: \(YAMLText.quoted(Hex.encode(cdol2)))") }
         let format1 = gpo.first { $0.tag == 0x80 }
         let aip = format1.map { Array($0.value.prefix(2)) } ?? gpo.first(0x82)?.value
-        if let aip, aip.count == 2 { line("aip: \(quote(Hex.encode(aip)))") }
+        if let aip, aip.count == 2 { line("aip: \(YAMLText.quoted(Hex.encode(aip)))") }
         if app.gpo != nil, !contactless { line("gpoFormat: \(format1 != nil ? 1 : 2)") }
         if let first = ac.first, first.tag == 0x80 || first.tag == 0x77 { line("generateACFormat: \(first.tag == 0x80 ? 1 : 2)") }
         if let cvm = values[0x8E] {
-            line("cvmList: \(quote(Hex.encode(cvm)))")
+            line("cvmList: \(YAMLText.quoted(Hex.encode(cvm)))")
         } else {
             line("cvmList: \"00000000000000001F03\"")
             report.made.append("\(aidText): CVM list: none read; the profile says No CVM required")
@@ -217,19 +217,19 @@ public enum CapturedProfile {
         if values[0x9F0D] != nil || values[0x9F0E] != nil || values[0x9F0F] != nil {
             line("iac:")
             for (tag, key) in [(UInt32(0x9F0D), "default"), (0x9F0E, "denial"), (0x9F0F, "online")] {
-                if let v = values[tag], v.count == 5 { line("  \(key): \(quote(Hex.encode(v)))") }
+                if let v = values[tag], v.count == 5 { line("  \(key): \(YAMLText.quoted(Hex.encode(v)))") }
             }
         }
-        if let auc = values[0x9F07], auc.count == 2 { line("auc: \(quote(Hex.encode(auc)))") }
-        if let v = values[0x9F42] { line("currency: \(quote(String(digits(v).suffix(3))))") }
+        if let auc = values[0x9F07], auc.count == 2 { line("auc: \(YAMLText.quoted(Hex.encode(auc)))") }
+        if let v = values[0x9F42] { line("currency: \(YAMLText.quoted(String(digits(v).suffix(3))))") }
         if let v = values[0x9F44]?.first { line("currencyExponent: \(v & 0x0F)") }
-        if let v = values[0x5F28] { line("country: \(quote(String(digits(v).suffix(3))))") }
-        if let v = values[0x9F08], v.count == 2 { line("applicationVersion: \(quote(Hex.encode(v)))") }
+        if let v = values[0x5F28] { line("country: \(YAMLText.quoted(String(digits(v).suffix(3))))") }
+        if let v = values[0x9F08], v.count == 2 { line("applicationVersion: \(YAMLText.quoted(Hex.encode(v)))") }
         if let lower = values[0x9F14]?.first, let upper = values[0x9F23]?.first, lower <= upper {
             line("offlineLimits: { lower: \(lower), upper: \(upper) }")
         }
         if app.blocked { line("blocked: true") }
-        if let fciTemplate, !(contactless) { line("fci: \(quote(Hex.encode(fciTemplate.value)))") }
+        if let fciTemplate, !(contactless) { line("fci: \(YAMLText.quoted(Hex.encode(fciTemplate.value)))") }
 
         // Records: each tag in the order the card keeps it. Tags the records lack that the
         // profile needs go into a record of their own, said to be made.
@@ -251,7 +251,7 @@ public enum CapturedProfile {
             }
             line("records:")
             for r in records {
-                line("  - { sfi: \(r.sfi), record: \(r.record), tags: [\(r.tags.map { quote($0.description) }.joined(separator: ", "))]\(r.oda ? ", offlineAuthentication: true" : "") }")
+                line("  - { sfi: \(r.sfi), record: \(r.record), tags: [\(r.tags.map { YAMLText.quoted($0.description) }.joined(separator: ", "))]\(r.oda ? ", offlineAuthentication: true" : "") }")
             }
         } else {
             report.made.append("\(aidText): no records read: the profile's default records")
@@ -259,19 +259,19 @@ public enum CapturedProfile {
         if let log = app.log {
             line("log:")
             line("  sfi: \(log.sfi)")
-            line("  records: [\(log.records.map { quote(Hex.encode(swap($0))) }.joined(separator: ", "))]")
+            line("  records: [\(log.records.map { YAMLText.quoted(Hex.encode(swap($0))) }.joined(separator: ", "))]")
         }
-        if let format = app.getData[0x9F4F] { line("data: { \"9F4F\": \(quote(Hex.encode(format))) }") }
+        if let format = app.getData[0x9F4F] { line("data: { \"9F4F\": \(YAMLText.quoted(Hex.encode(format))) }") }
 
         if contactless {
             line("contactless:")
-            if let aip = gpo.first(0x82)?.value, aip.count == 2 { line("  aip: \(quote(Hex.encode(aip)))") }
-            if visa, let pdol { line("  pdol: \(quote(Hex.encode(pdol)))") }
-            if visa, let ctq = gpo.first(0x9F6C)?.value, ctq.count == 2 { line("  ctq: \(quote(Hex.encode([ctq[0] & 0x3F, ctq[1] & 0x7F])))") }
+            if let aip = gpo.first(0x82)?.value, aip.count == 2 { line("  aip: \(YAMLText.quoted(Hex.encode(aip)))") }
+            if visa, let pdol { line("  pdol: \(YAMLText.quoted(Hex.encode(pdol)))") }
+            if visa, let ctq = gpo.first(0x9F6C)?.value, ctq.count == 2 { line("  ctq: \(YAMLText.quoted(Hex.encode([ctq[0] & 0x3F, ctq[1] & 0x7F])))") }
             if gpo.first(0x9F27)?.value.first.map({ $0 & 0xC0 == 0x40 }) == true { line("  offlineApproval: true") }
             if visa, gpo.first(0x94) == nil { line("  records: none") }
             if let kernel = app.kernel { line("  kernel: \(kernel)") }
-            if let fciTemplate { line("  fci: \(quote(Hex.encode(fciTemplate.value)))") }
+            if let fciTemplate { line("  fci: \(YAMLText.quoted(Hex.encode(fciTemplate.value)))") }
         }
 
         // Offline data authentication: the methods the AIP offers, re-issued when the card holds certificates.
@@ -349,9 +349,9 @@ public enum CapturedProfile {
                 // An existing one-line data map (9F4F) is widened.
                 if let at = output[start...].lastIndex(where: { $0.hasPrefix("    data: {") }) {
                     let inner = output[at].dropFirst("    data: { ".count).dropLast(2)
-                    output[at] = "    data: { \(inner), " + extra.map { "\(quote($0.0)): \(quote($0.1))" }.joined(separator: ", ") + " }"
+                    output[at] = "    data: { \(inner), " + extra.map { "\(YAMLText.quoted($0.0)): \(YAMLText.quoted($0.1))" }.joined(separator: ", ") + " }"
                 } else {
-                    output.append("    data: { " + extra.map { "\(quote($0.0)): \(quote($0.1))" }.joined(separator: ", ") + " }")
+                    output.append("    data: { " + extra.map { "\(YAMLText.quoted($0.0)): \(YAMLText.quoted($0.1))" }.joined(separator: ", ") + " }")
                 }
             }
         }
@@ -485,18 +485,5 @@ public enum CapturedProfile {
         var out: [UInt32: [UInt8]] = [:]
         for item in primitives(bytes) where out[item.tag.value] == nil { out[item.tag.value] = item.value }
         return out
-    }
-
-    /// A YAML double-quoted scalar.
-    public static func quote(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }

@@ -1,3 +1,4 @@
+import Yams
 import Foundation
 import Testing
 @testable import EMV
@@ -415,6 +416,17 @@ struct ProfileErrorTests {
         #expect(throws: ProfileError.self) { try CardProfile.parse(yaml: "name: [unclosed", file: "e.yaml") }
         #expect(throws: ProfileError(file: "e.yaml", field: "(document)", reason: "must be a mapping of fields")) {
             try CardProfile.parse(yaml: "- a list", file: "e.yaml")
+        }
+    }
+}
+
+@Suite("YAML text as cardbench writes it")
+struct YAMLTextTests {
+    @Test("a quoted scalar reads back as itself: quotes, backslashes, newlines, tabs, control characters, accents")
+    func roundTrip() throws {
+        for text in ["plain", "say \"hi\"", "back\\slash", "two\nlines", "tab\there", "bell\u{07}", "del\u{7F}", "Peña ñ", ""] {
+            let node = try #require(try Yams.compose(yaml: "v: \(YAMLText.quoted(text))"))
+            #expect(node["v"]?.string == text, "\(YAMLText.quoted(text))")
         }
     }
 }
