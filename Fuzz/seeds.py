@@ -56,7 +56,9 @@ def opened_urls():
 
 
 def card_profiles():
-    return [open(p, encoding="utf-8").read() for p in sorted(glob.glob(os.path.join(ROOT, "Scenarios", "cards", "*.yaml")))]
+    # The shipped profiles, and a captured one (docs/examples): the fields only captures write.
+    paths = sorted(glob.glob(os.path.join(ROOT, "Scenarios", "cards", "*.yaml"))) + sorted(glob.glob(os.path.join(ROOT, "docs", "examples", "*.yaml")))
+    return [open(p, encoding="utf-8").read() for p in paths]
 
 
 def capk_seeds():

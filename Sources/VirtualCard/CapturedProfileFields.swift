@@ -58,7 +58,8 @@ extension CardProfile {
         profile.lastOnlineATC = try m.int("lastOnlineATC", in: 0...0xFFFF) ?? 0
     }
 
-    static func parseCapturedApplication(_ a: YAMLMapping, into app: inout ApplicationProfile, pan: String) throws(ProfileError) {
+    static func parseCapturedApplication(_ a: YAMLMapping, into app: inout ApplicationProfile, pan: String, expiry: YearMonth,
+                                         effective: YearMonth) throws(ProfileError) {
         if let values = try a.mapping("data") {
             var out: [EMVTag: [UInt8]] = [:]
             for key in values.keys {
@@ -77,7 +78,7 @@ extension CardProfile {
                          preferredName: app.preferredName)
             app.fci = fci
         }
-        if let tail = try a.hex("issuerDiscretionaryData", count: 1...25) {
+        if let tail = try a.hex("issuerDiscretionaryData", count: 1...31) {
             let standard = app.cvn == .visa22 ? 32 : app.cvn.isVisa ? 7 : 18
             guard standard + tail.count <= 32 else {
                 throw a.error("issuerDiscretionaryData", "\(app.cvn)'s issuer application data is \(standard) bytes; with \(tail.count) more it passes 32, the most 9F10 holds")
@@ -87,12 +88,18 @@ extension CardProfile {
         if let log = try a.mapping("log") {
             try log.rejectUnknown(["sfi", "records"])
             guard let sfi = try log.int("sfi", in: 11...30) else { throw log.error("sfi", "is required: 11–30, the log entry's (9F4D) SFI") }
-            guard !app.records.contains(where: { $0.sfi == sfi }) else { throw log.error("sfi", "\(sfi) holds the application's records") }
             var records: [[UInt8]] = []
             for (i, text) in (try log.stringList("records") ?? []).enumerated() {
                 do { records.append(try Hex.decode(text, field: log.field("records[\(i)]"))) } catch { throw log.error("records[\(i)]", error.rule) }
             }
             app.log = TransactionLog(sfi: sfi, records: records)
+        }
+        // Dates given as data may move the day only: the month is the field's.
+        for (tag, field, month) in [(EMVTag(0x5F24), "expiry", expiry), (EMVTag(0x5F25), "effective", effective)] {
+            guard let value = app.data[tag] else { continue }
+            guard value.count == 3, Array(value.prefix(2)) == Array(month.bcd(day: 1).prefix(2)) else {
+                throw a.error("data.\(tag)", "must be 3 bytes YYMMDD in the \(field) field's month (\(month))")
+            }
         }
         // A track 2 given as data must still be the card's: the same PAN, expiry and service code.
         if let t2 = app.data[0x57] {

@@ -344,7 +344,7 @@ public struct CardProfile: Sendable {
         var apps: [ApplicationProfile] = []
         for (i, node) in appNodes.enumerated() {
             let a = try YAMLMapping(node, file: m.file, path: "applications[\(i)]")
-            apps.append(try parseApplication(a, pan: pan, oda: { oda[$0]?.1 }))
+            apps.append(try parseApplication(a, pan: pan, expiry: expiry, effective: effective, oda: { oda[$0]?.1 }))
         }
         for (aid, (i, _)) in oda where !apps.contains(where: { $0.aid == aid }) {
             throw m.error("oda[\(i)].aid", "\(Hex.encode(aid)) is not one of the card's applications")
@@ -381,8 +381,8 @@ public struct CardProfile: Sendable {
         "applicationVersion", "offlineLimits", "offlineApproval", "blocked", "contactless", "data", "fci", "issuerDiscretionaryData", "log",
     ]
 
-    static func parseApplication(_ a: YAMLMapping, pan: String, oda odaFor: ([UInt8]) -> ODAPersonalisation? = { _ in nil })
-        throws(ProfileError) -> ApplicationProfile {
+    static func parseApplication(_ a: YAMLMapping, pan: String, expiry: YearMonth, effective: YearMonth,
+                                 oda odaFor: ([UInt8]) -> ODAPersonalisation? = { _ in nil }) throws(ProfileError) -> ApplicationProfile {
         try a.rejectUnknown(applicationFields)
         guard let aid = try a.hex("aid", count: 5...16) else { throw a.error("aid", "is required") }
         let oda = odaFor(aid)
@@ -505,7 +505,7 @@ public struct CardProfile: Sendable {
             applicationVersion: try a.hex("applicationVersion", count: 2...2) ?? (visa ? [0x00, 0x8C] : [0x00, 0x02]),
             offlineLimits: limits, offlineApproval: try a.bool("offlineApproval") ?? false, blocked: try a.bool("blocked") ?? false,
             oda: oda)
-        try parseCapturedApplication(a, into: &application, pan: pan)
+        try parseCapturedApplication(a, into: &application, pan: pan, expiry: expiry, effective: effective)
         if let c = try a.mapping("contactless") {
             application.contactless = try parseContactless(c, application: application)
         }

@@ -231,3 +231,44 @@ struct CaptureLogTests {
         #expect(again.applications.first?.fci == app.fci, "the FCI with its log entry, byte for byte")
     }
 }
+
+@Suite("the captured profile in docs/examples")
+struct CapturedExampleTests {
+    @Test("it loads, keeps the card's two applications, its IAD's issuer data and its SDA, and its card answers a sale")
+    func example() throws {
+        let url = cards.deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/examples/captured-two-applications.yaml")
+        let profile = try CardProfile.parse(yaml: String(contentsOf: url, encoding: .utf8), file: url.path)
+        #expect(profile.applications.count == 2 && profile.applications[0].issuerDiscretionaryData.count == 16)
+        #expect(profile.applications[0].oda?.methods == [.sda] && profile.applications[0].data[0x5F24] == [0x30, 0x06, 0x15])
+        // Bench deletes the file it is given: it gets a copy.
+        var sale = try Bench(try writeTemporary(String(contentsOf: url, encoding: .utf8)), pins: ["4321"]) {
+            $0.oda = ODAConfiguration(caKeys: shippedCAKeys)
+        }
+        sale.keypad.selection = 1
+        let outcome = try sale.run()
+        #expect(outcome.decision == .approved, "\(outcome.responseCode)")
+    }
+}
+
+@Suite("captured-card profile fields: each refusal names the field and the rule")
+struct CapturedFieldRuleTests {
+    @Test("data may not hold what a field gives, nor move a date's month; fci must say what the fields say; the IAD fits 32 bytes; the log's SFI is 11–30",
+          arguments: [
+            ("data: { \"9F1F\": \"3132333435\", \"5F24\": \"300615\" }", "data: { \"8E\": \"00\" }", "8E", "is given by the field cvmList"),
+            ("data: { \"9F1F\": \"3132333435\", \"5F24\": \"300615\" }", "data: { \"5F24\": \"300715\" }", "data.5F24", "in the expiry field's month"),
+            ("data: { \"9F1F\": \"3132333435\", \"5F24\": \"300615\" }", "data: { \"57\": \"5413330089600010D30062010000000F\" }", "data.57", "must start with the card's pan"),
+            ("issuerDiscretionaryData: \"0F0102030405060708090A0B0C0D0E0F\"", "issuerDiscretionaryData: \"" + String(repeating: "00", count: 26) + "\"", "issuerDiscretionaryData", "passes 32"),
+            ("pdol: \"9F1A02\"", "pdol: \"9F1A02\"\n    fci: \"500856495341204F4444870101\"", "fci", "priority indicator (87) 01"),
+            ("pdol: \"9F1A02\"", "pdol: \"9F1A02\"\n    log: { sfi: 2, records: [] }", "log.sfi", "must be 11–30"),
+          ])
+    func refusals(old: String, new: String, field: String, rule: String) throws {
+        let yaml = try oddCardYAML(pan: "4761739001010333".dropLast() + String(Luhn.checkDigit(for: "476173900101033")!))
+        #expect(yaml.contains(old))
+        do {
+            _ = try CardProfile.parse(yaml: yaml.replacingOccurrences(of: old, with: new), file: "bad.yaml")
+            Issue.record("accepted \(new)")
+        } catch {
+            #expect(error.field.hasSuffix(field) && error.reason.contains(rule), "\(error)")
+        }
+    }
+}
