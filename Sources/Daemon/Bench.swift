@@ -105,6 +105,12 @@ public final class Bench: @unchecked Sendable {
         let feed = EventFeed(hub: events, clock: clock, metrics: metrics)
         let revoked = try CAPKStore.revoked(configuration.revokedCertificates, key: "emv.revoked")
         let sharedKeys = try CAPKStore.loadWithEmbedded(configuration.capkFiles, key: "emv.capk")
+        // A bench CA the configuration names must load now, not at the first capture.
+        if let path = configuration.benchCAFile {
+            do throws(DaemonError) { _ = try CardCaptureService.benchCA(path, field: "emv.bench_ca") } catch {
+                throw ConfigurationError(key: "emv.bench_ca", rule: error.description)
+            }
+        }
         terminalFeed = feed
         sharedODA = ODAConfiguration(caKeys: sharedKeys, revoked: revoked)
         let clock = self.clock

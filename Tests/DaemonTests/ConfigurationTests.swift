@@ -242,6 +242,23 @@ struct ConfigurationTests {
         try? FileManager.default.removeItem(atPath: broken.stateDirectory)
     }
 
+    @Test("emv.bench_ca: read at start; an unreadable one refuses to start naming the key and the file")
+    func benchCA() async throws {
+        let c = try await DaemonConfiguration.load(file: try file("emv:\n  bench_ca: /etc/cardbench/bench-ca.yaml\n"), environment: [:])
+        #expect(c.benchCAFile == "/etc/cardbench/bench-ca.yaml")
+        var broken = try await DaemonConfiguration.load(file: nil, environment: [:])
+        broken.stateDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("cbca-\(UUID().uuidString.prefix(8))").path
+        broken.httpPort = nil
+        broken.benchCAFile = "/nonexistent/bench-ca.yaml"
+        do {
+            _ = try Bench(configuration: broken)
+            Issue.record("a daemon with an unreadable bench CA started")
+        } catch let error as ConfigurationError {
+            #expect(error.key == "emv.bench_ca" && error.rule.contains("/nonexistent/bench-ca.yaml"), "\(error)")
+        }
+        try? FileManager.default.removeItem(atPath: broken.stateDirectory)
+    }
+
     @Test("a missing file is an error naming it")
     func missingFile() async throws {
         await #expect(throws: ConfigurationError.self) { try await DaemonConfiguration.load(file: "/nonexistent/cardbenchd.yaml", environment: [:]) }
