@@ -201,16 +201,38 @@ struct ScenarioRecorder {
         }
         add(cardStep + "}")
 
-        // The keypad: an application chosen, then each PIN as the card or the host took it.
+        // The keypad. Each PIN as the card (VERIFY's status word) or the host (55) took it: the
+        // profile's PIN, or a wrong one; the PIN typed is never stored.
         let pin = profile?.pin ?? "1234"
         let wrong = String(pin.dropLast()) + String(((Int(String(pin.last!)) ?? 0) + 1) % 10)
-        if let choice = selection() { add("  - keypad: {select: \(choice)}") }
-        for (entry, name) in zip(trace, names) where name == "VERIFY" {
-            let sw = String(entry.response.suffix(4))
-            add("  - keypad: {pin: \(q(sw == "9000" ? pin : wrong))}")
-        }
-        if t.cvm == "Enciphered PIN verified online" {
-            add("  - keypad: {pin: \(q(t.responseCode == "55" ? wrong : pin))}")
+        var verdicts = zip(trace, names).filter { $0.1 == "VERIFY" }.map { String($0.0.response.suffix(4)) == "9000" }
+        if t.cvm == "Enciphered PIN verified online" { verdicts.append(t.responseCode != "55") }
+        if let prompts = entry?.prompts, !prompts.isEmpty {
+            // The prompts as the keypad logged them: each answer, and when it came.
+            var pins = verdicts.makeIterator()
+            for record in prompts {
+                let seconds = Double(record.waitedMilliseconds) / 1000
+                let after = record.waitedMilliseconds >= 500 ? ", after: \(String(format: "%.1f", seconds))" : ""
+                let words = record.answer.split(separator: " ")
+                switch words.first {
+                case "pin"?: add("  - keypad: {pin: \(q((pins.next() ?? true) ? pin : wrong))\(after)}")
+                case "auto"? where record.prompt == "pin": add("  - keypad: {pin: \(q((pins.next() ?? true) ? pin : wrong))}")
+                case "auto"?: add("  - keypad: {confirm: true}")
+                case "select"? where words.count == 2: add("  - keypad: {select: \(words[1])\(after)}")
+                case "confirm"?: add("  - keypad: {confirm: true\(after)}")
+                case "cancel"?: add("  - keypad: {cancel: true\(after)}")
+                case "timeout"?: break  // nothing is entered: the prompt times out again
+                default: notes.append("a \(record.prompt) prompt ended \(record.answer): not replayed")
+                }
+            }
+        } else {
+            // A transaction recorded before prompts were logged: the answers are inferred, and come at once.
+            let choice = selection()
+            if let choice { add("  - keypad: {select: \(choice)}") }
+            for verdict in verdicts { add("  - keypad: {pin: \(q(verdict ? pin : wrong))}") }
+            if choice != nil || !verdicts.isEmpty {
+                notes.append("the transaction's prompts were not logged (recorded before prompts were): the keypad answers are inferred from the trace and given at once")
+            }
         }
         // The emulated issuer's answer, when it was not an approval.
         if external == nil, let code = t.responseCode, hostAsked(names) {
@@ -566,6 +588,7 @@ struct EntryPathView: Decodable {
     let kernel: Int?
     let tsi: String?
     let cvmResults: String?
+    let prompts: [PromptRecord]?
 }
 
 /// The members of a transaction's ODA report a recording checks.

@@ -60,7 +60,7 @@ public struct Scenario: Sendable {
         /// `interface`: insert, tap or swipe; `then`: how the card is presented again when asked.
         case insertCard(card: String, removeAfter: String?, pinTries: Int?, corruptCryptogram: Bool, interface: String = "insert", then: [String] = [])
         case removeCard
-        case keypad(pin: String?, select: Int?, confirm: Bool, cancel: Bool)
+        case keypad(pin: String?, select: Int?, confirm: Bool, cancel: Bool, after: Double?)
         case host(code: String?, unavailable: Bool, delayMilliseconds: Int?)
         case clockAdvance(Int64)
         case clockSet(String)
@@ -500,13 +500,20 @@ extension Scenario {
             }
         case "keypad":
             let k = try m.mapping("keypad")!
-            try k.allow(["pin", "select", "confirm", "cancel"])
+            try k.allow(["pin", "select", "confirm", "cancel", "after"])
             let pin = try k.string("pin"), select = try k.int("select")
             let confirm = try k.bool("confirm") ?? false, cancel = try k.bool("cancel") ?? false
             guard [pin != nil, select != nil, confirm, cancel].filter({ $0 }).count == 1 else {
                 throw k.error("keypad: exactly one of pin, select, confirm: true, cancel: true")
             }
-            action = .keypad(pin: pin, select: select, confirm: confirm, cancel: cancel)
+            var after: Double?
+            if let text = try k.string("after") {
+                guard let seconds = Double(text), seconds.isFinite, (0...600).contains(seconds) else {
+                    throw k.error("keypad.after: seconds after the prompt shows, 0 to 600, got \(text)")
+                }
+                after = seconds
+            }
+            action = .keypad(pin: pin, select: select, confirm: confirm, cancel: cancel, after: after)
         case "host":
             let (code, unavailable, delay) = try parseHost(try m.mapping("host")!)
             action = .host(code: code, unavailable: unavailable, delayMilliseconds: delay)

@@ -523,9 +523,10 @@ struct Execution {
                            line: step.line)
         case .removeCard:
             try await call("DELETE", terminalPath + "/card", line: step.line)
-        case .keypad(let pin, let select, let confirm, let cancel):
+        case .keypad(let pin, let select, let confirm, let cancel, let after):
             try await call("POST", terminalPath + "/keypad",
-                           KeypadBody(pin: try pin.map { try fill($0, step) }, select: select, confirm: confirm ? true : nil, cancel: cancel ? true : nil),
+                           KeypadBody(pin: try pin.map { try fill($0, step) }, select: select, confirm: confirm ? true : nil, cancel: cancel ? true : nil,
+                                      afterSeconds: after),
                            line: step.line)
         case .host(let code, let unavailable, let delay):
             try await call("POST", terminalPath + "/host-queue",

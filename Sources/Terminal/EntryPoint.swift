@@ -26,6 +26,9 @@ public struct EntryReport: Sendable, Equatable, Codable {
     /// filled in when the ledger records the outcome, so a trace can be explained later.
     public var tsi: String? = nil
     public var cvmResults: String? = nil
+    /// The prompts the transaction showed, in order, with how long each waited and what answered
+    /// it (never a PIN): what a recording needs to answer them as they were (docs/recording.md).
+    public var prompts: [PromptRecord]? = nil
 
     public init() {}
 
@@ -199,4 +202,21 @@ func candidates(ppse: TLV, combinations: [PreprocessedCombination]) -> (candidat
     }
     out.sort { ($0.priority == 0 ? 16 : $0.priority) < ($1.priority == 0 ? 16 : $1.priority) }
     return (out, blocked)
+}
+
+/// One prompt of a transaction as the keypad saw it.
+public struct PromptRecord: Sendable, Equatable, Codable {
+    /// `pin`, `select`, `confirm` or `photo`.
+    public var prompt: String
+    /// From the prompt shown to its answer (or to its timeout), on the bench clock.
+    public var waitedMilliseconds: Int
+    /// What answered it: `pin`, `select N`, `confirm`, `cancel`, `timeout`, `aborted`, or `auto`
+    /// (demo mode). A PIN's digits are never kept.
+    public var answer: String
+
+    public init(prompt: String, waitedMilliseconds: Int, answer: String) {
+        self.prompt = prompt
+        self.waitedMilliseconds = waitedMilliseconds
+        self.answer = answer
+    }
 }

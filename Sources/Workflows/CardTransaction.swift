@@ -174,6 +174,16 @@ extension WorkflowContext {
             required = next
         }
         let now = max(clock.nowMicroseconds(), new.createdAt)
+        // The prompts the transaction showed go in its entry report, for a recording to answer
+        // them as they were answered.
+        let prompts = terminal.prompts.answered
+        if !prompts.isEmpty {
+            switch result {
+            case .success(var outcome): outcome.entry.prompts = prompts; result = .success(outcome)
+            case .failure(var failure) where failure.entry != nil: failure.entry!.prompts = prompts; result = .failure(failure)
+            default: break
+            }
+        }
         switch result {
         case .success(let outcome):
             var completion = Completion(outcome, completedAt: now)

@@ -71,9 +71,13 @@ public protocol Prompts: Keypad, Sendable {
     /// Shows `kind` and waits up to `timeout` for a fitting answer; `step` names the moment in
     /// errors ("PIN entry").
     func ask(_ kind: PromptKind, timeout: Duration, step: String) throws(KernelError) -> KeypadInput
+    /// The prompts of the current transaction, in order, with their waits and answers.
+    var answered: [PromptRecord] { get }
 }
 
 extension Prompts {
+    public var answered: [PromptRecord] { [] }
+
     public func selectApplication(_ labels: [String], timeout: Duration) throws(KernelError) -> Int {
         switch try ask(.select(title: "application", options: labels), timeout: timeout, step: "application selection") {
         case .select(let n) where (1...labels.count).contains(n): return n - 1
@@ -100,10 +104,18 @@ public final class TerminalKeypad: Prompts, @unchecked Sendable {
         public let queued: [KeypadInput]
     }
 
+    /// A queued input and how long after its prompt it is given (a cardholder who takes 12 s).
+    struct Queued {
+        let input: KeypadInput
+        let after: Duration?
+    }
+
     private let condition = NSCondition()
     private var prompt: PromptKind?
     private var answer: KeypadInput?
-    private var queued: [KeypadInput] = []
+    private var queued: [Queued] = []
+    /// The current transaction's prompts (`answered`).
+    private var log: [PromptRecord] = []
     private var aborted = false
     private let onPrompt: @Sendable (PromptKind) -> Void
     /// Demo mode: answers PIN prompts (and photo prompts) by itself.
@@ -120,15 +132,16 @@ public final class TerminalKeypad: Prompts, @unchecked Sendable {
     public var snapshot: Snapshot {
         condition.lock()
         defer { condition.unlock() }
-        return Snapshot(prompt: prompt, queued: queued)
+        return Snapshot(prompt: prompt, queued: queued.map(\.input))
     }
 
-    /// Answers the prompt that is up, or queues the input for the next one. Refuses an input that
+    /// Answers the prompt that is up, or queues the input for the next one — given `after` that
+    /// long once its prompt shows, on the bench clock, when `after` is set. Refuses an input that
     /// cannot answer the prompt that is up, naming both.
-    public func enter(_ input: KeypadInput) throws(WorkflowError) -> Bool {
+    public func enter(_ input: KeypadInput, after: Duration? = nil) throws(WorkflowError) -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        if let prompt, answer == nil {
+        if let prompt, answer == nil, after == nil {
             guard input.fits(prompt) else {
                 throw .conflict("the keypad is asking for \(prompt.name); \(input) does not answer it")
             }
@@ -140,7 +153,7 @@ public final class TerminalKeypad: Prompts, @unchecked Sendable {
             return true
         }
         guard queued.count < 16 else { throw .conflict("16 keypad inputs are already queued") }
-        queued.append(input)
+        queued.append(Queued(input: input, after: after))
         return false
     }
 
@@ -148,7 +161,14 @@ public final class TerminalKeypad: Prompts, @unchecked Sendable {
     public func begin() {
         condition.lock()
         aborted = false
+        log = []
         condition.unlock()
+    }
+
+    public var answered: [PromptRecord] {
+        condition.lock()
+        defer { condition.unlock() }
+        return log
     }
 
     /// Forgets queued inputs (a new scenario starts clean).
@@ -185,12 +205,33 @@ public final class TerminalKeypad: Prompts, @unchecked Sendable {
             condition.unlock()
         }
         if aborted { throw .aborted(step: step) }
-        if let index = queued.firstIndex(where: { $0.fits(kind) }) {
-            return queued.remove(at: index)
+        let shown = clock.nowMicroseconds()
+        func note(_ answer: String) {
+            log.append(PromptRecord(prompt: kind.kind, waitedMilliseconds: Int(max(0, clock.nowMicroseconds() - shown) / 1000), answer: answer))
         }
-        if case .pin = kind, let autoPIN { return .pin(autoPIN) }
+        if let index = queued.firstIndex(where: { $0.input.fits(kind) }) {
+            let next = queued.remove(at: index)
+            guard let after = next.after, after > .zero else {
+                note(Self.logged(next.input))
+                return next.input
+            }
+            // A cardholder who answers late: the prompt shows, and the answer comes `after` on
+            // the bench clock, or the prompt times out first.
+            prompt = kind
+            condition.unlock()
+            onPrompt(kind)
+            clock.sleep(for: min(after, timeout))
+            condition.lock()
+            if aborted { note("aborted"); throw .aborted(step: step) }
+            // Someone at the console answered first.
+            if let answer { note(Self.logged(answer)); return answer }
+            guard after < timeout else { note("timeout"); throw .promptTimeout(prompt: kind.name) }
+            note(Self.logged(next.input))
+            return next.input
+        }
+        if case .pin = kind, let autoPIN { note("auto"); return .pin(autoPIN) }
         // Demo mode takes the photo a sale asks for, as an operator would.
-        if case .photo = kind, autoPIN != nil { return .confirm }
+        if case .photo = kind, autoPIN != nil { note("auto"); return .confirm }
         prompt = kind
         answer = nil
         let wait = clock.waitFor(.input, timeout: timeout)
@@ -201,9 +242,20 @@ public final class TerminalKeypad: Prompts, @unchecked Sendable {
         while answer == nil && !aborted && !wait.isOver {
             _ = condition.wait(until: Date(timeIntervalSinceNow: wait.slice.realSeconds))
         }
-        if let answer { return answer }
-        if aborted { throw .aborted(step: step) }
+        if let answer { note(Self.logged(answer)); return answer }
+        if aborted { note("aborted"); throw .aborted(step: step) }
+        note("timeout")
         throw .promptTimeout(prompt: kind.name)
+    }
+
+    /// An answer as the prompt log keeps it: a PIN as `pin`, never its digits.
+    static func logged(_ input: KeypadInput) -> String {
+        switch input {
+        case .pin: "pin"
+        case .select(let n): "select \(n)"
+        case .confirm: "confirm"
+        case .cancel: "cancel"
+        }
     }
 }
 

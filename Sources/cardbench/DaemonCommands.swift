@@ -205,6 +205,9 @@ struct KeypadCommand: AsyncParsableCommand {
     @Flag(help: "Answer yes.")
     var confirm = false
 
+    @Option(help: "Give the answer this many seconds after its prompt shows, as a slow cardholder (queued until then).")
+    var after: Double?
+
     @Flag(help: "Cancel (answers any prompt).")
     var cancel = false
 
@@ -217,7 +220,8 @@ struct KeypadCommand: AsyncParsableCommand {
 
     func run() async throws {
         let data = try await daemon.call(.POST, "/v1/terminals/\(pathComponent(terminal))/keypad",
-                                         json: KeypadBody(pin: pin, select: select, confirm: confirm ? true : nil, cancel: cancel ? true : nil))
+                                         json: KeypadBody(pin: pin, select: select, confirm: confirm ? true : nil, cancel: cancel ? true : nil,
+                                                          afterSeconds: after))
         let answer = try decodeReply([String: String].self, data)
         print(answer["result"] == "answered" ? "answered the prompt on \(terminal)" : "queued for the next prompt on \(terminal)")
     }

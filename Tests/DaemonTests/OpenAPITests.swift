@@ -296,6 +296,7 @@ let schemaBindings: [String: SchemaBinding] = [
     "CaptureBody": .of(CaptureBody.self),
     "CaptureView": .of(CaptureView.self),
     "RecordedScenario": .of(RecordedScenario.self),
+    "PromptRecord": .of(PromptRecord.self),
     "RecordedCard": .of(RecordedCard.self),
     "TerminalView": .of(TerminalView.self),
     "ReaderView": .of(ReaderView.self),

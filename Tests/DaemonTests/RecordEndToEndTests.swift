@@ -87,6 +87,17 @@ struct RecordEndToEndTests {
         let chip = try await bench.recordAndRun(try await bench.open(saleURL(amount: 1500, tip: 0, reference: "chip1")), "chip")
         #expect(chip.contains("keypad: {pin: \"1234\"}") && chip.contains("card: visa-credit-cvn10.yaml"), "\(chip)")
 
+        // A cardholder who takes 1.5 s over the PIN: the recording answers 1.5 s after the prompt.
+        _ = try bench.cli(["card", "insert", "--profile", "visa-credit-cvn10", "--terminal", "bench1"])
+        #expect(try bench.cli(["keypad", "bench1", "--pin", "1234", "--after", "1.5"]).status == 0)
+        let slow = try await bench.recordAndRun(try await bench.open(saleURL(amount: 1600, tip: 0, reference: "slow1")), "slow-pin")
+        #expect(slow.contains("keypad: {pin: \"1234\", after: 1.5}"), "\(slow)")
+        // The replay against the daemon (its system clock) waited as long.
+        let replay = try await bench.daemon.client.send(.GET, "/v1/transactions/\(try bench.latestSale(terminal: "bench1"))")
+        let entry = (try JSONSerialization.jsonObject(with: replay.body) as? [String: Any])?["entry"] as? [String: Any]
+        let waited = ((entry?["prompts"] as? [[String: Any]])?.first?["waitedMilliseconds"] as? Int) ?? 0
+        #expect((1400...10_000).contains(waited), "the replay's PIN came \(waited) ms after its prompt")
+
         _ = try bench.cli(["card", "tap", "--profile", "visa-credit-qvsdc-fdda", "--terminal", "bench1"])
         _ = try bench.cli(["host", "queue", "bench1", "--code", "05"])
         let tap = try await bench.recordAndRun(try await bench.open(saleURL(amount: 8000, tip: 0, reference: "tap1")), "tap")
@@ -210,6 +221,9 @@ struct RecordEndToEndTests {
         // A recording that exists with another profile in cards/ is not overwritten.
         let again = try bench.cli(["scenario", "record", id, "--out", file])
         #expect(again.status == 2 && again.stderr.contains("holds another profile"), "\(again.stderr)")
+
+        let late = try bench.cli(["keypad", "bench1", "--pin", "1234", "--after", "601"])
+        #expect(late.status == 2 && late.stderr.contains("afterSeconds"), "\(late.stderr)")
 
         let missing = try bench.cli(["scenario", "record", "999999"])
         #expect(missing.status == 1 && missing.stderr.contains("no transaction"), "\(missing.stderr)")

@@ -96,4 +96,25 @@ final class PromptRun: @unchecked Sendable {
             }
         }
     }
+
+    @Test("an answer queued with a delay comes that long after its prompt on the bench clock, or the prompt times out first; the log keeps each wait and never a PIN")
+    func delayed() async throws {
+        let start: Int64 = 1_700_000_000
+        let clock = ManualClock(secondsSince1970: start)
+        let keypad = TerminalKeypad(clock: clock)
+        keypad.begin()
+        _ = try keypad.enter(.select(2), after: .milliseconds(2500))
+        _ = try keypad.enter(.pin("1234"), after: .seconds(12))
+        #expect(try keypad.ask(.select(title: "application", options: ["A", "B"]), timeout: .seconds(30), step: "t") == .select(2))
+        #expect(clock.nowMicroseconds() == (start * 1_000_000) + 2_500_000, "the clock moved the 2.5 s the answer took")
+        #expect(try keypad.ask(.pin(online: false, triesLeft: 3), timeout: .seconds(30), step: "t") == .pin("1234"))
+        _ = try keypad.enter(.pin("1234"), after: .seconds(40))
+        #expect(throws: KernelError.promptTimeout(prompt: "PIN")) { try keypad.ask(.pin(online: false, triesLeft: 3), timeout: .seconds(30), step: "t") }
+        #expect(clock.now() == start + 2 + 12 + 30, "a late answer leaves the prompt to its timeout")
+        #expect(keypad.answered == [PromptRecord(prompt: "select", waitedMilliseconds: 2500, answer: "select 2"),
+                                    PromptRecord(prompt: "pin", waitedMilliseconds: 12_000, answer: "pin"),
+                                    PromptRecord(prompt: "pin", waitedMilliseconds: 30_000, answer: "timeout")])
+        keypad.begin()
+        #expect(keypad.answered.isEmpty, "a new transaction starts a new log")
+    }
 }

@@ -102,12 +102,25 @@ public struct KeypadBody: Codable, Sendable {
     public let select: Int?
     public let confirm: Bool?
     public let cancel: Bool?
+    /// Give the answer this many seconds after its prompt shows (on the bench clock), as a
+    /// cardholder who takes that long; queued until then. Past the prompt's timeout, it times out.
+    public let afterSeconds: Double?
 
-    public init(pin: String? = nil, select: Int? = nil, confirm: Bool? = nil, cancel: Bool? = nil) {
+    public init(pin: String? = nil, select: Int? = nil, confirm: Bool? = nil, cancel: Bool? = nil, afterSeconds: Double? = nil) {
         self.pin = pin
         self.select = select
         self.confirm = confirm
         self.cancel = cancel
+        self.afterSeconds = afterSeconds
+    }
+
+    /// `afterSeconds` as a duration, checked.
+    func after() throws -> Duration? {
+        guard let afterSeconds else { return nil }
+        guard afterSeconds.isFinite, (0...600).contains(afterSeconds) else {
+            throw DaemonError.badRequest(field: "afterSeconds", rule: "must be 0 to 600 seconds, got \(afterSeconds)")
+        }
+        return .milliseconds(Int64((afterSeconds * 1000).rounded()))
     }
 
     func input() throws -> KeypadInput {

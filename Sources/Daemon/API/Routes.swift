@@ -125,8 +125,9 @@ struct TerminalRoutes {
         }
         routes.post("/v1/terminals/:name/keypad") { request, context in
             let terminal = try bench.terminal(context.parameters.get("name"))
-            let input = try await decode(KeypadBody.self, request, context).input()
-            let delivered = try terminal.keypad.enter(input)
+            let body = try await decode(KeypadBody.self, request, context)
+            let input = try body.input()
+            let delivered = try terminal.keypad.enter(input, after: try body.after())
             bench.publish(delivered ? .promptAnswered(input) : .keypadQueued(input), terminal: terminal.settings.name)
             return json(["result": delivered ? "answered" : "queued"])
         }
