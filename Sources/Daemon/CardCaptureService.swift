@@ -36,7 +36,7 @@ public struct CaptureBody: Codable, Sendable {
         case let other: throw .badRequest(field: "interface", rule: "must be contact or contactless, got \"\(other.prefix(20))\"")
         }
         capture.generateAC = generateAc ?? true
-        capture.date = [today.year % 100, today.month, today.day].map { UInt8($0 / 10 << 4 | $0 % 10) }
+        capture.date = [today.year % 100, today.month, today.day].map { UInt8(($0 / 10) << 4 | ($0 % 10)) }
         var profile = CapturedProfile.Options()
         if let pin {
             guard (4...12).contains(pin.count), pin.allSatisfy(\.isASCIIDigit) else { throw .badRequest(field: "pin", rule: "must be 4 to 12 digits") }
@@ -51,7 +51,6 @@ public struct CaptureBody: Codable, Sendable {
         profile.keepPAN = keepPan ?? false
         profile.ca = ca
         profile.caKeys = caKeys
-        profile.today = today
         let wait = waitSeconds ?? 30
         guard (1...600).contains(wait) else { throw .badRequest(field: "waitSeconds", rule: "must be 1 to 600 seconds, got \(wait)") }
         return (capture, profile, .seconds(wait))

@@ -20,7 +20,6 @@ public enum CapturedProfile {
         /// CA public keys to recover the card's own certificates with, for their exact key
         /// lengths and expiries (a real card's CA is in no bench file: then they are estimated).
         public var caKeys: [CAPublicKey] = []
-        public var today = ODADate(year: 2026, month: 1, day: 1)
         /// Names the file in errors.
         public var file = "captured.yaml"
 
@@ -289,7 +288,8 @@ public enum CapturedProfile {
             o.exponent = exponent == [0x01, 0x00, 0x01] ? 65537 : 3
             var issuerLength = issuerCertificate.count - 36 + (values[0x92]?.count ?? 0)
             var iccLength = (values[0x9F46].map { $0.count - 42 + (values[0x9F48]?.count ?? 0) }) ?? min(issuerLength, 128)
-            // The card's own certificates give the exact lengths and expiries when its CA key is known.
+            // The card's own certificates give the exact lengths and expiries when its CA key is
+            // known; they are read as of 2000, so an expired one is still copied as it is.
             if let index = values[0x8F]?.first, let caKey = options.caKeys.first(where: { $0.rid == rid && $0.index == index }),
                let issuer = try? ODA.recoverIssuerKey(certificate: issuerCertificate, remainder: values[0x92], exponent: exponent, ca: caKey, pan: pan,
                                                      today: ODADate(year: 2000, month: 1, day: 1)) {

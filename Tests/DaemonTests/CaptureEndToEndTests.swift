@@ -20,6 +20,24 @@ func oddCardFile(pan: String = "4761739001010333") throws -> String {
     return path
 }
 
+@Suite("card capture options")
+struct CaptureOptionsTests {
+    @Test("the request's fields: today in the DOL data as BCD YYMMDD; interface, PIN, wait and name checked, each refusal naming its field")
+    func options() throws {
+        let (capture, profile, wait) = try CaptureBody(interface: "contactless", pin: "4321", keepPan: true, waitSeconds: 5)
+            .options(ca: nil, caKeys: [], today: ODADate(year: 2026, month: 11, day: 28))
+        #expect(capture.date == [0x26, 0x11, 0x28] && capture.interface == .contactless && capture.generateAC)
+        #expect(profile.pin == "4321" && profile.keepPAN && wait == .seconds(5))
+        for (body, field) in [(CaptureBody(interface: "chip"), "interface"), (CaptureBody(pin: "12a4"), "pin"), (CaptureBody(waitSeconds: 0), "waitSeconds"),
+                              (CaptureBody(name: String(repeating: "x", count: 65)), "name")] {
+            #expect { _ = try body.options(ca: nil, caKeys: [], today: ODADate(year: 2026, month: 1, day: 1)) } throws: { error in
+                guard case .badRequest(let f, _) = error as? DaemonError else { return false }
+                return f == field
+            }
+        }
+    }
+}
+
 @Suite("card capture through the readers the bench has, and a daemon terminal's", .serialized)
 struct CaptureEndToEndTests {
     /// `cardbench sale` with each profile: the same CVM, TVR, TSI and ODA result.
