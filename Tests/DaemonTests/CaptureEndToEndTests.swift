@@ -41,7 +41,7 @@ struct CaptureOptionsTests {
 @Suite("card capture through the readers the bench has, and a daemon terminal's", .serialized)
 struct CaptureEndToEndTests {
     /// `cardbench sale` with each profile: the same CVM, TVR, TSI and ODA result.
-    func sameSale(_ original: String, _ captured: String) throws {
+    static func sameSale(_ original: String, _ captured: String) throws {
         let ledger = FileManager.default.temporaryDirectory.appendingPathComponent("cb-cap-\(UUID().uuidString.prefix(8))").path
         defer { try? FileManager.default.removeItem(atPath: ledger) }
         let a = try cliOffline(["sale", "--card", original, "--amount", "10.00", "--ledger", ledger + "-a.sqlite", "--pin", "4321"], environment: [:])
@@ -49,31 +49,6 @@ struct CaptureEndToEndTests {
         #expect(a.status == 0 && b.status == 0, "\(a.stderr) \(b.stderr)")
         #expect(terminalView(a.stdout).count == 4, "\(a.stdout)")
         #expect(terminalView(a.stdout) == terminalView(b.stdout), "\(a.stdout)\n---\n\(b.stdout)")
-    }
-
-    @Test("PC/SC: an odd card through pcscd and vpcd, captured with --reader pcsc:; only the stripe differs; a sale with each concludes the same",
-          .enabled(if: pcscReady, "needs root, pcscd, vsmartcard-vpcd and systemd-socket-activate"))
-    func pcsc() async throws {
-        #expect(PrivatePCSCD.missing.isEmpty, "a private pcscd needs: \(PrivatePCSCD.missing.joined(separator: ", "))")
-        var template = Array("/tmp/cbd-cap-XXXXXX".utf8CString)
-        let directory = String(cString: try #require(mkdtemp(&template)))
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let pcscd = try PrivatePCSCD(directory: directory)
-        try pcscd.start()
-        defer { pcscd.stop() }
-        let odd = try oddCardFile()
-        let card = try InsertedCard(odd, reader: "127.0.0.1:\(pcscd.port)")
-        defer { card.remove() }
-        let out = directory + "/captured.yaml"
-        let run = try cliOffline(["card", "capture", "--reader", "pcsc:\(pcscd.reader(slot: 0))", "--out", out, "--pin", "4321", "--wait", "20",
-                                  "--ca", repositoryRoot.appendingPathComponent("Scenarios/ca/bench-ca.yaml").path], environment: pcscd.environment)
-        #expect(run.status == 0, "\(run.stdout) \(run.stderr) \(pcscd.logText.suffix(2000))")
-        #expect(run.stdout.contains("made:") && run.stdout.contains("ODA certificates: re-issued under the bench CA key B1"), "\(run.stdout)")
-        let diff = try cliOffline(["card", "diff", odd, out], environment: [:])
-        #expect(diff.status == 1)
-        #expect(diff.stdout.split(separator: "\n") == ["interfaces: contact, magstripe → contact"], "a chip read says nothing of the stripe: \(diff.stdout)")
-        try sameSale(odd, out)
-        card.remove()
     }
 
     @Test("a virtual reader: card capture --reader virtual:<socket> takes any vpcd card; no card in time is exit 1 naming the reader")
@@ -161,5 +136,32 @@ struct CaptureEndToEndTests {
         #expect(pin.status == 400 && pin.errorMessage.contains("pin"))
         let missing = try await daemon.client.send(.POST, "/v1/terminals/nope/capture", json: CaptureBody())
         #expect(missing.status == 404)
+    }
+}
+
+/// In the PC/SC suite, which runs its tests one at a time: a private pcscd each, never three at once.
+extension PCSCEndToEndTests {
+    @Test("card capture: an odd card through pcscd and vpcd, captured with --reader pcsc:; only the stripe differs; a sale with each concludes the same")
+    func capture() async throws {
+        #expect(PrivatePCSCD.missing.isEmpty, "a private pcscd needs: \(PrivatePCSCD.missing.joined(separator: ", "))")
+        var template = Array("/tmp/cbd-cap-XXXXXX".utf8CString)
+        let directory = String(cString: try #require(mkdtemp(&template)))
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let pcscd = try PrivatePCSCD(directory: directory)
+        try pcscd.start()
+        defer { pcscd.stop() }
+        let odd = try oddCardFile()
+        let card = try InsertedCard(odd, reader: "127.0.0.1:\(pcscd.port)")
+        defer { card.remove() }
+        let out = directory + "/captured.yaml"
+        let run = try cliOffline(["card", "capture", "--reader", "pcsc:\(pcscd.reader(slot: 0))", "--out", out, "--pin", "4321", "--wait", "20",
+                                  "--ca", repositoryRoot.appendingPathComponent("Scenarios/ca/bench-ca.yaml").path], environment: pcscd.environment)
+        #expect(run.status == 0, "\(run.stdout) \(run.stderr) \(pcscd.logText.suffix(2000))")
+        #expect(run.stdout.contains("made:") && run.stdout.contains("ODA certificates: re-issued under the bench CA key B1"), "\(run.stdout)")
+        let diff = try cliOffline(["card", "diff", odd, out], environment: [:])
+        #expect(diff.status == 1)
+        #expect(diff.stdout.split(separator: "\n") == ["interfaces: contact, magstripe → contact"], "a chip read says nothing of the stripe: \(diff.stdout)")
+        try CaptureEndToEndTests.sameSale(odd, out)
+        card.remove()
     }
 }
