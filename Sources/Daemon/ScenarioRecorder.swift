@@ -96,6 +96,8 @@ struct ScenarioRecorder {
         switch (t.provider, t.action) {
         case (.viva, .sale), (.billpocket, .sale): return try cardPresent()
         case (.worldline, .sale), (.worldline, .preAuth), (.citcon, .sale), (.citcon, .preAuth): return try platform()
+        case (.iso8583, _), (.cli, _):
+            throw .conflict("transaction \(t.id) is the \(t.provider.rawValue) side of a transaction (an external terminal's request to the issuer, or `cardbench sale`): record a front's or a platform's transaction")
         default:
             throw .conflict("transaction \(t.id) is a \(t.provider.rawValue) \(t.action.rawValue): only sales and authorisations are recorded (record the sale it acts on)")
         }

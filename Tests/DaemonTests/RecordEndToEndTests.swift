@@ -191,6 +191,8 @@ struct RecordEndToEndTests {
         // The list shows the configured terminals' transactions: the removed terminal's sale is
         // the one before the issuer's own row of it.
         let issuerRow = try #require(Int(try bench.latestSale(provider: "iso8583")))
+        let issuerSide = try bench.cli(["scenario", "record", String(issuerRow)])
+        #expect(issuerSide.status == 1 && issuerSide.stderr.contains("iso8583 side of a transaction"), "\(issuerSide.stderr)")
         let scripted = try await bench.recordAndRun(String(issuerRow - 1), "issuer-script")
         #expect(scripted.contains("script_after: [\"84180000080102030405060708\"]") && scripted.contains("is gone"), "\(scripted)")
     }
