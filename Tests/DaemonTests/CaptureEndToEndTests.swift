@@ -59,15 +59,16 @@ struct CaptureEndToEndTests {
         let socket = directory + "/r.sock", out = directory + "/card.yaml"
         let capture = Process()
         capture.executableURL = productsDirectory.appendingPathComponent("cardbench")
-        capture.arguments = ["card", "capture", "--reader", "virtual:\(socket)", "--out", out, "--wait", "20",
+        capture.arguments = ["card", "capture", "--reader", "virtual:\(socket)", "--out", out, "--wait", "120",
                              "--ca", repositoryRoot.appendingPathComponent("Scenarios/ca/bench-ca.yaml").path]
         capture.currentDirectoryURL = URL(fileURLWithPath: directory)
         let pipe = Pipe()
         capture.standardOutput = pipe
         capture.standardError = pipe
         try capture.run()
-        var waited = 0
-        while !FileManager.default.fileExists(atPath: socket), waited < 200 { try await Task.sleep(for: .milliseconds(50)); waited += 1 }
+        // A fresh process on a loaded 2-core machine has taken over 10 s to listen: up to 120 s.
+        let deadline = Date(timeIntervalSinceNow: 120)
+        while !FileManager.default.fileExists(atPath: socket), capture.isRunning, Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
         let card = try InsertedCard("mastercard-credit-cvn16.yaml", reader: socket)
         capture.waitUntilExit()
         card.remove()
