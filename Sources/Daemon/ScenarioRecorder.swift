@@ -123,7 +123,7 @@ struct ScenarioRecorder {
             return ["insert", "tap", "swipe"].contains(verb) ? verb : nil
         }
         if presentations.isEmpty { presentations = [t.entryMode == "contactless" ? "tap" : t.entryMode == "magstripe" ? "swipe" : "insert"] }
-        let (cardFile, cardText, profile) = try card(firstInterface: presentations[0])
+        let (cardFile, cardText, profile) = try card()
 
         var lines: [String] = []
         func add(_ text: String) { lines.append(text) }
@@ -237,7 +237,7 @@ struct ScenarioRecorder {
             }
         }
         // The emulated issuer's answer, when it was not an approval.
-        if external == nil, let code = t.responseCode, hostAsked(names) {
+        if external == nil, let code = t.responseCode, hostAsked() {
             if code == "Y3" || code == "Z3" {
                 add("  - host: {unavailable: true}")
             } else if code != "00", code.count == 2, code.allSatisfy({ $0.isNumber }) {
@@ -310,7 +310,7 @@ struct ScenarioRecorder {
 
     /// Whether the transaction went to the host: any answer in the row but the terminal's own
     /// offline decisions (Y1, Z1); Y3 and Z3 say the host was asked and could not be reached.
-    func hostAsked(_ names: [String]) -> Bool {
+    func hostAsked() -> Bool {
         guard let code = t.responseCode else { return false }
         return !["Y1", "Z1"].contains(code)
     }
@@ -384,7 +384,7 @@ struct ScenarioRecorder {
 
     /// The card's profile: the daemon's own whose number it is when that profile answers the
     /// trace's SELECT and READ RECORD commands as the card did, else one made from the trace.
-    mutating func card(firstInterface: String) throws(DaemonError) -> (file: String, text: String, profile: CardProfile?) {
+    mutating func card() throws(DaemonError) -> (file: String, text: String, profile: CardProfile?) {
         for (name, text, profile) in library where answersLikeTrace(profile) {
             return (name + ".yaml", text, profile)
         }

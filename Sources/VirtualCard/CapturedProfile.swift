@@ -143,14 +143,10 @@ public enum CapturedProfile {
         let parsed: CardProfile
         do { parsed = try CardProfile.parse(yaml: text, file: options.file) } catch { throw Failure(reason: "the captured profile does not load: \(error)") }
         text = try reconcile(text, profile: parsed, apps: apps, swap: swap, file: options.file)
-        if var oda = odaOptions {
+        if let oda = odaOptions {
             guard let ca = options.ca else {
                 throw Failure(reason: "the card offers offline data authentication and holds certificates; re-issuing them needs the bench CA (--ca)")
             }
-            let key = bestCAKey(ca, length: oda.caIndex == 0 ? 248 : Int(oda.caIndex))
-            oda.caIndex = key.index
-            oda.issuerBits = min(oda.issuerBits, key.key.modulus.count * 8)
-            oda.iccBits = min(oda.iccBits, oda.issuerBits)
             do { text = try ODAPersonaliser(ca: ca).personalise(yaml: text, file: options.file, options: oda) } catch {
                 throw Failure(reason: "re-issuing the certificates: \(error)")
             }
@@ -282,8 +278,6 @@ public enum CapturedProfile {
         if !methods.isEmpty, oda == nil, let issuerCertificate = values[0x90] {
             var o = ODAPersonaliser.Options()
             o.methods = methods
-            // The bench key as long as the card's CA key (the issuer certificate's length); caIndex carries the length until the CA is known.
-            o.caIndex = UInt8(min(issuerCertificate.count, 248))
             let exponent = values[0x9F32] ?? [0x03]
             o.exponent = exponent == [0x01, 0x00, 0x01] ? 65537 : 3
             var issuerLength = issuerCertificate.count - 36 + (values[0x92]?.count ?? 0)
@@ -306,8 +300,12 @@ public enum CapturedProfile {
             } else {
                 report.made.append("\(aidText): the card's CA key is not known to the bench: the certificates' key lengths are taken from their sizes, their expiry is the card's")
             }
-            o.issuerBits = min(issuerLength, issuerCertificate.count) * 8
+            // The bench CA key as long as the card's CA key (the issuer certificate's length); N_I ≤ N_CA.
+            let benchKey = options.ca.map { bestCAKey($0, length: issuerCertificate.count) }
+            o.caIndex = benchKey?.index ?? 0
+            o.issuerBits = min(issuerLength, benchKey?.key.modulus.count ?? issuerCertificate.count) * 8
             o.iccBits = min(iccLength, issuerLength) * 8
+            o.iccBits = min(o.iccBits, o.issuerBits)
             o.staticDataTagList = values[0x9F4A]
             o.ddol = values[0x9F49]
             oda = o
