@@ -93,7 +93,8 @@ let package = Package(
         // framed TCP links to and from ISO 8583 hosts.
         .target(
             name: "CardIO",
-            dependencies: ["EMV", "ISO8583", "CLibUDev", "CLibPCSCLite", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["EMV", "ISO8583", "CLibUDev", "CLibPCSCLite", .product(name: "Logging", package: "swift-log"),
+                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]
         ),
         // libpcsclite from Debian's libpcsclite-dev: USB CCID and contactless readers through pcscd.
         // A C target rather than a system library: see its header for why.

@@ -25,6 +25,8 @@ public enum HostLinkError: Error, Sendable, Equatable, CustomStringConvertible {
     case io(String)
     /// The bytes were not a frame of the configured framing.
     case frame(String)
+    /// A listener closed a connection as it came: `limit` connections were open already.
+    case refused(limit: Int)
 
     public var description: String {
         switch self {
@@ -33,6 +35,7 @@ public enum HostLinkError: Error, Sendable, Equatable, CustomStringConvertible {
         case .closed: "the peer closed the connection"
         case .io(let why): why
         case .frame(let why): "not a frame: \(why)"
+        case .refused(let limit): "refused: \(limit) connections are open already, the listener's limit"
         }
     }
 }
@@ -176,155 +179,3 @@ public final class FramedConnection: @unchecked Sendable {
     }
 }
 
-/// A TCP listener for framed ISO 8583 messages: a thread accepts, and each connection gets a thread
-/// that reads frames and writes back what `handle` answers (nothing when it answers nil).
-public final class FramedListener: @unchecked Sendable {
-    private let fd: Int32
-    /// The port bound (the configured one, or the kernel's choice for 0).
-    public let port: UInt16
-    public let address: String
-    private struct State {
-        var started = false
-        var stopped = false
-        var connections: [ObjectIdentifier: FramedConnection] = [:]
-    }
-    private let state = Locked(State())
-
-    /// Binds `address:port` (an IPv4 or IPv6 literal).
-    public init(address: String, port: UInt16) throws(HostLinkError) {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Socket.streamType
-        hints.ai_flags = AI_NUMERICSERV | AI_NUMERICHOST | AI_PASSIVE
-        var list: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(address, String(port), &hints, &list)
-        guard status == 0, let list else { throw .connect("\(address) is not an IP address: \(String(cString: gai_strerror(status)))") }
-        defer { freeaddrinfo(list) }
-        let fd = Socket.makeStream(family: list.pointee.ai_family)
-        guard fd >= 0 else { throw .io("cannot make a socket: \(Socket.errorText(errno))") }
-        var one: Int32 = 1
-        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        guard bind(fd, list.pointee.ai_addr, list.pointee.ai_addrlen) == 0, listen(fd, 16) == 0 else {
-            let code = errno
-            closeDescriptor(fd)
-            throw .connect("cannot listen on \(address):\(port): \(Socket.errorText(code))")
-        }
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        _ = withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        let bound = withUnsafePointer(to: &storage) { p -> UInt16 in
-            Int32(p.pointee.ss_family) == AF_INET6
-                ? p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin6_port) }
-                : p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt16(bigEndian: $0.pointee.sin_port) }
-        }
-        self.fd = fd
-        self.port = bound
-        self.address = address
-    }
-
-    /// Accepts connections on a thread of its own until `stop()`; `handle` runs on each
-    /// connection's thread with the frame's TPDU (NAC) and message, and returns the answer. At most
-    /// `maximumConnections` are served at once (a thread each): one more is closed as it comes, so a
-    /// flood of connections cannot take the daemon's threads; a connection idle for `idleTimeout`
-    /// is closed, so idle ones cannot hold the places either.
-    public func start(framing: Framing, maximumConnections: Int = 64, idleTimeout: Duration = .seconds(300),
-                      onError: @escaping @Sendable (String, HostLinkError) -> Void,
-                      handle: @escaping @Sendable (_ peer: String, _ message: [UInt8]) -> [UInt8]?) {
-        guard state.withLock({ s in
-            guard !s.started, !s.stopped else { return false }
-            s.started = true
-            return true
-        }) else { return }
-        let thread = Thread { [self] in
-            // The accept thread owns the listening descriptor: `stop()` only shuts it down.
-            defer { closeDescriptor(fd) }
-            while !state.withLock({ $0.stopped }) {
-                var storage = sockaddr_storage()
-                var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-                let client = withUnsafeMutablePointer(to: &storage) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(fd, $0, &length) }
-                }
-                guard client >= 0 else {
-                    let code = errno
-                    if code == EINTR || code == ECONNABORTED { continue }
-                    if state.withLock({ $0.stopped }) || code == EBADF || code == EINVAL { return }
-                    // Out of descriptors or memory: say so, wait a little, go on accepting.
-                    onError(address, .io("accept failed: \(Socket.errorText(code))"))
-                    usleep(100_000)
-                    continue
-                }
-                // Commands the daemon runs (callbacks) must not inherit a terminal's connection.
-                _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-                let connection = FramedConnection(fd: client, framing: framing, peer: Self.describe(storage))
-                let key = ObjectIdentifier(connection)
-                let admitted = state.withLock { s in
-                    guard !s.stopped, s.connections.count < maximumConnections else { return false }
-                    s.connections[key] = connection
-                    return true
-                }
-                guard admitted else {
-                    onError(connection.peer, .io("refused: \(maximumConnections) connections are open already, or the listener is stopping"))
-                    connection.close()
-                    continue
-                }
-                let worker = Thread { [self] in
-                    defer {
-                        connection.close()
-                        _ = state.withLock { $0.connections.removeValue(forKey: key) }
-                    }
-                    while true {
-                        let frame: (tpdu: [UInt8]?, message: [UInt8])
-                        do throws(HostLinkError) { frame = try connection.receive(until: .now + idleTimeout) } catch {
-                            if error != .closed { onError(connection.peer, error) }
-                            return
-                        }
-                        guard let answer = handle(connection.peer, frame.message) else { continue }
-                        do throws(HostLinkError) { try connection.send(answer, tpdu: frame.tpdu.map(Framing.replyTPDU) ?? Framing.defaultTPDU) } catch {
-                            onError(connection.peer, error)
-                            return
-                        }
-                    }
-                }
-                worker.name = "cardbench.iso8583.connection"
-                worker.start()
-            }
-        }
-        thread.name = "cardbench.iso8583.listener"
-        thread.start()
-    }
-
-    /// Stops accepting and ends every connection (their threads close them).
-    public func stop() {
-        let (first, started, open) = state.withLock { s -> (Bool, Bool, [FramedConnection]) in
-            defer { s.stopped = true }
-            return (!s.stopped, s.started, Array(s.connections.values))
-        }
-        guard first else { return }
-        if started { shutdownDescriptor(fd) } else { closeDescriptor(fd) }
-        for c in open { c.shutdown() }
-    }
-
-    static func describe(_ storage: sockaddr_storage) -> String {
-        var storage = storage
-        return withUnsafePointer(to: &storage) { p -> String in
-            var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-            if Int32(p.pointee.ss_family) == AF_INET6 {
-                return p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { a in
-                    var addr = a.pointee.sin6_addr
-                    inet_ntop(AF_INET6, &addr, &text, socklen_t(text.count))
-                    return "[\(Self.text(text))]:\(UInt16(bigEndian: a.pointee.sin6_port))"
-                }
-            }
-            return p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { a in
-                var addr = a.pointee.sin_addr
-                inet_ntop(AF_INET, &addr, &text, socklen_t(text.count))
-                return "\(Self.text(text)):\(UInt16(bigEndian: a.pointee.sin_port))"
-            }
-        }
-    }
-
-    /// A C string's text: the bytes before its NUL.
-    static func text(_ chars: [CChar]) -> String {
-        String(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-}

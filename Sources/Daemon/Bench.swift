@@ -216,12 +216,18 @@ public final class Bench: @unchecked Sendable {
             throw DaemonError.failure(error.description)
         }
         let logger = logger
-        listener.start(framing: configuration.iso8583.framing, onError: { peer, error in
-            logger.notice("ISO 8583 connection from \(peer) ended: \(error)")
+        let limit = configuration.iso8583.maximumConnections
+        FileLimit.raise(toAtLeast: limit + 256, logger: logger)
+        listener.start(framing: configuration.iso8583.framing, maximumConnections: limit, onError: { peer, error in
+            if case .refused(let limit) = error {
+                logger.warning("ISO 8583 connection from \(peer) refused: \(limit) are open already (host.iso8583.max_connections)")
+            } else {
+                logger.notice("ISO 8583 connection from \(peer) ended: \(error)")
+            }
         }, handle: { peer, bytes in service.handle(peer: peer, bytes) })
         issuerListener.withLock { $0 = listener }
         issuerListenAddress.withLock { $0 = address }
-        logger.info("ISO 8583 issuer listening on \(address):\(listener.port) (\(configuration.iso8583.packager.name), \(configuration.iso8583.framing.rawValue))")
+        logger.info("ISO 8583 issuer listening on \(address):\(listener.port) (\(configuration.iso8583.packager.name), \(configuration.iso8583.framing.rawValue), at most \(limit) connections)")
     }
 
     /// The address the ISO 8583 issuer listens on.

@@ -389,6 +389,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
             iso8583.merchantID = mid
         }
         if let port = try number("host.iso8583.listen", 0...65_535) { iso8583.listenPort = UInt16(port) }
+        if let n = try number("host.iso8583.max_connections", 1...100_000) { iso8583.maximumConnections = n }
         if let on = try flag("host.iso8583.sign_on") { iso8583.signOn = on }
         if let every = try number("host.iso8583.echo_interval_seconds", 0...86_400), every > 0 { iso8583.echoInterval = .seconds(every) }
         if let table = text("host.iso8583.amount_table") {

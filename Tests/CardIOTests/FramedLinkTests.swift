@@ -46,7 +46,8 @@ import Testing
     @Test func connectionsAreLimited() throws {
         let listener = try FramedListener(address: "127.0.0.1", port: 0)
         defer { listener.stop() }
-        listener.start(framing: .binary2, maximumConnections: 2, onError: { _, _ in }) { _, m in m }
+        let errors = Mutex<[HostLinkError]>([])
+        listener.start(framing: .binary2, maximumConnections: 2, onError: { _, e in errors.withLock { $0.append(e) } }) { _, m in m }
         var open: [FramedConnection] = []
         defer { open.forEach { $0.close() } }
         for _ in 0..<2 {
@@ -58,7 +59,15 @@ import Testing
         let third = try FramedConnection.connect(host: "127.0.0.1", port: listener.port, framing: .binary2, timeout: .seconds(30))
         defer { third.close() }
         try? third.send([1])
-        #expect(throws: HostLinkError.closed) { try third.receive(until: .now + .seconds(30)) }
+        // Closed as it came: the peer sees the end of the stream (or a reset, when its message
+        // arrived before the close).
+        do {
+            _ = try third.receive(until: .now + .seconds(30))
+            Issue.record("the third connection was served")
+        } catch {
+            #expect(error == .closed || "\(error)".contains("reset"), "\(error)")
+        }
+        #expect(errors.withLock { $0.contains(.refused(limit: 2)) }, "the refusal is reported with the limit")
         // A served connection that leaves makes room.
         open.removeFirst().close()
         let deadline = Date().addingTimeInterval(5)
@@ -70,6 +79,55 @@ import Testing
             c.close()
         }
         #expect(served)
+    }
+
+    @Test("a thousand connections open at once, each served, with no thread of its own")
+    func manyConnections() throws {
+        // Both ends' descriptors are this process's: a soft limit of 1024 would stop it first.
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        if limit.rlim_cur < 4096 { limit.rlim_cur = min(4096, limit.rlim_max); setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) }
+        let listener = try FramedListener(address: "127.0.0.1", port: 0)
+        defer { listener.stop() }
+        listener.start(framing: .binary2, maximumConnections: 1000, threads: 4, onError: { _, _ in }) { _, m in m }
+        var open: [FramedConnection] = []
+        defer { open.forEach { $0.close() } }
+        for i in 0..<1000 {
+            let c = try FramedConnection.connect(host: "127.0.0.1", port: listener.port, framing: .binary2, timeout: .seconds(30))
+            open.append(c)
+            try c.send([UInt8(i & 0xFF), UInt8(i >> 8)])
+        }
+        for (i, c) in open.enumerated() {
+            #expect(try c.receive(until: .now + .seconds(30)).message == [UInt8(i & 0xFF), UInt8(i >> 8)])
+        }
+        #expect(listener.openConnections == 1000)
+        #expect(Self.threadCount() < 100, "the listener holds no thread per connection: \(Self.threadCount()) threads")
+    }
+
+    @Test("pipelined messages on one connection are handled one at a time and answered in order")
+    func pipelining() throws {
+        let listener = try FramedListener(address: "127.0.0.1", port: 0)
+        defer { listener.stop() }
+        let running = Mutex((now: 0, most: 0))
+        listener.start(framing: .nac, threads: 8, onError: { _, _ in }) { _, m in
+            running.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+            usleep(UInt32(m[0] % 3) * 1000)
+            running.withLock { $0.now -= 1 }
+            return m
+        }
+        let c = try FramedConnection.connect(host: "127.0.0.1", port: listener.port, framing: .nac, timeout: .seconds(30))
+        defer { c.close() }
+        for i in 0..<600 { try c.send([UInt8(i % 251), UInt8(i / 251)], tpdu: [0x60, 0x00, 0x01, 0x00, 0x02]) }
+        for i in 0..<600 {
+            let answer = try c.receive(until: .now + .seconds(30))
+            #expect(answer.message == [UInt8(i % 251), UInt8(i / 251)])
+            #expect(answer.tpdu == [0x60, 0x00, 0x02, 0x00, 0x01])
+        }
+        #expect(running.withLock { $0.most } == 1, "one message of a connection at a time")
+    }
+
+    static func threadCount() -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? 0
     }
 
     @Test func nobodyListening() throws {

@@ -55,6 +55,9 @@ public struct ISO8583Settings: Sendable, Equatable {
     public var listenPort: UInt16?
     /// `host.iso8583.listen_address`: 127.0.0.1 unless set (docs/security.md).
     public var listenAddress = "127.0.0.1"
+    /// `host.iso8583.max_connections`: how many external terminals' connections the listener
+    /// holds open at once (default 4096); one more is closed as it comes, with a notice in the log.
+    public var maximumConnections = 4096
     /// `host.iso8583.sign_on`: each terminal with an external host signs on (0800, 70 = 001) when
     /// the daemon starts (default false).
     public var signOn = false
