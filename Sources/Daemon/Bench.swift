@@ -217,7 +217,10 @@ public final class Bench: @unchecked Sendable {
         }
         let logger = logger
         let limit = configuration.iso8583.maximumConnections
-        FileLimit.raise(toAtLeast: limit + 256, logger: logger)
+        let files = FileLimit.raise(to: limit + 256)
+        if files < limit + 256 {
+            logger.warning("open files are limited to \(files): fewer than host.iso8583.max_connections (\(limit)) connections can be open (raise LimitNOFILE)")
+        }
         listener.start(framing: configuration.iso8583.framing, maximumConnections: limit, onError: { peer, error in
             if case .refused(let limit) = error {
                 logger.warning("ISO 8583 connection from \(peer) refused: \(limit) are open already (host.iso8583.max_connections)")

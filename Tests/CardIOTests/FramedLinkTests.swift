@@ -84,9 +84,7 @@ import Testing
     @Test("a thousand connections open at once, each served, with no thread of its own")
     func manyConnections() throws {
         // Both ends' descriptors are this process's: a soft limit of 1024 would stop it first.
-        var limit = rlimit()
-        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-        if limit.rlim_cur < 4096 { limit.rlim_cur = min(4096, limit.rlim_max); setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) }
+        #expect(FileLimit.raise(to: 4096) >= 2100)
         let listener = try FramedListener(address: "127.0.0.1", port: 0)
         defer { listener.stop() }
         listener.start(framing: .binary2, maximumConnections: 1000, threads: 4, onError: { _, _ in }) { _, m in m }
