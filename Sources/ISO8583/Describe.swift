@@ -21,6 +21,12 @@ public struct DescribedTag: Sendable, Codable, Equatable {
     public let tag: String
     public let name: String
     public let value: String
+
+    public init(tag: String, name: String, value: String) {
+        self.tag = tag
+        self.name = name
+        self.value = value
+    }
 }
 
 /// A message as the trace keeps it: nothing in it can rebuild a card number, a track or a PIN.

@@ -1,6 +1,7 @@
 @testable import Daemon
 import EMV
 import Foundation
+import ISO8583
 import Testing
 
 @Suite("JSONText: a sale's reply written by hand means what JSONEncoder's means")
@@ -70,5 +71,22 @@ struct JSONTextTests {
                                transaction: nil, replayed: false)
         #expect(String(decoding: value.jsonBytes, as: UTF8.self)
                 == #"{"callback":"app://result?x=1","fields":[{"name":"a","value":"b/c"}],"status":"success","message":"ok","replayed":false}"#)
+    }
+
+    @Test("an ISO 8583 message's fields as the trace keeps them: the same as JSONEncoder's with sorted keys")
+    func describedFields() throws {
+        var random = SplitMix64(state: 17)
+        for _ in 0..<300 {
+            let fields = (0..<Int(random.next() % 6)).map { n in
+                DescribedField(field: Int(random.next() % 129), name: Self.text(&random), value: Self.text(&random),
+                               tlv: random.next() % 2 == 0 ? nil : (0..<Int(random.next() % 4)).map { _ in
+                                   DescribedTag(tag: Self.text(&random), name: Self.text(&random), value: Self.text(&random)) })
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            let theirs = try JSONDecoder().decode([DescribedField].self, from: encoder.encode(fields))
+            let ours = try JSONDecoder().decode([DescribedField].self, from: Data(ISO8583UpstreamSession.json(fields).utf8))
+            #expect(ours == theirs && ours == fields)
+        }
     }
 }

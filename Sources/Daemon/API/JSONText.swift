@@ -70,6 +70,16 @@ struct JSONText {
         bytes.append(UInt8(ascii: "]"))
     }
 
+    /// A top-level array of objects, each written by `element`.
+    mutating func array<T>(_ values: [T], _ element: (inout JSONText, T) -> Void) {
+        bytes.append(UInt8(ascii: "["))
+        for (i, value) in values.enumerated() {
+            if i > 0 { bytes.append(UInt8(ascii: ",")) }
+            object { element(&$0, value) }
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
     /// An array field of strings.
     mutating func field(_ name: StaticString, strings values: [String]) {
         key(name)
