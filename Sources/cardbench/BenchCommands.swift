@@ -7,7 +7,7 @@ struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure cardbench against a floor measured in the same run.",
-        subcommands: [CryptoBench.self, CardBench.self, LedgerBench.self, SaleBench.self, ISO8583Bench.self, SerialBench.self, PCSCBenchCommand.self, ODABench.self,
+        subcommands: [CryptoBench.self, CardBench.self, LedgerBench.self, SaleBench.self, ISO8583Bench.self, WorldlineBench.self, CitconBench.self, SerialBench.self, PCSCBenchCommand.self, ODABench.self,
                       ScenarioBench.self]
     )
 }
