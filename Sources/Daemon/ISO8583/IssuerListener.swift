@@ -31,7 +31,8 @@ final class ISO8583IssuerService: @unchecked Sendable {
     /// Approvals by the sending terminal's TID and STAN, for their reversals.
     private let approvals = Mutex(Recent<(id: Int64, code: String, amount: Int)>())
     /// Answers by TID, STAN and message class, for repeats, with what identifies their request.
-    private let answers = Mutex(Recent<(answer: ISOMessage, request: String)>())
+    /// Kept packed: ten thousand unpacked messages (a dictionary of strings each) held 15 MB.
+    private let answers = Mutex(Recent<(answer: [UInt8], request: String)>())
     /// One reversal at a time: a reversal and its repeat arriving together must not both miss
     /// the first's answer (they are rare; the authorisations do not wait on it).
     private let reversing = NSLock()
@@ -73,7 +74,7 @@ final class ISO8583IssuerService: @unchecked Sendable {
             if let earlier, earlier.request != Self.identity(message) {
                 logger.notice("ISO 8583 \(message.mti) from terminal \(message[41] ?? "?") STAN \(message[11] ?? "?") does not match the request it repeats: refused with 94")
                 answer = IssuerMessages.answer(message, code: "94")
-            } else if var earlier = earlier?.answer {
+            } else if let packed = earlier?.answer, var earlier = try? packager.unpack(packed) {
                 earlier.mti = TerminalMessages.responseMTI(message.mti)
                 answer = earlier
             } else {
@@ -148,7 +149,9 @@ final class ISO8583IssuerService: @unchecked Sendable {
             logger.error("ISO 8583 \(message.mti) from terminal \(message[41] ?? "?") could not be recorded: \(error)")
             answer = IssuerMessages.answer(message, code: "96")
         }
-        answers.withLock { $0.insert((answer, Self.identity(message)), for: key(message, stan: message[11]) + "/" + message.mti.prefix(2)) }
+        if let packed = try? packager.pack(answer) {
+            answers.withLock { $0.insert((packed, Self.identity(message)), for: key(message, stan: message[11]) + "/" + message.mti.prefix(2)) }
+        }
         return answer
     }
 
@@ -174,14 +177,14 @@ final class ISO8583IssuerService: @unchecked Sendable {
                 logger.notice("ISO 8583 \(message.mti) from terminal \(message[41] ?? "?") STAN \(message[11] ?? "?") does not match the reversal it repeats: refused with 94")
                 return IssuerMessages.answer(message, code: "94")
             }
-            var again = earlier.answer
+            guard var again = try? packager.unpack(earlier.answer) else { return IssuerMessages.answer(message, code: "96") }
             again.mti = TerminalMessages.responseMTI(message.mti)
             return again
         }
         let answer = reverseOnce(message)
         // Only a reversal applied is remembered: a 25 may be a reversal that came before its
         // approval was recorded, and its repeat must look again.
-        if answer[39] == "00" { answers.withLock { $0.insert((answer, identity), for: own) } }
+        if answer[39] == "00", let packed = try? packager.pack(answer) { answers.withLock { $0.insert((packed, identity), for: own) } }
         return answer
     }
 
