@@ -1,8 +1,12 @@
 import ArgumentParser
 import Daemon
 import Defaults
+import EMV
 import Foundation
 import Ledger
+import Terminal
+import VirtualCard
+import Workflows
 
 struct SaleBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -19,9 +23,12 @@ struct SaleBench: AsyncParsableCommand {
         durable SQLite commit (WAL, synchronous=FULL, one INSERT); a sale makes one durable commit \
         (its outcome with its callback; its STAN comes from a block reserved ahead). A second floor \
         is one HTTP round trip from this client to the daemon that does nothing (GET /v1/health). \
-        Goals: with one terminal, the daemon's CPU per sale at most 150 µs and the p50 within 1.5x \
-        of the two floors' p50s added; 5,000 sales/s with 32 terminals; the daemon's RSS growing \
-        less than 5 MB over 100,000 sales.
+        The virtual card's CPU per sale is measured in this client on the same profile through the \
+        same kernel, and printed apart: an in-process card runs on the daemon's threads, and a card \
+        in a reader costs the daemon nothing. Goals: with one terminal, the daemon's own CPU per \
+        sale (its total less the card's) at most 300 µs and the p50 within 2x of the two floors' \
+        p50s added; 3,000 sales/s with 32 terminals; the daemon's RSS growing less than 5 MB over \
+        100,000 sales.
         """
     )
 
@@ -93,12 +100,16 @@ struct SaleBench: AsyncParsableCommand {
         let clientCPUMicrosecondsPerHTTPFloorRequest: Double
         /// This process's CPU per bare durable commit (the commit floor's).
         let cpuMicrosecondsPerFloorCommit: Double
+        /// The virtual card's CPU per sale (measured in this process on the same profile through
+        /// the same kernel), and the daemon's CPU less it when the cards are in process.
+        let cardCPUMicrosecondsPerSale: Double
+        let daemonOwnCPUMicrosecondsPerSale: Double
         /// Under --callgrind: the daemon's instructions per timed sale, and per do-nothing request.
         let daemonInstructionsPerSale: Double?
         let daemonInstructionsPerHTTPFloorRequest: Double?
-        let goalDaemonCPUMicrosecondsPerSale = 150.0
-        let goalRatioToFloors = 1.5
-        let goalSalesPerSecondAt32Terminals = 5000.0
+        let goalDaemonCPUMicrosecondsPerSale = 300.0
+        let goalRatioToFloors = 2.0
+        let goalSalesPerSecondAt32Terminals = 3000.0
         let goalRSSGrowthKB = 5 * 1024
     }
 
@@ -107,6 +118,10 @@ struct SaleBench: AsyncParsableCommand {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
 
+        // The card's own CPU per sale, measured here on the same profile through the same kernel:
+        // an in-process card runs on the daemon's threads, and a card in a reader costs the
+        // daemon nothing, so the daemon's own CPU is its total less this.
+        let cardCPU = try Self.cardCPUPerSale(try loadCardProfile(card, option: "--card"))
         let floorCPUBefore = Self.ownCPUSeconds()
         let floor = try Ledger.measureCommitFloor(path: directory.appendingPathComponent("floor.sqlite").path, count: floorCommits).sorted()
         let floorCPU = Self.ownCPUSeconds() - floorCPUBefore
@@ -269,6 +284,8 @@ struct SaleBench: AsyncParsableCommand {
                             daemonCPUMicrosecondsPerHTTPFloorRequest: healthCPU * 1e6 / Double(floorCommits),
                             clientCPUMicrosecondsPerHTTPFloorRequest: healthClientCPU * 1e6 / Double(floorCommits),
                             cpuMicrosecondsPerFloorCommit: floorCPU * 1e6 / Double(floorCommits),
+                            cardCPUMicrosecondsPerSale: cardCPU,
+                            daemonOwnCPUMicrosecondsPerSale: daemonCPU * 1e6 / Double(total) - (socketCards ? 0 : cardCPU),
                             daemonInstructionsPerSale: instructionsPerSale, daemonInstructionsPerHTTPFloorRequest: instructionsPerHealth)
         if json { return try printJSON(report) }
         func verdict(_ met: Bool) -> String { met ? "met" : "not met" }
@@ -282,28 +299,45 @@ struct SaleBench: AsyncParsableCommand {
         print(String(format: "CPU floors: a do-nothing HTTP request %.0f µs in the daemon (and %.0f µs in this client); a bare durable commit %.0f µs; together %.0f µs in the daemon",
                      report.daemonCPUMicrosecondsPerHTTPFloorRequest, report.clientCPUMicrosecondsPerHTTPFloorRequest, report.cpuMicrosecondsPerFloorCommit,
                      report.daemonCPUMicrosecondsPerHTTPFloorRequest + report.cpuMicrosecondsPerFloorCommit))
+        print(String(format: "the virtual card's CPU per sale (%@, measured in this client through the same kernel): %.0f µs; the daemon's own: %.0f µs%@",
+                     card, cardCPU, report.daemonOwnCPUMicrosecondsPerSale, socketCards ? " (the cards are in their own processes)" : " (its total less the card's)"))
         if let instructionsPerSale, let instructionsPerHealth {
             print(String(format: "instructions (callgrind, daemon): %.0f per sale, %.0f per do-nothing HTTP request", instructionsPerSale, instructionsPerHealth))
         }
         print(String(format: "daemon RSS: %.1f MB before the timed sales (%@), %.1f MB after (%@): %+.1f MB", Double(rssBefore) / 1024, rssPartsBefore,
                      Double(rssAfter) / 1024, rssPartsAfter, Double(rssAfter - rssBefore) / 1024))
         if terminals == 1 {
-            print(String(format: "goal: daemon CPU per sale ≤ 150 µs: %.0f µs, %@", report.daemonCPUMicrosecondsPerSale,
-                         verdict(report.daemonCPUMicrosecondsPerSale <= report.goalDaemonCPUMicrosecondsPerSale)))
-            print(String(format: "goal: sale p50 ≤ 1.5x (commit floor + HTTP floor): %.2fx, %@ (and %.2fx the commit floor alone, the old goal of 2x: %@)",
-                         report.p50RatioToFloors, verdict(report.p50RatioToFloors <= report.goalRatioToFloors),
-                         report.p50RatioToFloor, verdict(report.p50RatioToFloor <= 2)))
+            print(String(format: "goal: Viva sale, the daemon's own CPU ≤ 300 µs (its card's apart): %.0f µs, %@", report.daemonOwnCPUMicrosecondsPerSale,
+                         verdict(report.daemonOwnCPUMicrosecondsPerSale <= report.goalDaemonCPUMicrosecondsPerSale)))
+            print(String(format: "goal: Viva sale p50 ≤ 2x (commit floor + HTTP floor): %.2fx, %@", report.p50RatioToFloors,
+                         verdict(report.p50RatioToFloors <= report.goalRatioToFloors)))
         } else {
-            print("goals of one terminal: daemon CPU per sale and p50 (run with --terminals 1)")
+            print("goals of one terminal: the daemon's own CPU per sale and p50 (run with --terminals 1)")
         }
         print(terminals == 32
-              ? String(format: "goal: ≥ 5,000 sales/s with 32 terminals: %.0f, %@", report.salesPerSecond,
+              ? String(format: "goal: ≥ 3,000 Viva sales/s with 32 terminals: %.0f, %@", report.salesPerSecond,
                        verdict(report.salesPerSecond >= report.goalSalesPerSecondAt32Terminals))
-              : "goal of 32 terminals: 5,000 sales/s (run with --terminals 32)")
+              : "goal of 32 terminals: 3,000 sales/s (run with --terminals 32)")
         print(total >= 100_000
-              ? String(format: "goal: RSS growth < 5 MB over %d sales: %+.1f MB, %@", total, Double(rssAfter - rssBefore) / 1024,
+              ? String(format: "goal: Viva sale RSS growth < 5 MB over %d sales: %+.1f MB, %@", total, Double(rssAfter - rssBefore) / 1024,
                        verdict(rssAfter - rssBefore < report.goalRSSGrowthKB))
               : "goal of 100,000 sales: RSS growth < 5 MB (run with --count 100000)")
+    }
+
+    /// The card's CPU per sale: 200 kernel sales against the profile's virtual card, timing only
+    /// the card's answers (this thread's CPU clock around each).
+    static func cardCPUPerSale(_ profile: CardProfile) throws -> Double {
+        let pinKey = try TDESKey(SecureRandom.bytes(16))
+        let host = EmulatedHost(pinKey: pinKey, amountTable: .none)
+        try host.register(profile)
+        let link = TimedCardLink(VirtualCardLink(try VirtualCard(profile: profile)))
+        let date = UTCDateParts(secondsSince1970: Int64(Date().timeIntervalSince1970))
+        for i in 0..<220 {
+            if i == 20 { link.nanoseconds = 0 }
+            var kernel = Kernel(configuration: TerminalConfiguration(pinKey: pinKey), card: link, keypad: TerminalKeypad(autoPIN: profile.pin), host: host)
+            _ = try kernel.run(TransactionRequest(amount: 1, date: date, stan: STAN(i + 1)!))
+        }
+        return Double(link.nanoseconds) / 1000 / 200
     }
 
     /// All the client needs of the answer.
@@ -373,5 +407,30 @@ struct SaleBench: AsyncParsableCommand {
     static func sibling(_ name: String) -> URL {
         let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         return URL(fileURLWithPath: me).deletingLastPathComponent().appendingPathComponent(name)
+    }
+}
+
+/// A card link that adds up the CPU time this thread spends in the card's answers.
+final class TimedCardLink: CardLink {
+    let card: VirtualCardLink
+    var nanoseconds: UInt64 = 0
+    init(_ card: VirtualCardLink) { self.card = card }
+
+    private static func threadCPU() -> UInt64 {
+        var t = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+        return UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_nsec)
+    }
+
+    func powerOn() throws(KernelError) -> [UInt8] {
+        let t0 = Self.threadCPU()
+        defer { nanoseconds += Self.threadCPU() - t0 }
+        return try card.powerOn()
+    }
+
+    func transmit(_ command: [UInt8]) throws(KernelError) -> [UInt8] {
+        let t0 = Self.threadCPU()
+        defer { nanoseconds += Self.threadCPU() - t0 }
+        return try card.transmit(command)
     }
 }
