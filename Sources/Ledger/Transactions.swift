@@ -74,8 +74,23 @@ extension Ledger {
 
     /// `complete`'s work inside a write transaction the caller holds (a front that records its
     /// own state in the same commit, as the Worldline payments do).
+    /// The JSON a completed row keeps is JSON of its shape: `oda` and `cardEntry` objects, each
+    /// host message's `fields` an array. SQLite's own JSON reader checks them, in the write that
+    /// stores them (a refusal rolls the write back): the texts are never turned into objects.
+    static func checkJSON(_ db: Database, _ result: Completion) throws {
+        func check(_ text: String?, _ field: @autoclosure () -> String, _ shape: String) throws {
+            guard let text else { return }
+            let type = try String.fetchOne(db.cachedStatement(sql: "SELECT CASE WHEN json_valid(?1) THEN json_type(?1) END"), arguments: [text])
+            guard type == shape else { throw LedgerError.invalid(field: field(), rule: "must be a JSON \(shape)") }
+        }
+        try check(result.oda, "oda", "object")
+        try check(result.cardEntry, "cardEntry", "object")
+        for (i, m) in result.hostMessages.enumerated() { try check(m.fields, "hostMessages[\(i)].fields", "array") }
+    }
+
     static func complete(_ db: Database, id: Int64, _ result: Completion, panHash: String?, reversalUUID: String,
                          trace: [TraceEntry], outbox: [OutboxMessage]) throws -> StoredTransaction {
+        try checkJSON(db, result)
         let current = try Self.transaction(db, id: id, field: "id")
         guard current.status == .inProgress else {
             throw LedgerError.notInProgress(id: id, status: current.status)

@@ -154,6 +154,30 @@ struct OpeningTests {
                 return f == field
             }
         }
+        // The JSON the row keeps is checked in the write (SQLite's reader): a refusal leaves the
+        // row in progress, with nothing of the completion written.
+        var cases: [(Completion, String)] = []
+        var broken = approved()
+        broken.hostMessages = [HostMessageEntry(direction: .outgoing, mti: "0200", fields: "[]"),
+                               HostMessageEntry(direction: .incoming, mti: "0210", fields: "[{\"field\":39,")]
+        cases.append((broken, "hostMessages[1].fields"))
+        var oda = approved()
+        oda.oda = "[]"
+        cases.append((oda, "oda"))
+        var entry = approved()
+        entry.cardEntry = "not json"
+        cases.append((entry, "cardEntry"))
+        for (done, field) in cases {
+            let s = try ledger.begin(sale())
+            #expect {
+                try ledger.complete(id: s.id, done)
+            } throws: { error in
+                guard case LedgerError.invalid(let f, let rule) = error else { return false }
+                return f == field && rule.hasPrefix("must be a JSON ")
+            }
+            #expect(try ledger.transaction(id: s.id)?.status == .inProgress)
+            #expect(try ledger.hostMessages(transactionID: s.id).isEmpty)
+        }
     }
 
     @Test func openingWithAnotherKeyIsRefused() throws {
