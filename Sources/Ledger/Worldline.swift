@@ -207,7 +207,7 @@ extension Ledger {
             }
             let messages = outbox(p)
             try LedgerRules.validate(result, trace: [], outbox: messages)
-            let stored = try Self.complete(db, id: transactionID, result, panHash: panHash, reversalUUID: UUID().uuidString.lowercased(),
+            let stored = try Self.complete(db, id: transactionID, result, panHash: panHash, reversalUUID: TransactionUUID.make(),
                                            trace: [], outbox: messages)
             return (p, stored)
         }
@@ -221,7 +221,7 @@ extension Ledger {
         try write("update Worldline payment \(payment.id)") { db in
             try updatePayment(db, payment)
             if let transactionID, let result {
-                _ = try Self.complete(db, id: transactionID, result, panHash: nil, reversalUUID: UUID().uuidString.lowercased(),
+                _ = try Self.complete(db, id: transactionID, result, panHash: nil, reversalUUID: TransactionUUID.make(),
                                       trace: [], outbox: outbox)
             }
         }

@@ -872,3 +872,37 @@ struct TraceInsertTests {
         #expect(try ledger.int("SELECT max(seq) FROM trace WHERE transaction_id = \(started.id)") == count)
     }
 }
+
+@Suite("transaction ids")
+struct TransactionUUIDTests {
+    @Test("version 7: the time first, so ids made later sort later; the version and variant bits set; random bits differ")
+    func version7() throws {
+        let a = TransactionUUID.make(milliseconds: 1_764_300_000_000)
+        let b = TransactionUUID.make(milliseconds: 1_764_300_000_001)
+        let c = TransactionUUID.make(milliseconds: 1_764_300_000_001)
+        #expect(a < b && a < c && b != c)
+        for id in [a, b, c] {
+            let parts = id.split(separator: "-").map(String.init)
+            #expect(parts.map(\.count) == [8, 4, 4, 4, 12], "\(id)")
+            #expect(parts[2].hasPrefix("7") && "89ab".contains(parts[3].first!), "\(id)")
+            #expect(UUID(uuidString: id) != nil && id == id.lowercased())
+        }
+        // The first 48 bits are the milliseconds.
+        #expect(a.replacingOccurrences(of: "-", with: "").prefix(12) == String(1_764_300_000_000, radix: 16).leftPadded(12))
+    }
+
+    @Test("a row's id is one")
+    func rowsGetThem() throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let ledger = try Ledger(path: dir.database, panKey: keyA)
+        _ = try ledger.ensureTerminal(name: "t1", tid: "16016684")
+        let first = try ledger.begin(sale())
+        let second = try ledger.begin(sale())
+        #expect(first.uuid.split(separator: "-")[2].hasPrefix("7") && first.uuid <= second.uuid)
+    }
+}
+
+private extension String {
+    func leftPadded(_ n: Int) -> String { String(repeating: "0", count: max(0, n - count)) + self }
+}
