@@ -42,6 +42,8 @@ extension Ledger {
     /// The merchant `merchantID`, created (with its ledger terminal) when new.
     public func ensureWorldlineMerchant(_ merchantID: String, at now: Int64) throws -> WorldlineMerchant {
         try Self.validateMerchantID(merchantID)
+        // Every request of a merchant asks: a known one is a read, not a durable write.
+        if let known = try readOneStatement("read Worldline merchant", { db in try Self.worldlineMerchant(db, merchantID) }) { return known }
         let terminalName = "worldline.\(merchantID)"
         return try write("ensure Worldline merchant \(merchantID)") { db in
             if let existing = try Self.worldlineMerchant(db, merchantID) { return existing }
