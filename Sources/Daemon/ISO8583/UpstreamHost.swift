@@ -1,3 +1,4 @@
+import Fronts
 import CardIO
 import EMV
 import Foundation

@@ -68,10 +68,7 @@ public enum CitconRender {
         text(["status": "success", "app": app, "version": apiVersion, "data": data])
     }
 
-    static func text(_ object: Any) -> String {
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
-    }
+    static func text(_ object: Any) -> String { PlatformJSON.text(object) }
 
     /// The SDK's `CPayResult`: the charge, `charge_token: null`, and the document's client codes
     /// (0 success, -1 failure, -2 a WeChat Pay cancel, 6001 an Alipay cancel).

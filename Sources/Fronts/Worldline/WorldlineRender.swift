@@ -235,10 +235,7 @@ public enum WorldlineRender {
     public static func detailsText(_ p: WorldlinePayment) -> String { text(details(p)) }
 
     /// JSON text of a body (keys sorted, slashes unescaped).
-    public static func text(_ object: Any) -> String {
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
-    }
+    public static func text(_ object: Any) -> String { PlatformJSON.text(object) }
 
     /// `ErrorResponse`, with `extra` top-level members (`paymentResult` of a decline).
     static func error(_ e: WorldlineError, errorID: String, extra: [String: Any] = [:]) -> [String: Any] {
