@@ -36,8 +36,6 @@ package enum PlatformJSON {
             out.append(contentsOf: String(n).utf8)
         case let n as Int32:
             out.append(contentsOf: String(n).utf8)
-        case is NSNull:
-            out.append(contentsOf: Array("null".utf8))
         case let d as [String: Any]:
             out.append(UInt8(ascii: "{"))
             // Keys of ASCII letters, `_` and `-` (all the platforms' keys) sort case-insensitively,
@@ -62,6 +60,9 @@ package enum PlatformJSON {
                 guard write(element, to: &out) else { return false }
             }
             out.append(UInt8(ascii: "]"))
+        // Last: a cast to NSNull goes through Objective-C bridging, the dearest of these checks.
+        case is NSNull:
+            out.append(contentsOf: Array("null".utf8))
         default:
             return false
         }
