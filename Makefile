@@ -189,7 +189,7 @@ bench: deps venv
 	.build/release/cardbench bench sale --terminals 32 --count 6400 --floor-commits 2000
 	.build/release/cardbench bench sale --terminals 32 --count 6400 --socket-cards
 	.build/release/cardbench bench sale --terminals 4 --count 100000
-	.build/release/cardbench bench iso8583 --connections 1000 --depth 4 --count 110000
+	.build/release/cardbench bench iso8583 --connections 1000 --depth 4 --count 120000
 	.build/release/cardbench bench worldline --count 100000
 	.build/release/cardbench bench citcon --count 100000
 	.build/release/cardbench bench serial --seconds $(BENCH_SECONDS)

@@ -72,6 +72,11 @@ public final class Ledger: Sendable {
             // commit syncs the WAL itself before a durable write returns (see `GroupCommit`).
             try pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = NORMAL")
+                // The writer alone gets a larger cache: every write walks the indexes on random
+                // keys (card hash, client reference), and at 512 KiB their pages were read from
+                // the OS again and again (`bench iso8583`, 100,000 authorisations: 4,100/s and
+                // 355 µs of daemon CPU each; with 4 MiB 4,700/s and 296 µs). Readers keep 512 KiB.
+                try db.execute(sql: "PRAGMA cache_size = -\(Self.writerPageCacheKiB)")
             }
             try Schema.migrator.migrate(pool)
         } catch {
@@ -83,6 +88,8 @@ public final class Ledger: Sendable {
 
     /// Each connection's page cache, in KiB.
     static let pageCacheKiB = 512
+    /// The writer connection's page cache, in KiB.
+    static let writerPageCacheKiB = 4096
 
     /// Closes the database connections; later calls fail.
     public func close() throws {

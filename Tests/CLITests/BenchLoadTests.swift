@@ -31,9 +31,10 @@ struct BenchLoadTests {
         #expect(r.status == 0, "\(r.stderr)")
         let report = try JSONDecoder().decode(ISOReport.self, from: Data(r.stdout.utf8))
         #expect(report.connections == 40 && report.depth == 3)
-        // 800 over 40 connections, less the warm-up's tenth; every answer (the one-at-a-time
-        // twenty and the warm-up included) an approval with the card's ARPC, and in the ledger.
-        #expect(report.authorisations == 720)
+        // 800 over 40 connections, less the warm-up's sixth (3 of each 20); every answer (the
+        // one-at-a-time twenty and the warm-up included) an approval with the card's ARPC, and in
+        // the ledger.
+        #expect(report.authorisations == 680)
         #expect(report.approvedWithValidARPC == 820 && report.recordedInLedger == 820)
         #expect(report.authorisationsPerSecond > 0 && report.daemonCPUMicrosecondsPerAuthorisation > 0)
         #expect(report.echoRoundTripP50Milliseconds > 0 && report.floorCommitP50Milliseconds > 0)
