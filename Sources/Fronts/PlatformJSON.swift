@@ -25,6 +25,9 @@ package enum PlatformJSON {
 
     /// Writes `value`; false when the tree holds something this writer leaves to `JSONSerialization`.
     private static func write(_ value: Any, to out: inout [UInt8]) -> Bool {
+        // An NSNumber (a value read back from JSON) casts to Bool and to Int alike: only
+        // JSONSerialization knows which it is.
+        if type(of: value) is NSNumber.Type { return false }
         switch value {
         case let s as String:
             JSONText.append(string: s, to: &out)

@@ -43,10 +43,14 @@ struct PlatformJSONTests {
         }
     }
 
-    @Test("a tree with a value it does not write is left to JSONSerialization")
+    @Test("a tree with a value it does not write is left to JSONSerialization: a Double, NSNumbers read back from JSON")
     func fallsBack() throws {
-        let tree: [String: Any] = ["rate": 1.25, "b": ["c": NSNull()], "a": "x"]
-        let theirs = String(decoding: try JSONSerialization.data(withJSONObject: tree, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self)
-        #expect(PlatformJSON.text(tree) == theirs)
+        let parsed = try JSONSerialization.jsonObject(with: Data(#"{"paymentProductId":1,"isTemporary":false,"on":true,"n":0,"s":"x"}"#.utf8))
+        for tree: [String: Any] in [["rate": 1.25, "b": ["c": NSNull()], "a": "x"], ["token": parsed, "id": 1, "ok": true],
+                                    ["list": [parsed, parsed]]] {
+            let theirs = String(decoding: try JSONSerialization.data(withJSONObject: tree, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self)
+            #expect(PlatformJSON.text(tree) == theirs)
+        }
+        #expect(PlatformJSON.text(["p": parsed]).contains(#""paymentProductId":1"#))
     }
 }
