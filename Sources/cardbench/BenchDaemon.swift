@@ -14,15 +14,19 @@ final class BenchDaemon: @unchecked Sendable {
     var pid: Int32 { process.processIdentifier }
     var stateDirectory: String { directory.appendingPathComponent("state").path }
 
-    /// Starts the daemon with `yaml` and waits until it answers on its control socket.
-    init(directory: URL, yaml: String, callgrind: String? = nil) async throws {
+    /// Starts the daemon with `yaml` (and `extraArguments`) and waits until it answers on its
+    /// control socket; under valgrind's callgrind (counting off until `countInstructions`) or
+    /// massif when given their output files.
+    init(directory: URL, yaml: String, extraArguments: [String] = [], callgrind: String? = nil, massif: String? = nil) async throws {
         self.directory = directory
         self.callgrind = callgrind
         let config = directory.appendingPathComponent("cardbenchd.yaml")
         try yaml.write(to: config, atomically: true, encoding: .utf8)
         runtime = directory.appendingPathComponent("run").path
         let arguments = ["--config", config.path, "--state-directory", directory.appendingPathComponent("state").path, "--runtime-directory", runtime]
-        if let callgrind {
+            + extraArguments
+        if let tool = callgrind.map({ ["--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=\($0)"] })
+            ?? massif.map({ ["--tool=massif", "--time-unit=B", "--detailed-freq=4", "--max-snapshots=100", "--massif-out-file=\($0)"] }) {
             // valgrind 3.19 cannot read Swift 6's DWARF 5: a copy without it keeps the symbols.
             let stripped = directory.appendingPathComponent("cardbenchd").path
             let objcopy = Process()
@@ -32,7 +36,7 @@ final class BenchDaemon: @unchecked Sendable {
             objcopy.waitUntilExit()
             guard objcopy.terminationStatus == 0 else { throw CLIError(message: "objcopy --strip-debug of cardbenchd failed") }
             process.executableURL = URL(fileURLWithPath: "/usr/bin/valgrind")
-            process.arguments = ["--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=\(callgrind)", stripped] + arguments
+            process.arguments = tool + [stripped] + arguments
         } else {
             process.executableURL = SaleBench.sibling("cardbenchd")
             process.arguments = arguments
@@ -44,7 +48,7 @@ final class BenchDaemon: @unchecked Sendable {
         process.standardError = handle
         try process.run()
         client = DaemonClient(endpoint: DaemonServer.controlSocket(runtimeDirectory: runtime))
-        let ready = Date().addingTimeInterval(callgrind == nil ? 30 : 180)
+        let ready = Date().addingTimeInterval(callgrind == nil && massif == nil ? 30 : 180)
         while (try? await client.send(method: "GET", "/v1/health", timeout: .seconds(1)))?.status != 200 {
             guard process.isRunning, Date() < ready else {
                 stop()

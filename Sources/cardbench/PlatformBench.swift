@@ -159,6 +159,79 @@ struct PlatformBenchRun {
     }
 }
 
+/// The options both platform benches take.
+struct PlatformBenchOptions: ParsableArguments {
+    @Option(help: "Keep-alive connections, each a merchant backend's.")
+    var connections: Int = 32
+
+    @Option(help: "Payments in the first phase.")
+    var count: Int = 20_000
+
+    @Option(help: "Payments made, captured and refunded in the second phase (three operations each).")
+    var lifecycles: Int = 3_000
+
+    @Flag(help: "Print the figures as JSON.")
+    var json = false
+
+    func validate() throws {
+        guard (1...1000).contains(connections) else { throw CLIError(message: "--connections: must be 1 to 1000", code: 2) }
+        guard count >= connections else { throw CLIError(message: "--count: must be at least --connections", code: 2) }
+        guard lifecycles >= 0 else { throw CLIError(message: "--lifecycles: must be 0 or more", code: 2) }
+    }
+}
+
+/// A platform bench's figures.
+struct PlatformReport: Encodable {
+    let operation: String
+    let connections: Int
+    let phases: [PlatformPhase]
+    let daemonRSSBeforeKB: Int
+    let daemonRSSAfterKB: Int
+    let goalPaymentsPerSecond = 3000.0
+}
+
+extension PlatformBenchRun {
+    /// What a platform bench measures, the same for each platform: a warm-up, `--count` payments
+    /// (`payments(connection, count)` makes each connection's script) with the daemon's RSS
+    /// before and after, then `--lifecycles` payments each captured and refunded; then the
+    /// report, its goal lines named after `platform`.
+    static func measure(platform: String, operation: String, paymentName: String, header: String, goalQualifier: String,
+                        options o: PlatformBenchOptions, daemon: BenchDaemon, port: Int,
+                        payments: @escaping (_ connection: Int, _ count: Int) -> any BenchScript,
+                        lifecycles: @escaping (_ connection: Int, _ count: Int) -> any BenchScript) async throws {
+        var run = PlatformBenchRun(daemon: daemon)
+        do {
+            try await run.phase("warm-up", operations: o.connections * 10, { (0..<o.connections).map { payments($0, 10) } }, port: port)
+            run.phases.removeAll()
+            let rssBefore = daemon.residentKB
+            let per = o.count / o.connections
+            try await run.phase(paymentName, operations: per * o.connections, { (0..<o.connections).map { payments(1000 + $0, per) } }, port: port)
+            let rssAfter = daemon.residentKB
+            if o.lifecycles > 0 {
+                let each = max(1, o.lifecycles / o.connections)
+                try await run.phase("\(paymentName), capture, refund", operations: each * o.connections * 3,
+                                    { (0..<o.connections).map { lifecycles(2000 + $0, each) } }, port: port)
+            }
+            let report = PlatformReport(operation: operation, connections: o.connections, phases: run.phases, daemonRSSBeforeKB: rssBefore,
+                                        daemonRSSAfterKB: rssAfter)
+            if o.json { return try printJSON(report) }
+            print(header)
+            run.printPhases()
+            let first = run.phases[0]
+            print(String(format: "daemon RSS: %.1f MB before the %@ phase, %.1f MB after: %+.1f MB", Double(rssBefore) / 1024, paymentName,
+                         Double(rssAfter) / 1024, Double(rssAfter - rssBefore) / 1024))
+            print(String(format: "goal: ≥ 3,000 %@ payments/s%@: %.0f/s, %@", platform, goalQualifier, first.perSecond,
+                         verdict(first.perSecond >= report.goalPaymentsPerSecond)))
+            print(first.operations >= 100_000
+                  ? String(format: "goal: %@ RSS within 5 MB over %d payments: %+.1f MB, %@", platform, first.operations,
+                           Double(rssAfter - rssBefore) / 1024, verdict(abs(rssAfter - rssBefore) <= 5 * 1024))
+                  : "goal of 100,000 payments: RSS within 5 MB (run with --count 100000)")
+        } catch let error as CLIError {
+            throw daemon.failure(error)
+        }
+    }
+}
+
 /// The answer's JSON object, or a failure naming what was sent and what came back.
 func benchJSON(_ answer: (status: Int, body: [UInt8]), expect: Int = 200, _ what: String) throws -> [String: Any] {
     let object = (try? JSONSerialization.jsonObject(with: Data(answer.body))) as? [String: Any]
@@ -186,32 +259,7 @@ struct WorldlineBench: AsyncParsableCommand {
         """
     )
 
-    @Option(help: "Keep-alive connections, each a merchant backend's.")
-    var connections: Int = 32
-
-    @Option(help: "createPayment requests in the first phase.")
-    var count: Int = 20_000
-
-    @Option(help: "Payments created, captured and refunded in the second phase (three operations each).")
-    var lifecycles: Int = 3_000
-
-    @Flag(help: "Print the figures as JSON.")
-    var json = false
-
-    func validate() throws {
-        guard (1...1000).contains(connections) else { throw CLIError(message: "--connections: must be 1 to 1000", code: 2) }
-        guard count >= connections else { throw CLIError(message: "--count: must be at least --connections", code: 2) }
-        guard lifecycles >= 0 else { throw CLIError(message: "--lifecycles: must be 0 or more", code: 2) }
-    }
-
-    struct Report: Encodable {
-        let operation = "worldline-createPayment-through-cardbenchd"
-        let connections: Int
-        let phases: [PlatformPhase]
-        let daemonRSSBeforeKB: Int
-        let daemonRSSAfterKB: Int
-        let goalPaymentsPerSecond = 3000.0
-    }
+    @OptionGroup var options: PlatformBenchOptions
 
     func run() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cardbench-bench-worldline-\(UUID().uuidString.prefix(8))")
@@ -225,36 +273,11 @@ struct WorldlineBench: AsyncParsableCommand {
             throw daemon.failure(CLIError(message: "no API key or port from the Worldline platform"))
         }
         let signer = WorldlineSigner(keyID: keyID, secret: secret)
-        var run = PlatformBenchRun(daemon: daemon)
-        do {
-            // A warm-up, then the timed phases.
-            try await run.phase("warm-up", operations: connections * 10, { (0..<connections).map { _ in WorldlineCreate(signer, count: 10) } }, port: port)
-            run.phases.removeAll()
-            let rssBefore = daemon.residentKB
-            let per = count / connections
-            try await run.phase("createPayment", operations: per * connections, { (0..<connections).map { _ in WorldlineCreate(signer, count: per) } }, port: port)
-            let rssAfter = daemon.residentKB
-            if lifecycles > 0 {
-                let each = max(1, lifecycles / connections)
-                try await run.phase("create, capture, refund", operations: each * connections * 3,
-                                    { (0..<connections).map { _ in WorldlineLifecycle(signer, count: each) } }, port: port)
-            }
-            let report = Report(connections: connections, phases: run.phases, daemonRSSBeforeKB: rssBefore, daemonRSSAfterKB: rssAfter)
-            if json { return try printJSON(report) }
-            print("cardbench bench worldline: merchant backends to cardbench's Worldline platform, \(connections) keep-alive connections, v1HMAC signed in this client")
-            run.printPhases()
-            let create = run.phases[0]
-            print(String(format: "daemon RSS: %.1f MB before the createPayment phase, %.1f MB after: %+.1f MB", Double(rssBefore) / 1024,
-                         Double(rssAfter) / 1024, Double(rssAfter - rssBefore) / 1024))
-            print(String(format: "goal: ≥ 3,000 Worldline payments/s, client signing included: %.0f/s, %@", create.perSecond,
-                         verdict(create.perSecond >= report.goalPaymentsPerSecond)))
-            print(create.operations >= 100_000
-                  ? String(format: "goal: Worldline RSS within 5 MB over %d payments: %+.1f MB, %@", create.operations,
-                           Double(rssAfter - rssBefore) / 1024, verdict(abs(rssAfter - rssBefore) <= 5 * 1024))
-                  : "goal of 100,000 payments: RSS within 5 MB (run with --count 100000)")
-        } catch let error as CLIError {
-            throw daemon.failure(error)
-        }
+        try await PlatformBenchRun.measure(
+            platform: "Worldline", operation: "worldline-createPayment-through-cardbenchd", paymentName: "createPayment",
+            header: "cardbench bench worldline: merchant backends to cardbench's Worldline platform, \(options.connections) keep-alive connections, v1HMAC signed in this client",
+            goalQualifier: ", client signing included", options: options, daemon: daemon, port: port,
+            payments: { _, count in WorldlineCreate(signer, count: count) }, lifecycles: { _, count in WorldlineLifecycle(signer, count: count) })
     }
 }
 
@@ -360,32 +383,7 @@ struct CitconBench: AsyncParsableCommand {
         """
     )
 
-    @Option(help: "Keep-alive connections, each a merchant backend's.")
-    var connections: Int = 32
-
-    @Option(help: "Charges in the first phase.")
-    var count: Int = 20_000
-
-    @Option(help: "Charges made, captured and refunded in the second phase (three operations each).")
-    var lifecycles: Int = 3_000
-
-    @Flag(help: "Print the figures as JSON.")
-    var json = false
-
-    func validate() throws {
-        guard (1...1000).contains(connections) else { throw CLIError(message: "--connections: must be 1 to 1000", code: 2) }
-        guard count >= connections else { throw CLIError(message: "--count: must be at least --connections", code: 2) }
-        guard lifecycles >= 0 else { throw CLIError(message: "--lifecycles: must be 0 or more", code: 2) }
-    }
-
-    struct Report: Encodable {
-        let operation = "citcon-card-charge-through-cardbenchd"
-        let connections: Int
-        let phases: [PlatformPhase]
-        let daemonRSSBeforeKB: Int
-        let daemonRSSAfterKB: Int
-        let goalPaymentsPerSecond = 3000.0
-    }
+    @OptionGroup var options: PlatformBenchOptions
 
     func run() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cardbench-bench-citcon-\(UUID().uuidString.prefix(8))")
@@ -393,44 +391,21 @@ struct CitconBench: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(at: directory) }
         let daemon = try await BenchDaemon(directory: directory, yaml: "http:\n  port: off\ncitcon:\n  port: 0\n")
         defer { daemon.stop() }
-        do {
-            let merchant = try benchJSON((200, Array(try await daemon.client.send(method: "POST", "/v1/citcon/merchants", json: ["merchantId": "bench"]).body)),
-                                         "POST /v1/citcon/merchants")
-            guard let key = merchant["key"] as? String,
-                  let port = Int(try String(contentsOfFile: daemon.runtime + "/citcon.port", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)) else {
-                throw CLIError(message: "no merchant key or port from the Citcon platform")
-            }
-            let token = CitconToken(merchantKey: key)
-            var run = PlatformBenchRun(daemon: daemon)
-            try await run.phase("token", operations: 1, { [token] }, port: port)
-            guard let bearer = token.token else { throw CLIError(message: "no access token") }
-            try await run.phase("warm-up", operations: connections * 10, { (0..<connections).map { CitconCharges(bearer, connection: $0, count: 10, lifecycle: false) } }, port: port)
-            run.phases.removeAll()
-            let rssBefore = daemon.residentKB
-            let per = count / connections
-            try await run.phase("card charge", operations: per * connections,
-                                { (0..<connections).map { CitconCharges(bearer, connection: 1000 + $0, count: per, lifecycle: false) } }, port: port)
-            let rssAfter = daemon.residentKB
-            if lifecycles > 0 {
-                let each = max(1, lifecycles / connections)
-                try await run.phase("charge, capture, refund", operations: each * connections * 3,
-                                    { (0..<connections).map { CitconCharges(bearer, connection: 2000 + $0, count: each, lifecycle: true) } }, port: port)
-            }
-            let report = Report(connections: connections, phases: run.phases, daemonRSSBeforeKB: rssBefore, daemonRSSAfterKB: rssAfter)
-            if json { return try printJSON(report) }
-            print("cardbench bench citcon: merchant backends to cardbench's Citcon platform, \(connections) keep-alive connections, a server access token")
-            run.printPhases()
-            let charge = run.phases[0]
-            print(String(format: "daemon RSS: %.1f MB before the charge phase, %.1f MB after: %+.1f MB", Double(rssBefore) / 1024,
-                         Double(rssAfter) / 1024, Double(rssAfter - rssBefore) / 1024))
-            print(String(format: "goal: ≥ 3,000 Citcon payments/s: %.0f/s, %@", charge.perSecond, verdict(charge.perSecond >= report.goalPaymentsPerSecond)))
-            print(charge.operations >= 100_000
-                  ? String(format: "goal: Citcon RSS within 5 MB over %d payments: %+.1f MB, %@", charge.operations,
-                           Double(rssAfter - rssBefore) / 1024, verdict(abs(rssAfter - rssBefore) <= 5 * 1024))
-                  : "goal of 100,000 payments: RSS within 5 MB (run with --count 100000)")
-        } catch let error as CLIError {
-            throw daemon.failure(error)
+        let merchant = try benchJSON((200, Array(try await daemon.client.send(method: "POST", "/v1/citcon/merchants", json: ["merchantId": "bench"]).body)),
+                                     "POST /v1/citcon/merchants")
+        guard let key = merchant["key"] as? String,
+              let port = Int(try String(contentsOfFile: daemon.runtime + "/citcon.port", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw daemon.failure(CLIError(message: "no merchant key or port from the Citcon platform"))
         }
+        let token = CitconToken(merchantKey: key)
+        do { _ = try await runHTTPLoad(port: port, scripts: [token]) } catch { throw daemon.failure(error) }
+        guard let bearer = token.token else { throw daemon.failure(CLIError(message: "no access token from POST /v1/access-tokens")) }
+        try await PlatformBenchRun.measure(
+            platform: "Citcon", operation: "citcon-card-charge-through-cardbenchd", paymentName: "card charge",
+            header: "cardbench bench citcon: merchant backends to cardbench's Citcon platform, \(options.connections) keep-alive connections, a server access token",
+            goalQualifier: "", options: options, daemon: daemon, port: port,
+            payments: { c, count in CitconCharges(bearer, connection: c, count: count, lifecycle: false) },
+            lifecycles: { c, count in CitconCharges(bearer, connection: c, count: count, lifecycle: true) })
     }
 }
 

@@ -129,49 +129,12 @@ struct SaleBench: AsyncParsableCommand {
         let names = (1...terminals).map { "t\($0)" }
         var yaml = "http:\n  port: off\nhost:\n  cards: []\nviva:\n  amount_table: none\ntimeouts:\n  card_seconds: 10\nterminals: [\(names.joined(separator: ", "))]\nterminal:\n"
         for (i, name) in names.enumerated() { yaml += "  \(name):\n    tid: \"\(20_000_001 + i)\"\n" }
-        let config = directory.appendingPathComponent("cardbenchd.yaml")
-        try yaml.write(to: config, atomically: true, encoding: .utf8)
         let runtime = directory.appendingPathComponent("run").path
-        let daemon = Process()
-        let arguments = ["--config", config.path, "--state-directory", directory.appendingPathComponent("state").path,
-                         "--runtime-directory", runtime, "--demo-card", card]
-        if let tool = callgrind.map({ ["--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=\($0)"] })
-            ?? massif.map({ ["--tool=massif", "--time-unit=B", "--detailed-freq=4", "--max-snapshots=100", "--massif-out-file=\($0)"] }) {
-            // With callgrind, instrumentation stays off until the timed sales begin, so start-up, the warm-up
-            // sales and the floors are not counted (and start-up is not slowed 50 times).
-            // valgrind 3.19 cannot read the DWARF 5 of Swift 6's binaries; a copy without it keeps
-            // its symbol table, which is all a profile by function needs.
-            let stripped = directory.appendingPathComponent("cardbenchd").path
-            let objcopy = Process()
-            objcopy.executableURL = URL(fileURLWithPath: "/usr/bin/objcopy")
-            objcopy.arguments = ["--strip-debug", Self.sibling("cardbenchd").path, stripped]
-            try objcopy.run()
-            objcopy.waitUntilExit()
-            guard objcopy.terminationStatus == 0 else { throw CLIError(message: "objcopy --strip-debug of cardbenchd failed") }
-            daemon.executableURL = URL(fileURLWithPath: "/usr/bin/valgrind")
-            daemon.arguments = tool + [stripped] + arguments
-        } else {
-            daemon.executableURL = Self.sibling("cardbenchd")
-            daemon.arguments = arguments
-        }
-        let log = directory.appendingPathComponent("daemon.log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: log)
-        daemon.standardOutput = handle
-        daemon.standardError = handle
-        try daemon.run()
-        defer {
-            daemon.terminate()
-            daemon.waitUntilExit()
-        }
-        let client = DaemonClient(endpoint: DaemonServer.controlSocket(runtimeDirectory: runtime))
-        let ready = Date().addingTimeInterval(callgrind == nil && massif == nil ? 20 : 120)
-        while (try? await client.send(method: "GET", "/v1/health", timeout: .seconds(1)))?.status != 200 {
-            guard daemon.isRunning, Date() < ready else {
-                throw CLIError(message: "cardbenchd did not start: \((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
-            }
-            try await Task.sleep(for: .milliseconds(50))
-        }
+        let bench = try await BenchDaemon(directory: directory, yaml: yaml, extraArguments: ["--demo-card", card], callgrind: callgrind, massif: massif)
+        defer { bench.stop() }
+        let daemon = bench.process
+        let client = bench.client
+        let log = bench.log
         var cardProcesses: [Process] = []
         defer {
             for p in cardProcesses where p.isRunning { p.interrupt() }
