@@ -262,11 +262,11 @@ let package = Package(
         ),
         .testTarget(
             name: "CardIOTests",
-            dependencies: ["CardIO", "CLibPCSCLite", "EMV", "ISO8583", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CardIO", "CLibPCSCLite", "EMV", "ISO8583", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["EMV", "CardIO", "VirtualCard"]
+            dependencies: ["EMV", "CardIO", "VirtualCard", "TestSupport"]
         ),
     ]
 )

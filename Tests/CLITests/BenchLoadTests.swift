@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// The load benches of the ISO 8583 issuer and the platforms, in small runs through a real
 /// cardbenchd: every answer checked, every figure and goal line there (the figures themselves
@@ -26,8 +27,8 @@ struct BenchLoadTests {
     }
 
     @Test(.timeLimit(.minutes(3)))
-    func iso8583() throws {
-        let r = try run(["bench", "iso8583", "--connections", "40", "--depth", "3", "--count", "800", "--latency-count", "20", "--json"])
+    func iso8583() async throws {
+        let r = try await onOwnThread { try run(["bench", "iso8583", "--connections", "40", "--depth", "3", "--count", "800", "--latency-count", "20", "--json"]) }
         #expect(r.status == 0, "\(r.stderr)")
         let report = try JSONDecoder().decode(ISOReport.self, from: Data(r.stdout.utf8))
         #expect(report.connections == 40 && report.depth == 3)
@@ -43,8 +44,8 @@ struct BenchLoadTests {
     }
 
     @Test(.timeLimit(.minutes(3)))
-    func iso8583Text() throws {
-        let r = try run(["bench", "iso8583", "--connections", "10", "--count", "100", "--latency-count", "10"])
+    func iso8583Text() async throws {
+        let r = try await onOwnThread { try run(["bench", "iso8583", "--connections", "10", "--count", "100", "--latency-count", "10"]) }
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.lines.contains { $0.hasPrefix("goal: ≥ 5,000 ISO 8583 authorisations/s, load generator included: ") && verdict($0) })
         #expect(r.lines.contains { $0.hasPrefix("goal: ≥ 1,000 connections held open at once, pipelining 4 deep: 10, not met") })
@@ -68,8 +69,8 @@ struct BenchLoadTests {
     }
 
     @Test(.timeLimit(.minutes(3)), arguments: ["worldline", "citcon"])
-    func platform(_ name: String) throws {
-        let r = try run(["bench", name, "--connections", "4", "--count", "40", "--lifecycles", "8"])
+    func platform(_ name: String) async throws {
+        let r = try await onOwnThread { try run(["bench", name, "--connections", "4", "--count", "40", "--lifecycles", "8"]) }
         #expect(r.status == 0, "\(r.stderr)")
         let first = name == "worldline" ? "createPayment: 40 in " : "card charge: 40 in "
         #expect(r.lines.contains { $0.hasPrefix(first) && $0.contains("CPU per operation: daemon ") })

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 @Suite("cardbench bench sale")
 struct BenchSaleTests {
@@ -35,8 +36,8 @@ struct BenchSaleTests {
     /// A small run through a real cardbenchd: every sale is approved and every figure is there
     /// (the figures themselves are the benchmark's business, not this test's).
     @Test(.timeLimit(.minutes(2)))
-    func aSmallRunApprovesEverySaleAndReportsBothFloors() throws {
-        let r = try run(["bench", "sale", "--terminals", "2", "--count", "20", "--floor-commits", "10", "--card", Self.card, "--json"])
+    func aSmallRunApprovesEverySaleAndReportsBothFloors() async throws {
+        let r = try await onOwnThread { try run(["bench", "sale", "--terminals", "2", "--count", "20", "--floor-commits", "10", "--card", Self.card, "--json"]) }
         #expect(r.status == 0, "\(r.stderr)")
         let report = try JSONDecoder().decode(Report.self, from: Data(r.stdout.utf8))
         #expect(report.cards == "in-process" && report.terminals == 2)
@@ -57,8 +58,8 @@ struct BenchSaleTests {
         #expect(report.goalSalesPerSecondAt32Terminals == 3000 && report.goalRSSGrowthKB == 5 * 1024)
     }
 
-    @Test func theTextReportSaysWhetherEachGoalIsMet() throws {
-        let r = try run(["bench", "sale", "--terminals", "1", "--count", "5", "--floor-commits", "10", "--card", Self.card])
+    @Test func theTextReportSaysWhetherEachGoalIsMet() async throws {
+        let r = try await onOwnThread { try run(["bench", "sale", "--terminals", "1", "--count", "5", "--floor-commits", "10", "--card", Self.card]) }
         #expect(r.status == 0, "\(r.stderr)")
         func verdict(_ line: String) -> Bool { line.hasSuffix(", met") || line.hasSuffix(", not met") }
         #expect(r.lines.contains { $0.hasPrefix("goal: Viva sale, the daemon's own CPU ≤ 300 µs (its card's apart): ") && verdict($0) })

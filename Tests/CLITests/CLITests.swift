@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// Runs the built `cardbench` executable as a user would and checks what it prints.
-struct CLIResult {
+struct CLIResult: Sendable {
     let status: Int32
     let stdout: String
     let stderr: String
