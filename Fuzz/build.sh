@@ -36,7 +36,8 @@ BIN=$("$SWIFT" build -c release --scratch-path "$SCRATCH" --show-bin-path)
 
 # Every object built in the scratch path: for a Swift module those its output file map names (a
 # source since removed leaves a stale object behind), for a C module all of them. A dependency's C
-# module is found through its include directory (Yams' CYaml, swift-crypto's BoringSSL); the
+# module is found through its include directory (Yams' CYaml, swift-crypto's BoringSSL) and the
+# module map SwiftPM made for it when it has none; the
 # package's own through their module maps (libcrypto, libudev and libpcsclite shims)
 objects=()
 clang_modules=()
@@ -54,6 +55,9 @@ for dir in "$BIN"/*.build; do
             < <(sed -n 's/^ *"object": "\(.*\)",\{0,1\}$/\1/p' "$dir/output-file-map.json")
     else
         while IFS= read -r o; do objects+=("$o"); done < <(find "$dir" -name '*.o' | sort)
+        # A C module with no module map of its own (SwiftNIO's CNIOAtomics, CNIOLinux, …) has the
+        # one SwiftPM generated in its build directory.
+        [ -f "$dir/module.modulemap" ] && clang_modules+=(-Xcc "-fmodule-map-file=$dir/module.modulemap")
         for include in "$SCRATCH"/checkouts/*/Sources/"$(basename "$dir" .build)"/include; do
             [ -d "$include" ] && clang_modules+=(-Xcc "-I$include")
         done
