@@ -127,7 +127,11 @@ public final class FramedListener: @unchecked Sendable {
         server.read()
     }
 
-    /// Stops accepting and ends every connection; a message being handled finishes first.
+    /// Stops accepting (the port is closed when this returns) and ends every connection. It does
+    /// not wait for a message being handled: a handler may be waiting on a peer for a long time,
+    /// and its caller (a scenario's end, on one of the few cooperative threads) must not. The
+    /// pool's threads and the event loop end once those messages are done, and their answers go
+    /// nowhere.
     public func stop() {
         let (first, open, pool) = state.withLock { s -> (Bool, [any Channel], NIOThreadPool?) in
             defer { s.stopped = true }
@@ -135,9 +139,14 @@ public final class FramedListener: @unchecked Sendable {
         }
         guard first else { return }
         try? server.close().wait()
-        for c in open { try? c.close().wait() }
-        try? pool?.syncShutdownGracefully()
-        try? group.syncShutdownGracefully()
+        for c in open { c.close(promise: nil) }
+        let group = self.group
+        // The loop last: the pool's work completes its futures on it.
+        if let pool {
+            pool.shutdownGracefully { _ in group.shutdownGracefully { _ in } }
+        } else {
+            group.shutdownGracefully { _ in }
+        }
     }
 
     /// How many connections are open now.
